@@ -1,0 +1,204 @@
+// CPU kernels of the Gaussian field: fused forward and analytic backward, O(B + N) memory.
+// OpenMP over blocks of kBlock points; the inner loop over the points of a block is SIMD.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <omp.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "gsw/field.h"
+
+namespace gsw {
+namespace field {
+namespace {
+
+constexpr int64_t kBlock = 64;
+
+template <typename T>
+std::vector<Gauss<T>> prepare_all(const T* means, const T* factors, const T* weights, int64_t N) {
+  std::vector<Gauss<T>> g(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) g[n] = prepare(factors + 9 * n, means + 3 * n, weights[n]);
+  return g;
+}
+
+// Copies a block of points [B,3] into SoA arrays; padded lanes sit at the first point (finite).
+template <typename T>
+void load_block(const T* points, int64_t b0, int64_t count, T* px, T* py, T* pz) {
+  for (int64_t j = 0; j < kBlock; ++j) {
+    const int64_t b = b0 + (j < count ? j : 0);
+    px[j] = points[3 * b];
+    py[j] = points[3 * b + 1];
+    pz[j] = points[3 * b + 2];
+  }
+}
+
+template <typename T>
+void forward_kernel(const T* points, const Gauss<T>* gs, T* out, int64_t B, int64_t N) {
+  const int64_t nblocks = (B + kBlock - 1) / kBlock;
+#pragma omp parallel
+  {
+    DenormalsOff ftz;
+    alignas(64) T px[kBlock], py[kBlock], pz[kBlock], acc[kBlock];
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      const int64_t b0 = blk * kBlock;
+      const int64_t count = B - b0 < kBlock ? B - b0 : kBlock;
+      load_block(points, b0, count, px, py, pz);
+      for (int64_t j = 0; j < kBlock; ++j) acc[j] = T(0);
+      for (int64_t n = 0; n < N; ++n) {
+        const Gauss<T> g = gs[n];
+#pragma omp simd aligned(px, py, pz, acc : 64)
+        for (int64_t j = 0; j < kBlock; ++j) {
+          const Pair<T> p = whiten(g, px[j], py[j], pz[j]);
+          acc[j] += g.w * kernel(p.q);
+        }
+      }
+      for (int64_t j = 0; j < count; ++j) out[b0 + j] = acc[j];
+    }
+  }
+}
+
+template <typename T>
+void backward_kernel(const T* grad, const T* points, const Gauss<T>* gs, T* grad_points, T* grad_means,
+                     T* grad_factors, T* grad_weights, int64_t B, int64_t N) {
+  const int64_t nblocks = (B + kBlock - 1) / kBlock;
+  const int nthreads = omp_get_max_threads();
+  // Per-thread per-Gaussian sums (double: they add up to B terms).
+  std::vector<double> sums(static_cast<size_t>(nthreads) * N * kAccum, 0.0);
+#pragma omp parallel num_threads(nthreads)
+  {
+    DenormalsOff ftz;
+    double* my = sums.data() + static_cast<size_t>(omp_get_thread_num()) * N * kAccum;
+    alignas(64) T px[kBlock], py[kBlock], pz[kBlock], gb[kBlock], gx[kBlock], gy[kBlock], gz[kBlock];
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      const int64_t b0 = blk * kBlock;
+      const int64_t count = B - b0 < kBlock ? B - b0 : kBlock;
+      load_block(points, b0, count, px, py, pz);
+      for (int64_t j = 0; j < kBlock; ++j) {
+        gb[j] = j < count ? grad[b0 + j] : T(0);  // padded lanes contribute nothing
+        gx[j] = gy[j] = gz[j] = T(0);
+      }
+      for (int64_t n = 0; n < N; ++n) {
+        const Gauss<T> g = gs[n];
+        T a = 0, s0 = 0, s1 = 0, s2 = 0, t00 = 0, t10 = 0, t11 = 0, t20 = 0, t21 = 0, t22 = 0;
+#pragma omp simd aligned(px, py, pz, gb, gx, gy, gz : 64) \
+    reduction(+ : a, s0, s1, s2, t00, t10, t11, t20, t21, t22)
+        for (int64_t j = 0; j < kBlock; ++j) {
+          const Pair<T> p = whiten(g, px[j], py[j], pz[j]);
+          const T e = kernel(p.q);
+          const T ge = gb[j] * e;
+          a += ge;
+          const T gz0 = ge * p.z0, gz1 = ge * p.z1, gz2 = ge * p.z2;
+          s0 += gz0;
+          s1 += gz1;
+          s2 += gz2;
+          t00 += gz0 * p.d0;
+          t10 += gz1 * p.d0;
+          t11 += gz1 * p.d1;
+          t20 += gz2 * p.d0;
+          t21 += gz2 * p.d1;
+          t22 += gz2 * p.d2;
+          // d value / d x = -w e M^T z (times grad, applied after the loop over n)
+          const T we = g.w * e;
+          gx[j] -= we * (g.m00 * p.z0 + g.m10 * p.z1 + g.m20 * p.z2);
+          gy[j] -= we * (g.m11 * p.z1 + g.m21 * p.z2);
+          gz[j] -= we * (g.m22 * p.z2);
+        }
+        double* acc = my + n * kAccum;
+        acc[0] += a;
+        acc[1] += s0;
+        acc[2] += s1;
+        acc[3] += s2;
+        acc[4] += t00;
+        acc[5] += t10;
+        acc[6] += t11;
+        acc[7] += t20;
+        acc[8] += t21;
+        acc[9] += t22;
+      }
+      for (int64_t j = 0; j < count; ++j) {
+        grad_points[3 * (b0 + j)] = gb[j] * gx[j];
+        grad_points[3 * (b0 + j) + 1] = gb[j] * gy[j];
+        grad_points[3 * (b0 + j) + 2] = gb[j] * gz[j];
+      }
+    }
+  }
+  at::parallel_for(0, N, 256, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      T acc[kAccum];
+      for (int k = 0; k < kAccum; ++k) {
+        double s = 0.0;
+        for (int t = 0; t < nthreads; ++t) s += sums[(static_cast<size_t>(t) * N + n) * kAccum + k];
+        acc[k] = static_cast<T>(s);
+      }
+      finish_gaussian(gs[n], acc, grad_means + 3 * n, grad_factors + 9 * n, grad_weights + n);
+    }
+  });
+}
+
+void check_inputs(const at::Tensor& points, const at::Tensor& means, const at::Tensor& factors,
+                  const at::Tensor& weights) {
+  TORCH_CHECK(points.dim() == 2 && points.size(1) == 3, "field: points must be [B,3]");
+  TORCH_CHECK(means.dim() == 2 && means.size(1) == 3, "field: means must be [N,3]");
+  const int64_t N = means.size(0);
+  TORCH_CHECK(factors.dim() == 3 && factors.size(0) == N && factors.size(1) == 3 && factors.size(2) == 3,
+              "field: factors must be [N,3,3]");
+  TORCH_CHECK(weights.dim() == 1 && weights.size(0) == N, "field: weights must be [N]");
+  TORCH_CHECK(points.scalar_type() == means.scalar_type() && points.scalar_type() == factors.scalar_type() &&
+                  points.scalar_type() == weights.scalar_type(),
+              "field: all inputs must share one dtype");
+  TORCH_CHECK(points.scalar_type() == at::kFloat || points.scalar_type() == at::kDouble,
+              "field: dtype must be float32 or float64");
+}
+
+at::Tensor field_forward_cpu(const at::Tensor& points, const at::Tensor& means, const at::Tensor& factors,
+                             const at::Tensor& weights) {
+  check_inputs(points, means, factors, weights);
+  const auto p = points.contiguous();
+  const auto mu = means.contiguous();
+  const auto L = factors.contiguous();
+  const auto w = weights.contiguous();
+  const int64_t B = p.size(0), N = mu.size(0);
+  auto out = at::empty({B}, p.options());
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "field_forward_cpu", [&] {
+    const auto gs = prepare_all(mu.data_ptr<scalar_t>(), L.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), N);
+    forward_kernel(p.data_ptr<scalar_t>(), gs.data(), out.data_ptr<scalar_t>(), B, N);
+  });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> field_backward_cpu(const at::Tensor& grad_values,
+                                                                              const at::Tensor& points,
+                                                                              const at::Tensor& means,
+                                                                              const at::Tensor& factors,
+                                                                              const at::Tensor& weights) {
+  check_inputs(points, means, factors, weights);
+  TORCH_CHECK(grad_values.dim() == 1 && grad_values.size(0) == points.size(0), "field: grad_values must be [B]");
+  const auto g = grad_values.to(points.scalar_type()).contiguous();
+  const auto p = points.contiguous();
+  const auto mu = means.contiguous();
+  const auto L = factors.contiguous();
+  const auto w = weights.contiguous();
+  const int64_t B = p.size(0), N = mu.size(0);
+  auto gp = at::empty({B, 3}, p.options());
+  auto gm = at::empty({N, 3}, p.options());
+  auto gL = at::empty({N, 3, 3}, p.options());
+  auto gw = at::empty({N}, p.options());
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "field_backward_cpu", [&] {
+    const auto gs = prepare_all(mu.data_ptr<scalar_t>(), L.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), N);
+    backward_kernel(g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), gs.data(), gp.data_ptr<scalar_t>(),
+                    gm.data_ptr<scalar_t>(), gL.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(), B, N);
+  });
+  return {gp, gm, gL, gw};
+}
+
+}  // namespace
+}  // namespace field
+}  // namespace gsw
+
+TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
+  m.impl("field_forward", &gsw::field::field_forward_cpu);
+  m.impl("field_backward", &gsw::field::field_backward_cpu);
+}

@@ -1,0 +1,27 @@
+// Every op schema of the gsworkbench library, in one place. Implementations register per backend in
+// csrc/cpu/*.cpp (CPU) and csrc/cuda/*.cpp (CUDA). Python wrappers, fake kernels and autograd live
+// beside each capability in gsworkbench/ (e.g. gsworkbench/field/ops.py).
+#include <Python.h>
+#include <torch/library.h>
+
+extern "C" {
+// An empty module: importing gsworkbench._C loads this library, which registers the ops.
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(gsworkbench, m) {
+  // ---- field (gsworkbench/field/ops.py) ----
+  // points [B,3], means [N,3], factors [N,3,3] lower Cholesky, weights [N] -> values [B]
+  m.def("field_forward(Tensor points, Tensor means, Tensor factors, Tensor weights) -> Tensor");
+  // -> (grad_points [B,3], grad_means [N,3], grad_factors [N,3,3], grad_weights [N])
+  m.def(
+      "field_backward(Tensor grad_values, Tensor points, Tensor means, Tensor factors, Tensor weights)"
+      " -> (Tensor, Tensor, Tensor, Tensor)");
+
+  // ---- transforms (gsworkbench/transforms/) ----
+
+  // ---- splat rasterizer (gsworkbench/splat/) ----
+}

@@ -1,0 +1,12 @@
+"""gsworkbench: a CPU-first research workbench for Gaussian-splatting performance work.
+
+Capabilities live in sub-packages (``field``, ``bench``, ...). The shared Gaussian parameter math
+(quaternions, covariances, activations, SH) lives in :mod:`gsworkbench.gaussians`.
+"""
+
+import os as _os
+
+# OpenMP spin-waiting distorts timings on small VMs; the runtime reads this once, when torch loads.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+__version__ = "0.1.0"

@@ -1,0 +1,11 @@
+"""The benchmark core: a registry of suites, a runner over ``torch.utils.benchmark`` and a store.
+
+A suite is a module in :mod:`gsworkbench.bench.suites` that registers itself with
+:func:`~gsworkbench.bench.registry.register_suite`. ``gsworkbench bench NAME`` runs it.
+"""
+
+from gsworkbench.bench.registry import Case, Suite, get_suite, list_suites, register_suite
+from gsworkbench.bench.runner import run_cases, run_suite
+from gsworkbench.bench.store import save_run
+
+__all__ = ["Case", "Suite", "get_suite", "list_suites", "register_suite", "run_cases", "run_suite", "save_run"]

@@ -1,0 +1,1 @@
+"""Benchmark suites: each module registers one suite with ``register_suite``."""

@@ -1,0 +1,81 @@
+"""``evaluate``: the Gaussian field at points, with checked inputs and a choice of backend."""
+
+from __future__ import annotations
+
+import torch
+
+from gsworkbench.field import _torch_impl
+from gsworkbench.validation import check_choice, check_same_device_dtype, check_same_size, check_tensor
+
+BACKENDS = ("loop", "vectorized", "torch", "ext")
+COVARIANCES = ("full", "diag")
+
+
+def check_field_inputs(
+    points: torch.Tensor, means: torch.Tensor, factors: torch.Tensor, weights: torch.Tensor, covariance: str
+) -> None:
+    """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad factors."""
+    check_choice("covariance", covariance, COVARIANCES)
+    check_tensor("points", points, (None, 3))
+    check_tensor("means", means, (None, 3))
+    check_tensor("weights", weights, (None,))
+    if covariance == "full":
+        check_tensor("factors", factors, (None, 3, 3))
+    else:
+        check_tensor("factors", factors, (None, 3))
+    check_same_size("N (number of Gaussians)", ("means", means, 0), ("factors", factors, 0), ("weights", weights, 0))
+    check_same_device_dtype(points=points, means=means, factors=factors, weights=weights)
+    f = factors.detach()
+    if covariance == "full":
+        if f.numel() and not bool((torch.diagonal(f, dim1=-2, dim2=-1) > 0).all()):
+            raise ValueError("factors must have a positive diagonal (Cholesky factors L with Sigma = L L^T)")
+        if f.numel() and bool(torch.triu(f, diagonal=1).ne(0).any()):
+            raise ValueError("factors must be lower-triangular (entries above the diagonal must be 0)")
+    elif f.numel() and not bool((f > 0).all()):
+        raise ValueError("factors (standard deviations, covariance='diag') must be positive")
+
+
+def evaluate(
+    points: torch.Tensor,
+    means: torch.Tensor,
+    factors: torch.Tensor,
+    weights: torch.Tensor,
+    *,
+    covariance: str = "full",
+    backend: str = "ext",
+    memory_budget: int | None = None,
+) -> torch.Tensor:
+    """Values [B] of a sum of N Gaussians at B points.
+
+    value_b = sum_n w_n exp(-1/2 (x_b - mu_n)^T Sigma_n^-1 (x_b - mu_n)).
+
+    Args:
+        points: [B,3] query points (world units).
+        means: [N,3] centres.
+        factors: ``covariance="full"``: [N,3,3] lower Cholesky factors L (positive diagonal,
+            Sigma = L L^T); ``"diag"``: [N,3] standard deviations per axis.
+        weights: [N] weights (any sign).
+        backend: ``loop`` | ``vectorized`` | ``torch`` | ``ext`` (see :mod:`gsworkbench.field`).
+        memory_budget: bytes allowed to ``vectorized``/``torch`` temporaries (default 2 GiB or
+            ``$GSW_MEMORY_BUDGET``); over it they raise instead of exhausting RAM.
+
+    Gradients flow to points, means, every entry of the lower factor (or the deviations) and weights.
+    """
+    check_choice("backend", backend, BACKENDS)
+    check_field_inputs(points, means, factors, weights, covariance)
+    L = torch.diag_embed(factors) if covariance == "diag" else factors
+    if backend == "ext":
+        from gsworkbench.field.ops import field_forward
+
+        if points.is_cuda:
+            from gsworkbench._ext import has_cuda_kernels
+
+            if not has_cuda_kernels():
+                raise ValueError("backend 'ext' on CUDA tensors needs the extension built with CUDA")
+        return field_forward(points, means, L, weights)
+    L = torch.tril(L)  # the upper triangle is not a parameter: no gradient flows there
+    if backend == "loop":
+        return _torch_impl.evaluate_loop(points, means, L, weights)
+    if backend == "vectorized":
+        return _torch_impl.evaluate_vectorized(points, means, L, weights, memory_budget)
+    return _torch_impl.evaluate_torch(points, means, L, weights, memory_budget)

@@ -1,0 +1,212 @@
+"""The one module of Gaussian parameter math, used by every capability.
+
+Conventions (the Inria 3DGS / gsplat ones):
+- quaternions are wxyz, not necessarily normalised; rotation matrices act on column vectors;
+- covariance Sigma = R S S^T R^T with S = diag(scales) (linear scales, world units);
+- a Cholesky factor L is lower-triangular with a positive diagonal, Sigma = L L^T; a field stores it
+  raw as 6 numbers per Gaussian (log of the diagonal, then the three off-diagonal entries);
+- activations: scales = exp(log_scales), opacity = sigmoid(opacity_logit);
+- real spherical harmonics up to degree 3 in the 3DGS basis and sign convention; colour =
+  SH(dir) + 0.5, clamped at 0, where dir is the unit vector from the camera centre to the Gaussian.
+
+All functions are pure torch, batched over leading dimensions, and differentiable.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+# ---- activations -----------------------------------------------------------------------------
+
+
+def scales_from_log(log_scales: torch.Tensor) -> torch.Tensor:
+    """Linear scales from log-scales (same shape)."""
+    return torch.exp(log_scales)
+
+
+def log_from_scales(scales: torch.Tensor) -> torch.Tensor:
+    """Log-scales from linear scales (same shape)."""
+    return torch.log(scales)
+
+
+def opacity_from_logit(logits: torch.Tensor) -> torch.Tensor:
+    """Opacity in [0, 1] from logits."""
+    return torch.sigmoid(logits)
+
+
+def logit_from_opacity(opacity: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+    """Logits from opacities in [0, 1] (clamped to [eps, 1 - eps])."""
+    o = opacity.clamp(eps, 1.0 - eps)
+    return torch.log(o) - torch.log1p(-o)
+
+
+# ---- quaternions -----------------------------------------------------------------------------
+
+
+def quat_normalize(q: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Unit quaternions [..., 4] (wxyz)."""
+    return q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
+
+
+def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices [..., 3, 3] from quaternions [..., 4] (wxyz, normalised here)."""
+    w, x, y, z = quat_normalize(q).unbind(-1)
+    rows = [
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    ]  # fmt: skip
+    return torch.stack(rows, dim=-1).reshape(*q.shape[:-1], 3, 3)
+
+
+def quat_multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Hamilton product a * b of quaternions [..., 4] (wxyz); rotation by a after b."""
+    aw, ax, ay, az = a.unbind(-1)
+    bw, bx, by, bz = b.unbind(-1)
+    return torch.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        dim=-1,
+    )
+
+
+def rotmat_to_quat(R: torch.Tensor) -> torch.Tensor:
+    """Unit quaternions [..., 4] (wxyz, w >= 0) from rotation matrices [..., 3, 3]."""
+    m = R
+    t = m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2]
+    # four candidate (unnormalised) quaternions; pick the best-conditioned one per matrix
+    cands = torch.stack(
+        [
+            torch.stack([1 + t, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1),
+            torch.stack([m[..., 2, 1] - m[..., 1, 2], 1 + 2 * m[..., 0, 0] - t, m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),
+            torch.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0], 1 + 2 * m[..., 1, 1] - t, m[..., 1, 2] + m[..., 2, 1]], -1),
+            torch.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1], 1 + 2 * m[..., 2, 2] - t], -1),
+        ],
+        dim=-2,
+    )  # fmt: skip
+    diag = torch.stack([t, m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]], -1)
+    best = diag.argmax(-1, keepdim=True)
+    q = torch.gather(cands, -2, best[..., None].expand(*best.shape, 4)).squeeze(-2)
+    q = quat_normalize(q)
+    return torch.where(q[..., :1] < 0, -q, q)
+
+
+# ---- covariances -----------------------------------------------------------------------------
+
+
+def covariance_from_scales_quats(scales: torch.Tensor, quats: torch.Tensor) -> torch.Tensor:
+    """Sigma = R S S^T R^T [..., 3, 3] from linear scales [..., 3] and quaternions [..., 4]."""
+    M = quat_to_rotmat(quats) * scales[..., None, :]
+    return M @ M.transpose(-1, -2)
+
+
+def cholesky_from_raw(raw: torch.Tensor) -> torch.Tensor:
+    """Lower Cholesky factors [..., 3, 3] from raw parameters [..., 6].
+
+    raw = (log L00, log L11, log L22, L10, L20, L21): exp keeps the diagonal positive.
+    """
+    d = torch.exp(raw[..., :3])
+    zero = torch.zeros_like(raw[..., 0])
+    rows = [d[..., 0], zero, zero, raw[..., 3], d[..., 1], zero, raw[..., 4], raw[..., 5], d[..., 2]]
+    return torch.stack(rows, dim=-1).reshape(*raw.shape[:-1], 3, 3)
+
+
+def raw_from_cholesky(L: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`cholesky_from_raw`: [..., 3, 3] lower factors to raw [..., 6]."""
+    diag = torch.log(torch.diagonal(L, dim1=-2, dim2=-1))
+    return torch.cat([diag, L[..., 1, 0:1], L[..., 2, 0:1], L[..., 2, 1:2]], dim=-1)
+
+
+def cholesky_from_scales_quats(scales: torch.Tensor, quats: torch.Tensor) -> torch.Tensor:
+    """Lower Cholesky factor [..., 3, 3] of the covariance of (scales, quats)."""
+    return torch.linalg.cholesky(covariance_from_scales_quats(scales, quats))
+
+
+# ---- spherical harmonics ---------------------------------------------------------------------
+
+SH_C0 = 0.28209479177387814
+SH_C1 = 0.4886025119029199
+SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792, 0.5462742152960396)
+SH_C3 = (
+    -0.5900435899266435,
+    2.890611442640554,
+    -0.4570457994644658,
+    0.3731763325901154,
+    -0.4570457994644658,
+    1.445305721320277,
+    -0.5900435899266435,
+)
+MAX_SH_DEGREE = 3
+
+
+def num_sh_bases(degree: int) -> int:
+    """(degree + 1)^2 coefficients per channel."""
+    if not 0 <= degree <= MAX_SH_DEGREE:
+        raise ValueError(f"sh degree must be in 0..{MAX_SH_DEGREE}, got {degree}")
+    return (degree + 1) ** 2
+
+
+def sh_degree_from_bases(k: int) -> int:
+    """Inverse of :func:`num_sh_bases`; ValueError unless k is 1, 4, 9 or 16."""
+    d = math.isqrt(k) - 1
+    if (d + 1) ** 2 != k or not 0 <= d <= MAX_SH_DEGREE:
+        raise ValueError(f"number of SH coefficients must be 1, 4, 9 or 16, got {k}")
+    return d
+
+
+def sh_basis(dirs: torch.Tensor, degree: int) -> torch.Tensor:
+    """Real SH basis [..., (degree+1)^2] at unit directions [..., 3], 3DGS ordering and signs."""
+    num_sh_bases(degree)
+    x, y, z = dirs.unbind(-1)
+    out = [torch.full_like(x, SH_C0)]
+    if degree >= 1:
+        out += [-SH_C1 * y, SH_C1 * z, -SH_C1 * x]
+    if degree >= 2:
+        xx, yy, zz, xy, yz, xz = x * x, y * y, z * z, x * y, y * z, x * z
+        out += [
+            SH_C2[0] * xy,
+            SH_C2[1] * yz,
+            SH_C2[2] * (2 * zz - xx - yy),
+            SH_C2[3] * xz,
+            SH_C2[4] * (xx - yy),
+        ]
+    if degree >= 3:
+        out += [
+            SH_C3[0] * y * (3 * xx - yy),
+            SH_C3[1] * xy * z,
+            SH_C3[2] * y * (4 * zz - xx - yy),
+            SH_C3[3] * z * (2 * zz - 3 * xx - 3 * yy),
+            SH_C3[4] * x * (4 * zz - xx - yy),
+            SH_C3[5] * z * (xx - yy),
+            SH_C3[6] * x * (xx - 3 * yy),
+        ]
+    return torch.stack(out, dim=-1)
+
+
+def eval_sh(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
+    """SH value [..., 3] of coefficients [..., K, 3] (K >= (degree+1)^2) at directions [..., 3].
+
+    Directions are normalised here. Uses the first (degree+1)^2 coefficients.
+    """
+    k = num_sh_bases(degree)
+    if coeffs.shape[-2] < k:
+        raise ValueError(f"sh degree {degree} needs {k} coefficients per channel, got {coeffs.shape[-2]}")
+    d = dirs / dirs.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    basis = sh_basis(d, degree)
+    return (basis[..., None] * coeffs[..., :k, :]).sum(-2)
+
+
+def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
+    """3DGS colour [..., 3]: eval_sh + 0.5, clamped at 0."""
+    return torch.clamp_min(eval_sh(coeffs, dirs, degree) + 0.5, 0.0)
+
+
+def rgb_to_sh_dc(rgb: torch.Tensor) -> torch.Tensor:
+    """The degree-0 coefficient that renders as ``rgb``."""
+    return (rgb - 0.5) / SH_C0

@@ -1,0 +1,152 @@
+"""Run directories, environment metadata and atomic writes under ``results/``.
+
+Every run (a notebook, a benchmark) writes into ``results/<run-id>/``: its tables (CSV), plots
+(PNG), executed notebooks and a ``metadata.json`` with its parameters and environment (git commit
+and dirty flag, package versions, CPU model, thread settings, time). Each file is written to a
+temporary name and renamed into place, so an interrupted run never leaves a half-written file and
+never loses what it already wrote.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Mapping
+from importlib import metadata as _md
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("torch", "numpy", "numba", "pandas", "matplotlib", "papermill", "plyfile", "gsworkbench")
+
+
+def results_root() -> Path:
+    """``$GSW_RESULTS_DIR`` or ``<repo>/results``."""
+    return Path(os.environ.get("GSW_RESULTS_DIR", REPO_ROOT / "results"))
+
+
+def new_run_dir(kind: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """Creates ``<root>/<UTC time>-<kind>-<random>/`` and returns it."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = Path(root) if root is not None else results_root()
+    run = path / f"{stamp}-{kind}-{uuid.uuid4().hex[:6]}"
+    run.mkdir(parents=True, exist_ok=False)
+    return run
+
+
+# ---- atomic writes ---------------------------------------------------------------------------
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Writes ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Text version of :func:`atomic_write_bytes` (UTF-8)."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    """Atomically writes ``obj`` as indented JSON (non-JSON values are written with ``str``)."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_table(path: str | os.PathLike[str], df: Any) -> Path:
+    """Atomically writes a pandas DataFrame as CSV."""
+    return atomic_write_text(path, df.to_csv(index=False))
+
+
+def save_figure(path: str | os.PathLike[str], fig: Any, dpi: int = 110) -> Path:
+    """Atomically saves a matplotlib figure as PNG."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+# ---- environment -----------------------------------------------------------------------------
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo where available)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def thread_settings() -> dict[str, Any]:
+    """Threads that torch uses and the OpenMP variables that shape them."""
+    import torch
+
+    return {
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "cpu_count": os.cpu_count(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+
+
+def environment() -> dict[str, Any]:
+    """Git commit and dirty flag, package versions, CPU, threads, Python, time."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = _md.version(name)
+        except _md.PackageNotFoundError:
+            versions[name] = None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    from gsworkbench._ext import has_cuda_kernels, has_ext
+
+    return {
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": None if status is None else bool(status),
+        "packages": versions,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "threads": thread_settings(),
+        "extension": {"built": has_ext(), "cuda_kernels": has_cuda_kernels()},
+        "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_metadata(run_dir: str | os.PathLike[str], params: Mapping[str, Any], **extra: Any) -> Path:
+    """Writes ``metadata.json`` (parameters + environment + extra fields) into ``run_dir``."""
+    return write_json(Path(run_dir) / "metadata.json", {"parameters": dict(params), **extra, **environment()})

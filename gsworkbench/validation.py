@@ -1,0 +1,65 @@
+"""Input checks shared by every capability: each failure is a ValueError that names the problem."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float64)
+
+
+def check_tensor(
+    name: str,
+    x: object,
+    shape: Sequence[int | str | None],
+    *,
+    dtypes: Sequence[torch.dtype] = FLOAT_DTYPES,
+    finite: bool = True,
+) -> torch.Tensor:
+    """Checks that ``x`` is a tensor of the given shape and dtype, with finite values.
+
+    ``shape`` entries: an int is an exact size, a str is a named size (only the rank is checked here;
+    use :func:`check_same_size` to tie names together), None is any size.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != len(shape) or any(
+        isinstance(s, int) and x.shape[i] != s for i, s in enumerate(shape)
+    ):
+        want = "[" + ",".join("*" if s is None else str(s) for s in shape) + "]"
+        raise ValueError(f"{name} must have shape {want}, got {list(x.shape)}")
+    if x.dtype not in dtypes:
+        allowed = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise ValueError(f"{name} must have dtype {allowed}, got {str(x.dtype).replace('torch.', '')}")
+    if finite and x.is_floating_point() and x.numel() and not bool(torch.isfinite(x.detach()).all()):
+        raise ValueError(f"{name} contains non-finite values (NaN or Inf)")
+    return x
+
+
+def check_same_size(size_name: str, *uses: tuple[str, torch.Tensor, int]) -> int:
+    """Checks that dimension ``dim`` of every ``(label, tensor, dim)`` agrees; returns that size."""
+    sizes = [(label, t.shape[d]) for label, t, d in uses]
+    if len({s for _, s in sizes}) > 1:
+        detail = ", ".join(f"{label}: {s}" for label, s in sizes)
+        raise ValueError(f"inconsistent {size_name} across inputs ({detail})")
+    return sizes[0][1]
+
+
+def check_same_device_dtype(**tensors: torch.Tensor) -> None:
+    """All tensors on one device and of one dtype."""
+    devices = {str(t.device) for t in tensors.values()}
+    if len(devices) > 1:
+        detail = ", ".join(f"{k} on {t.device}" for k, t in tensors.items())
+        raise ValueError(f"inputs are on different devices ({detail})")
+    dtypes = {t.dtype for t in tensors.values()}
+    if len(dtypes) > 1:
+        detail = ", ".join(f"{k} {str(t.dtype).replace('torch.', '')}" for k, t in tensors.items())
+        raise ValueError(f"inputs have different dtypes ({detail})")
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
+    """``value`` must be one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value  # type: ignore[return-value]

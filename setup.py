@@ -1,0 +1,46 @@
+"""Builds the gsworkbench._C extension.
+
+The CPU kernels (csrc/gsworkbench.cpp + csrc/cpu/*.cpp) are always built. The CUDA kernels
+(csrc/cuda/*.cu + csrc/cuda/*.cpp) are added when torch was built with CUDA and nvcc is found.
+Environment knobs: GSW_MARCH (default "native"), GSW_NO_CUDA=1, MAX_JOBS.
+"""
+
+import glob
+import os
+import shutil
+
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+here = os.path.dirname(os.path.abspath(__file__))
+march = os.environ.get("GSW_MARCH", "native")
+cxx_flags = ["-O3", "-std=c++17", "-fopenmp", "-fno-math-errno", "-ffp-contract=fast", f"-march={march}"]
+sources = ["csrc/gsworkbench.cpp"] + sorted(glob.glob("csrc/cpu/*.cpp"))
+include_dirs = [os.path.join(here, "csrc", "include")]
+
+with_cuda = (
+    torch.version.cuda is not None
+    and shutil.which("nvcc") is not None
+    and os.environ.get("GSW_NO_CUDA", "0") != "1"
+)
+if with_cuda:
+    sources += sorted(glob.glob("csrc/cuda/*.cu")) + sorted(glob.glob("csrc/cuda/*.cpp"))
+    ext = CUDAExtension(
+        "gsworkbench._C",
+        sources,
+        include_dirs=include_dirs,
+        define_macros=[("GSW_WITH_CUDA", "1")],
+        extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "--use_fast_math", "-std=c++17"]},
+        extra_link_args=["-fopenmp"],
+    )
+else:
+    ext = CppExtension(
+        "gsworkbench._C",
+        sources,
+        include_dirs=include_dirs,
+        extra_compile_args={"cxx": cxx_flags},
+        extra_link_args=["-fopenmp"],
+    )
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension})
