@@ -210,3 +210,58 @@ def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.
 def rgb_to_sh_dc(rgb: torch.Tensor) -> torch.Tensor:
     """The degree-0 coefficient that renders as ``rgb``."""
     return (rgb - 0.5) / SH_C0
+
+
+# ---- rotating spherical harmonics ------------------------------------------------------------
+
+
+def _fibonacci_dirs(n: int, dtype: torch.dtype, device: torch.device | str | None) -> torch.Tensor:
+    """``n`` well-spread unit directions [n,3] (a Fibonacci lattice on the sphere)."""
+    i = torch.arange(n, dtype=torch.float64) + 0.5
+    z = 1.0 - 2.0 * i / n
+    r = torch.sqrt((1.0 - z * z).clamp_min(0.0))
+    phi = math.pi * (3.0 - math.sqrt(5.0)) * i
+    d = torch.stack([r * torch.cos(phi), r * torch.sin(phi), z], dim=-1)
+    return d.to(dtype=dtype, device=device)
+
+
+_SH_FIT_DIRS = 48  # sample directions used to solve for the band rotation matrices
+
+
+def sh_band_rotations(R: torch.Tensor, degree: int) -> list[torch.Tensor]:
+    """Rotation matrices of SH bands 1..degree for rotations R [..., 3, 3].
+
+    Returns ``[D_1, ..., D_degree]``, ``D_l`` of shape [..., 2l+1, 2l+1], in the basis and sign
+    convention of :func:`sh_basis`. They satisfy ``Y_l(R d) = D_l Y_l(d)`` for every direction d, so
+    coefficients ``c_l`` of band l become ``D_l c_l`` when the scene rotates by R: the rotated
+    function evaluated at ``R d`` equals the original at ``d``. Each ``D_l`` is orthogonal and
+    ``D_l(R1 R2) = D_l(R1) D_l(R2)``.
+
+    Computed exactly (to rounding) by solving ``Y_l(R d_j) = D_l Y_l(d_j)`` in least squares over a
+    fixed set of well-spread directions d_j; differentiable in R. R must be a proper rotation.
+    """
+    num_sh_bases(degree)
+    dirs = _fibonacci_dirs(_SH_FIT_DIRS, R.dtype, R.device)  # [J,3]
+    y = sh_basis(dirs, degree)  # [J,(d+1)^2]
+    y_rot = sh_basis(dirs @ R.transpose(-1, -2), degree)  # [...,J,(d+1)^2]
+    out = []
+    for l in range(1, degree + 1):
+        band = slice(l * l, (l + 1) * (l + 1))
+        pinv = torch.linalg.pinv(y[:, band].to(torch.float64)).to(R.dtype)  # [2l+1,J]
+        # Y_rot = Y D^T  =>  D^T = pinv(Y) Y_rot
+        out.append((pinv @ y_rot[..., band]).transpose(-1, -2))
+    return out
+
+
+def sh_rotation_matrix(R: torch.Tensor, degree: int) -> torch.Tensor:
+    """Block-diagonal rotation [..., K, K] of the non-DC SH coefficients, K = (degree+1)^2 - 1.
+
+    ``sh_rest' = M @ sh_rest`` (acting on the coefficient axis of [..., K, 3]) rotates the SH of
+    every channel by R [..., 3, 3]; see :func:`sh_band_rotations`.
+    """
+    k = num_sh_bases(degree) - 1
+    M = R.new_zeros(*R.shape[:-2], k, k)
+    for l, D in enumerate(sh_band_rotations(R, degree), start=1):
+        a, b = l * l - 1, (l + 1) * (l + 1) - 1
+        M[..., a:b, a:b] = D
+    return M

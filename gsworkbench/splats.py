@@ -39,6 +39,17 @@ class SplatSet:
         check_same_device_dtype(**{f.name: getattr(self, f.name) for f in fields(self)})
         gaussians.sh_degree_from_bases(self.sh_rest.shape[1] + 1)
 
+    @classmethod
+    def _trusted(cls, *tensors: torch.Tensor) -> SplatSet:
+        """A set from tensors known to be valid (outputs of library kernels): skips the O(N) checks.
+
+        Order of the dataclass fields: means, quats, log_scales, opacity_logits, sh_dc, sh_rest.
+        """
+        obj = cls.__new__(cls)
+        for f, t in zip(fields(cls), tensors, strict=True):
+            object.__setattr__(obj, f.name, t)
+        return obj
+
     # ---- derived -------------------------------------------------------------------------------
     def __len__(self) -> int:
         return self.means.shape[0]
@@ -57,6 +68,11 @@ class SplatSet:
     def opacities(self) -> torch.Tensor:
         """Opacities in [0,1], [N]."""
         return gaussians.opacity_from_logit(self.opacity_logits)
+
+    @property
+    def covariances(self) -> torch.Tensor:
+        """World-space covariances [N,3,3] (R S S^T R^T, world units squared)."""
+        return gaussians.covariance_from_scales_quats(self.scales, self.quats)
 
     @property
     def sh(self) -> torch.Tensor:
