@@ -5,13 +5,20 @@
 #include <omp.h>
 #include <torch/library.h>
 
+#include <type_traits>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "gsw/transforms.h"
 
 namespace gsw {
 namespace transforms {
 namespace {
 
-constexpr int64_t kBlock = 16;
+constexpr int64_t kBlock = 16;   // Gaussians per SH block (one AVX-512 float vector)
+constexpr int64_t kChunk = 512;  // Gaussians per parallel task
+constexpr int64_t kStreamBytes = int64_t(64) << 20;  // SH outputs above this size bypass the caches
 
 struct Frame {
   const void* affine;  // [12]: A row-major, then b
@@ -20,40 +27,25 @@ struct Frame {
   const void* sh_rot;  // [K,K]
 };
 
-// Means, quaternions and log-scales of Gaussians [n0, n0+count) of one frame (uniform case).
+// Means, quaternions and log-scales of Gaussians [n0, n1) of one frame (uniform case): one SIMD
+// loop; the compiler turns the stride-3/4 interleaved accesses into permutes.
 template <typename T>
-void similarity_block(const T* A, const T* b, const T* qr, T log_s, const T* means, const T* quats,
-                      const T* log_scales, T* om, T* oq, T* os, int64_t n0, int64_t count) {
-  alignas(64) T m[3][kBlock], q[4][kBlock], s[3][kBlock];
-  if (count == kBlock) {
-    for (int64_t j = 0; j < kBlock; ++j)
-      for (int c = 0; c < 3; ++c) m[c][j] = means[3 * (n0 + j) + c];
-    for (int64_t j = 0; j < kBlock; ++j)
-      for (int c = 0; c < 4; ++c) q[c][j] = quats[4 * (n0 + j) + c];
-    for (int64_t j = 0; j < kBlock; ++j)
-      for (int c = 0; c < 3; ++c) s[c][j] = log_scales[3 * (n0 + j) + c];
-#pragma omp simd aligned(m, q, s : 64)
-    for (int64_t j = 0; j < kBlock; ++j) {
-      T x, y, z, w, qx, qy, qz;
-      affine_point(A, b, m[0][j], m[1][j], m[2][j], x, y, z);
-      m[0][j] = x, m[1][j] = y, m[2][j] = z;
-      quat_left_mul(qr, q[0][j], q[1][j], q[2][j], q[3][j], w, qx, qy, qz);
-      q[0][j] = w, q[1][j] = qx, q[2][j] = qy, q[3][j] = qz;
-      s[0][j] += log_s, s[1][j] += log_s, s[2][j] += log_s;
-    }
-    for (int64_t j = 0; j < kBlock; ++j)
-      for (int c = 0; c < 3; ++c) om[3 * (n0 + j) + c] = m[c][j];
-    for (int64_t j = 0; j < kBlock; ++j)
-      for (int c = 0; c < 4; ++c) oq[4 * (n0 + j) + c] = q[c][j];
-    for (int64_t j = 0; j < kBlock; ++j)
-      for (int c = 0; c < 3; ++c) os[3 * (n0 + j) + c] = s[c][j];
-  } else {  // tail
-    for (int64_t n = n0; n < n0 + count; ++n) {
-      affine_point(A, b, means[3 * n], means[3 * n + 1], means[3 * n + 2], om[3 * n], om[3 * n + 1], om[3 * n + 2]);
-      quat_left_mul(qr, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], oq[4 * n],
-                    oq[4 * n + 1], oq[4 * n + 2], oq[4 * n + 3]);
-      for (int c = 0; c < 3; ++c) os[3 * n + c] = log_scales[3 * n + c] + log_s;
-    }
+void similarity_range(const T* A, const T* b, const T* qr, T log_s, const T* __restrict means,
+                      const T* __restrict quats, const T* __restrict log_scales, T* __restrict om,
+                      T* __restrict oq, T* __restrict os, int64_t n0, int64_t n1) {
+  const T a0 = A[0], a1 = A[1], a2 = A[2], a3 = A[3], a4 = A[4], a5 = A[5], a6 = A[6], a7 = A[7], a8 = A[8];
+  const T Al[9] = {a0, a1, a2, a3, a4, a5, a6, a7, a8};
+  const T bl[3] = {b[0], b[1], b[2]};
+  const T ql[4] = {qr[0], qr[1], qr[2], qr[3]};
+#pragma omp simd
+  for (int64_t n = n0; n < n1; ++n) {
+    T x, y, z, w, qx, qy, qz;
+    affine_point(Al, bl, means[3 * n], means[3 * n + 1], means[3 * n + 2], x, y, z);
+    quat_left_mul(ql, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], w, qx, qy, qz);
+    const T s0 = log_scales[3 * n] + log_s, s1 = log_scales[3 * n + 1] + log_s, s2 = log_scales[3 * n + 2] + log_s;
+    om[3 * n] = x, om[3 * n + 1] = y, om[3 * n + 2] = z;
+    oq[4 * n] = w, oq[4 * n + 1] = qx, oq[4 * n + 2] = qy, oq[4 * n + 3] = qz;
+    os[3 * n] = s0, os[3 * n + 1] = s1, os[3 * n + 2] = s2;
   }
 }
 
@@ -73,30 +65,130 @@ void general_block(const T* A, const T* b, const T* means, const T* quats, const
   }
 }
 
-// SH rest of one block: [count, K, 3] AoS -> per-channel SoA -> bands rotated as SIMD over Gaussians.
+// SH rest of one block of kBlock Gaussians: [count, K, 3] AoS -> SoA buf[3k + c][kBlock] -> bands
+// rotated per channel as SIMD over the block's Gaussians -> back to AoS. Global memory is read and
+// written sequentially; the scattered side is the L1-resident buffer.
 template <typename T, int Deg>
-void sh_block(const T* D, const T* sh, T* osh, int64_t n0, int64_t count) {
+void sh_block_generic(const T* D, const T* sh, T* osh, int64_t n0, int64_t count) {
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
-  constexpr int E = 3 * K;  // floats per Gaussian
-  alignas(64) T in[3][K][kBlock], out[3][K][kBlock];
+  constexpr int E = 3 * K;  // values per Gaussian
+  alignas(64) T in[E * kBlock], out[E * kBlock];
   const T* src = sh + n0 * E;
   for (int64_t j = 0; j < kBlock; ++j) {
-    const int64_t jj = j < count ? j : 0;  // padded lanes repeat the first Gaussian
-    for (int k = 0; k < K; ++k)
-      for (int c = 0; c < 3; ++c) in[c][k][j] = src[jj * E + 3 * k + c];
+    const T* g = src + (j < count ? j : 0) * E;  // padded lanes repeat the first Gaussian
+    for (int e = 0; e < E; ++e) in[e * kBlock + j] = g[e];
   }
   for (int c = 0; c < 3; ++c) {
-#pragma omp simd aligned(in, out : 64)
-    for (int64_t j = 0; j < kBlock; ++j) {
-      if constexpr (Deg >= 1) rotate_band<T, 1>(D, K, &in[c][0][j], &out[c][0][j], kBlock);
-      if constexpr (Deg >= 2) rotate_band<T, 2>(D, K, &in[c][0][j], &out[c][0][j], kBlock);
-      if constexpr (Deg >= 3) rotate_band<T, 3>(D, K, &in[c][0][j], &out[c][0][j], kBlock);
-    }
+    if constexpr (Deg >= 1) rotate_band<T, 1, kBlock, 3 * kBlock>(D, K, in + c * kBlock, out + c * kBlock);
+    if constexpr (Deg >= 2) rotate_band<T, 2, kBlock, 3 * kBlock>(D, K, in + c * kBlock, out + c * kBlock);
+    if constexpr (Deg >= 3) rotate_band<T, 3, kBlock, 3 * kBlock>(D, K, in + c * kBlock, out + c * kBlock);
   }
   T* dst = osh + n0 * E;
   for (int64_t j = 0; j < count; ++j)
-    for (int k = 0; k < K; ++k)
-      for (int c = 0; c < 3; ++c) dst[j * E + 3 * k + c] = out[c][k][j];
+    for (int e = 0; e < E; ++e) dst[j * E + e] = out[e * kBlock + j];
+}
+
+#if defined(__AVX512F__)
+// In-register transpose of a 16x16 float tile: r[i] holds row i on entry, column i on exit.
+inline void transpose16(__m512* r) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // r[4q + m], 128-bit lane L: column 4L + m of rows 4q..4q+3
+  __m512 o[16];
+  for (int m = 0; m < 4; ++m) {
+    const __m512 a0 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88), a1 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xdd);
+    const __m512 b0 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
+    const __m512 b1 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xdd);
+    o[m] = _mm512_shuffle_f32x4(a0, b0, 0x88);
+    o[8 + m] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
+    o[4 + m] = _mm512_shuffle_f32x4(a1, b1, 0x88);
+    o[12 + m] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = o[i];
+}
+
+// rotate_band<float, L, 16, 48> (csrc/include/gsw/transforms.h) for the 3 channels together, with the
+// 3 (2L+1) accumulators in registers and each D entry broadcast once: out_ic = sum_j D_ij in_jc for
+// 16 Gaussians at once. SoA layout: coefficient k, channel c at in[(3k + c) * 16].
+template <int L>
+inline void rotate_band16(const float* D, int K, const float* in, float* out) {
+  constexpr int n = 2 * L + 1, o = L * L - 1;
+  __m512 acc[n][3];
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < 3; ++c) acc[i][c] = _mm512_setzero_ps();
+  for (int j = 0; j < n; ++j) {
+    const __m512 x0 = _mm512_load_ps(in + (3 * (o + j)) * 16);
+    const __m512 x1 = _mm512_load_ps(in + (3 * (o + j) + 1) * 16);
+    const __m512 x2 = _mm512_load_ps(in + (3 * (o + j) + 2) * 16);
+    for (int i = 0; i < n; ++i) {
+      const __m512 d = _mm512_set1_ps(D[(o + i) * K + o + j]);
+      acc[i][0] = _mm512_fmadd_ps(d, x0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(d, x1, acc[i][1]);
+      acc[i][2] = _mm512_fmadd_ps(d, x2, acc[i][2]);
+    }
+  }
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < 3; ++c) _mm512_store_ps(out + (3 * (o + i) + c) * 16, acc[i][c]);
+}
+
+// float, AVX-512: the same as sh_block_generic with the AoS <-> SoA moves done as 16x16 register
+// transposes (masked loads/stores at the end of each Gaussian's E values).
+template <int Deg>
+void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, int64_t count, bool streaming) {
+  static_assert(kBlock == 16, "the AVX-512 path transposes 16x16 tiles");
+  constexpr int K = (Deg + 1) * (Deg + 1) - 1;
+  constexpr int E = 3 * K;
+  constexpr int tiles = (E + 15) / 16;
+  alignas(64) float in[tiles * 16 * 16], out[tiles * 16 * 16];
+  const float* src = sh + n0 * E;
+  __m512 r[16];
+  for (int t = 0; t < tiles; ++t) {
+    const int cols = E - 16 * t < 16 ? E - 16 * t : 16;
+    const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+    for (int j = 0; j < 16; ++j) r[j] = _mm512_maskz_loadu_ps(mask, src + (j < count ? j : 0) * E + 16 * t);
+    transpose16(r);
+    for (int e = 0; e < 16; ++e) _mm512_store_ps(in + (16 * t + e) * 16, r[e]);
+  }
+  if constexpr (Deg >= 1) rotate_band16<1>(D, K, in, out);
+  if constexpr (Deg >= 2) rotate_band16<2>(D, K, in, out);
+  if constexpr (Deg >= 3) rotate_band16<3>(D, K, in, out);
+  float* dst = osh + n0 * E;
+  // a full block of output is 16 * E floats = E whole cache lines; when it is 64-byte aligned and the
+  // output is large, it is assembled in L1 and written with streaming stores (no read-for-ownership)
+  const bool stream_out = streaming && count == 16 && (reinterpret_cast<uintptr_t>(dst) & 63) == 0;
+  alignas(64) float aos[16 * E + 16];
+  float* target = stream_out ? aos : dst;
+  for (int t = 0; t < tiles; ++t) {
+    const int cols = E - 16 * t < 16 ? E - 16 * t : 16;
+    const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+    for (int e = 0; e < 16; ++e) r[e] = _mm512_load_ps(out + (16 * t + e) * 16);
+    transpose16(r);
+    for (int j = 0; j < count; ++j) _mm512_mask_storeu_ps(target + j * E + 16 * t, mask, r[j]);
+  }
+  if (stream_out)
+    for (int e = 0; e < E; ++e) _mm512_stream_ps(dst + 16 * e, _mm512_load_ps(aos + 16 * e));
+}
+#endif
+
+template <typename T, int Deg>
+void sh_block(const T* D, const T* sh, T* osh, int64_t n0, int64_t count, bool streaming) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    sh_block_avx512<Deg>(D, sh, osh, n0, count, streaming);
+    return;
+  }
+#endif
+  (void)streaming;
+  sh_block_generic<T, Deg>(D, sh, osh, n0, count);
 }
 
 template <typename T, int Deg>
@@ -106,7 +198,7 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
          at::Tensor& out_sh_rest) {
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
   const int64_t F = affine.size(0), N = means.size(0);
-  const int64_t nblocks = (N + kBlock - 1) / kBlock;
+  const int64_t nchunks = (N + kChunk - 1) / kChunk;
   const T* mu = means.data_ptr<T>();
   const T* q = quats.data_ptr<T>();
   const T* ls = log_scales.data_ptr<T>();
@@ -119,23 +211,29 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
   T* oq = out_quats.data_ptr<T>();
   T* os = out_log_scales.data_ptr<T>();
   T* osh = K ? out_sh_rest.data_ptr<T>() : nullptr;
-  const int64_t total = F * nblocks;
+  const int64_t total = F * nchunks;
+  // outputs much larger than the last-level cache are written with streaming stores
+  const bool streaming = F * N * K * 3 * static_cast<int64_t>(sizeof(T)) > kStreamBytes;
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < total; ++t) {
     DenormalsOff ftz;
-    const int64_t f = t / nblocks, blk = t - f * nblocks;
-    const int64_t n0 = blk * kBlock, count = N - n0 < kBlock ? N - n0 : kBlock;
+    const int64_t f = t / nchunks, chunk = t - f * nchunks;
+    const int64_t n0 = chunk * kChunk, n1 = N - n0 < kChunk ? N : n0 + kChunk;
     const T* A = aff + 12 * f;
     T* fm = om + f * N * 3;
     T* fq = oq + f * N * 4;
     T* fs = os + f * N * 3;
     if (general) {
-      general_block(A, A + 9, mu, q, ls, fm, fq, fs, n0, count);
+      general_block(A, A + 9, mu, q, ls, fm, fq, fs, n0, n1 - n0);
     } else {
-      similarity_block(A, A + 9, qr + 4 * f, lsr[f], mu, q, ls, fm, fq, fs, n0, count);
+      similarity_range(A, A + 9, qr + 4 * f, lsr[f], mu, q, ls, fm, fq, fs, n0, n1);
     }
-    if constexpr (K > 0) sh_block<T, Deg>(D + f * K * K, sh, osh + f * N * K * 3, n0, count);
+    if constexpr (K > 0) {
+      for (int64_t b0 = n0; b0 < n1; b0 += kBlock)
+        sh_block<T, Deg>(D + f * K * K, sh, osh + f * N * K * 3, b0, n1 - b0 < kBlock ? n1 - b0 : kBlock, streaming);
+    }
   }
+  if (streaming) _mm_sfence();
 }
 
 void check_tensor(const at::Tensor& t, const char* name, at::IntArrayRef shape, at::ScalarType dtype) {

@@ -138,9 +138,10 @@ def transform(
     outs = _check_out(out, splats, frames)
     general = not frames.is_similarity
     dtype, device = splats.means.dtype, splats.means.device
-    params = frames.to_splat_params(dtype, device, splats.sh_degree)
-    if backend != "torch":
-        params = {k: v.detach().contiguous() for k, v in params.items()}
+    params = {
+        k: torch.from_numpy(v).to(dtype=dtype, device=device)
+        for k, v in frames.kernel_params(splats.sh_degree).items()
+    }
     inputs = [getattr(splats, f).contiguous() for f in _FIELDS]
     F, N, K = len(frames), len(splats), splats.sh_rest.shape[1]
 

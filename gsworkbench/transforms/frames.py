@@ -2,15 +2,18 @@
 
 The similarity transform of the API is ``x -> s R (x - c) + c + t`` with ``s`` a scalar or a
 3-vector (then ``s R`` means ``diag(s) R``: scale along the world axes after rotating), so
-``A = diag(s) R`` and ``b = c + t - A c``. Frames are kept in float64 (differentiable in the
-parameters when those are float64 tensors requiring grad).
+``A = diag(s) R`` and ``b = c + t - A c``. Frames are small float64 numpy arrays: building them
+costs microseconds, so per-call overhead stays far below the kernels' time. Transform parameters
+are constants: gradients (``backend="torch"``) flow to the splats, not to the transform.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from gsworkbench import gaussians
@@ -21,117 +24,174 @@ ROTATION_TOL = 1e-4
 SIMILARITY_TOL = 1e-9
 
 
-def _as_float64(name: str, x: Any) -> torch.Tensor:
+def _as_float64(name: str, x: Any) -> np.ndarray:
     if isinstance(x, torch.Tensor):
-        t = x
-        if not t.is_floating_point():
-            t = t.to(torch.float64)
-    else:
-        try:
-            t = torch.as_tensor(x, dtype=torch.float64)
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise ValueError(f"{name} must be a number, array or tensor, got {type(x).__name__}") from err
-    t = t.to(torch.float64)
-    if t.numel() and not bool(torch.isfinite(t.detach()).all()):
+        if x.requires_grad:
+            raise ValueError(
+                f"{name} requires grad, but transform parameters are constants (gradients flow to the "
+                "splats only); pass a detached tensor"
+            )
+        x = x.detach().cpu().numpy()
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a number, array or tensor, got {type(x).__name__}") from err
+    if not np.isfinite(a).all():
         raise ValueError(f"{name} contains non-finite values (NaN or Inf)")
-    return t
+    return a
 
 
-def nearest_rotation(M: torch.Tensor) -> torch.Tensor:
+def nearest_rotation(M: np.ndarray) -> np.ndarray:
     """The rotation closest to M [..., 3, 3] (orthogonal polar factor U V^T of its SVD)."""
-    U, _, Vh = torch.linalg.svd(M)
+    U, _, Vh = np.linalg.svd(M)
     return U @ Vh
 
 
-def _rotation(rotation: Any) -> tuple[torch.Tensor, bool]:
+def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
+    """[...,3,3] rotation matrices of quaternions [...,4] (wxyz, normalised here)."""
+    from gsworkbench.transforms._numpy_impl import quat_to_rotmat as _q2r
+
+    return _q2r(q)
+
+
+def _rotation(rotation: Any) -> tuple[np.ndarray, bool]:
     """[F,3,3] rotation matrices from a matrix or wxyz quaternion (single or batched); and batched?"""
     R = _as_float64("rotation", rotation)
-    if R.shape[-2:] == (3, 3) and R.dim() in (2, 3):
-        batched = R.dim() == 3
+    if R.shape[-2:] == (3, 3) and R.ndim in (2, 3):
+        batched = R.ndim == 3
         R = R.reshape(-1, 3, 3)
-        err = (R @ R.transpose(-1, -2) - torch.eye(3, dtype=R.dtype, device=R.device)).abs().amax(dim=(-1, -2))
-        det = torch.linalg.det(R.detach())
-        if R.numel() and (bool((err.detach() > ROTATION_TOL).any()) or bool(((det - 1).abs() > ROTATION_TOL).any())):
-            raise ValueError(
-                "rotation matrix must be orthonormal with determinant +1 (within "
-                f"{ROTATION_TOL:g}); got max |R R^T - I| = {float(err.max()):.3g}, det = "
-                f"{', '.join(f'{float(d):.4g}' for d in det[:4])}"
-            )
+        if R.size:
+            err = np.abs(R @ np.swapaxes(R, -1, -2) - np.eye(3)).max()
+            det = np.linalg.det(R)
+            if err > ROTATION_TOL or np.abs(det - 1).max() > ROTATION_TOL:
+                raise ValueError(
+                    "rotation matrix must be orthonormal with determinant +1 (within "
+                    f"{ROTATION_TOL:g}); got max |R R^T - I| = {err:.3g}, det = "
+                    f"{', '.join(f'{d:.4g}' for d in det[:4])}"
+                )
         # re-orthonormalise: float32 round-off in R must not turn a similarity into a general map
         return nearest_rotation(R), batched
-    if R.shape[-1:] == (4,) and R.dim() in (1, 2):
-        batched = R.dim() == 2
+    if R.shape[-1:] == (4,) and R.ndim in (1, 2):
+        batched = R.ndim == 2
         q = R.reshape(-1, 4)
-        if q.numel() and bool((q.detach().norm(dim=-1) < 1e-12).any()):
+        if (np.linalg.norm(q, axis=-1) < 1e-12).any():
             raise ValueError("rotation quaternion must be non-zero")
-        return gaussians.quat_to_rotmat(q), batched
+        return quat_to_rotmat(q), batched
     raise ValueError(
         f"rotation must be a 3x3 matrix, a wxyz quaternion [4], or batches [F,3,3] / [F,4]; got shape {list(R.shape)}"
     )
 
 
-def _vector(name: str, x: Any) -> tuple[torch.Tensor, bool]:
+def _vector(name: str, x: Any) -> tuple[np.ndarray, bool]:
     v = _as_float64(name, x)
     if v.shape == (3,):
         return v[None], False
-    if v.dim() == 2 and v.shape[1] == 3:
+    if v.ndim == 2 and v.shape[1] == 3:
         return v, True
     raise ValueError(f"{name} must have shape [3] or [F,3], got {list(v.shape)}")
 
 
-def _scale(x: Any, frames: int | None) -> tuple[torch.Tensor, bool]:
-    """[F,3] scales. A [3] scale is one 3-vector unless other arguments give F = 3 frames and ..."""
+def _scale(x: Any, frames: int | None) -> tuple[np.ndarray, bool]:
+    """[F,3] scales. A [3] scale is one 3-vector unless other arguments are batched."""
     s = _as_float64("scale", x)
-    if s.dim() == 0:
-        out, batched = s.reshape(1, 1).expand(1, 3), False
-    elif s.dim() == 1 and s.shape[0] == 3 and frames is None:
+    if s.ndim == 0:
+        out, batched = np.full((1, 3), float(s)), False
+    elif s.ndim == 1 and s.shape[0] == 3 and frames is None:
         out, batched = s[None], False
-    elif s.dim() == 1:
-        out, batched = s[:, None].expand(-1, 3), True
-    elif s.dim() == 2 and s.shape[1] in (1, 3):
-        out, batched = s.expand(-1, 3), True
+    elif s.ndim == 1:
+        out, batched = np.repeat(s[:, None], 3, axis=1), True
+    elif s.ndim == 2 and s.shape[1] in (1, 3):
+        out, batched = np.broadcast_to(s, (s.shape[0], 3)).copy(), True
     else:
         raise ValueError(f"scale must be a scalar, a 3-vector, [F] or [F,3]; got shape {list(s.shape)}")
-    if out.numel() and not bool((out.detach() > 0).all()):
+    if not (out > 0).all():
         raise ValueError("scale must be positive (mirroring / zero scale cannot be represented by splats)")
     return out, batched
 
 
+# ---- SH band rotations in numpy (twin of gaussians.sh_band_rotations, tested against it) -------
+
+
+def _sh_basis_np(d: np.ndarray) -> np.ndarray:
+    """Degree-3 real SH basis [...,16] of unit directions [...,3] (gaussians.sh_basis, in numpy)."""
+    x, y, z = d[..., 0], d[..., 1], d[..., 2]
+    xx, yy, zz, xy, yz, xz = x * x, y * y, z * z, x * y, y * z, x * z
+    c1, c2, c3 = gaussians.SH_C1, gaussians.SH_C2, gaussians.SH_C3
+    return np.stack(
+        [
+            np.full_like(x, gaussians.SH_C0), -c1 * y, c1 * z, -c1 * x,
+            c2[0] * xy, c2[1] * yz, c2[2] * (2 * zz - xx - yy), c2[3] * xz, c2[4] * (xx - yy),
+            c3[0] * y * (3 * xx - yy), c3[1] * xy * z, c3[2] * y * (4 * zz - xx - yy),
+            c3[3] * z * (2 * zz - 3 * xx - 3 * yy), c3[4] * x * (4 * zz - xx - yy), c3[5] * z * (xx - yy),
+            c3[6] * x * (xx - 3 * yy),
+        ],
+        axis=-1,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def _sh_fit() -> tuple[np.ndarray, np.ndarray]:
+    """Fit directions [J,3] and the block-diagonal pseudo-inverse [15,J] of their bands 1..3."""
+    dirs = gaussians._fibonacci_dirs(gaussians._SH_FIT_DIRS, torch.float64, "cpu").numpy()
+    y = _sh_basis_np(dirs)
+    P = np.zeros((15, dirs.shape[0]))
+    for l in range(1, 4):
+        a, b = l * l, (l + 1) * (l + 1)
+        P[a - 1 : b - 1] = np.linalg.pinv(y[:, a:b])
+    return dirs, P
+
+
+def sh_rotation_matrix_np(R: np.ndarray, degree: int) -> np.ndarray:
+    """[F,K,K] block-diagonal SH rotations (bands 1..degree) of rotations R [F,3,3]; K=(d+1)^2-1."""
+    k = gaussians.num_sh_bases(degree) - 1
+    dirs, P = _sh_fit()
+    y_rot = _sh_basis_np(dirs @ np.swapaxes(R, -1, -2))[..., 1:]  # [F,J,15]
+    out = np.zeros((R.shape[0], k, k))
+    for l in range(1, degree + 1):
+        a, b = l * l - 1, (l + 1) * (l + 1) - 1
+        out[:, a:b, a:b] = np.swapaxes(P[a:b] @ y_rot[..., a:b], -1, -2)
+    return out
+
+
 @dataclass(frozen=True)
 class Frames:
-    """F affine maps ``x -> A x + b``: A [F,3,3], b [F,3] (float64). ``batched``: F outputs wanted."""
+    """F affine maps ``x -> A x + b``: A [F,3,3], b [F,3] (float64 numpy). ``batched``: F outputs wanted."""
 
-    A: torch.Tensor
-    b: torch.Tensor
+    A: np.ndarray
+    b: np.ndarray
     batched: bool
 
     def __post_init__(self) -> None:
-        if self.A.dim() != 3 or self.A.shape[1:] != (3, 3) or self.b.shape != (self.A.shape[0], 3):
-            raise ValueError(f"Frames needs A [F,3,3] and b [F,3]; got {list(self.A.shape)}, {list(self.b.shape)}")
-        if not self.batched and self.A.shape[0] != 1:
+        A = np.asarray(self.A, dtype=np.float64)
+        b = np.asarray(self.b, dtype=np.float64)
+        if A.ndim != 3 or A.shape[1:] != (3, 3) or b.shape != (A.shape[0], 3):
+            raise ValueError(f"Frames needs A [F,3,3] and b [F,3]; got {list(A.shape)}, {list(b.shape)}")
+        if not self.batched and A.shape[0] != 1:
             raise ValueError("an unbatched Frames holds exactly one transform")
-        det = torch.linalg.det(self.A.detach())
-        if self.A.numel() and not bool((det > 0).all()):
+        if not (np.isfinite(A).all() and np.isfinite(b).all()):
+            raise ValueError("Frames contains non-finite values")
+        if A.size and not (np.linalg.det(A) > 0).all():
             raise ValueError("the linear part of a transform must have a positive determinant (no mirroring)")
+        object.__setattr__(self, "A", A)
+        object.__setattr__(self, "b", b)
 
     def __len__(self) -> int:
         return self.A.shape[0]
 
     @property
-    def scale(self) -> torch.Tensor:
+    def scale(self) -> np.ndarray:
         """Uniform scale per frame [F]: sqrt(trace(A A^T) / 3)."""
-        return torch.sqrt((self.A * self.A).sum(dim=(-1, -2)) / 3.0)
+        return np.sqrt((self.A * self.A).sum(axis=(-1, -2)) / 3.0)
 
-    @property
+    @functools.cached_property
     def is_similarity(self) -> bool:
         """True when every A is s R (uniform scale): the fast path, no per-Gaussian decomposition."""
-        s2 = (self.scale**2).detach()
-        AAt = (self.A @ self.A.transpose(-1, -2)).detach()
-        err = (AAt - s2[:, None, None] * torch.eye(3, dtype=AAt.dtype, device=AAt.device)).abs().amax(dim=(-1, -2))
+        s2 = self.scale**2
+        err = np.abs(self.A @ np.swapaxes(self.A, -1, -2) - s2[:, None, None] * np.eye(3)).max(axis=(-1, -2))
         return bool((err <= SIMILARITY_TOL * s2).all())
 
     @property
-    def rotation(self) -> torch.Tensor:
+    def rotation(self) -> np.ndarray:
         """Rotation part [F,3,3]: the orthogonal factor of A's polar decomposition (A/s for a similarity).
 
         This is the rotation applied to the SH coefficients.
@@ -140,24 +200,25 @@ class Frames:
             return self.A / self.scale[:, None, None]
         return nearest_rotation(self.A)
 
-    def to_splat_params(self, dtype: torch.dtype, device: torch.device, degree: int) -> dict[str, torch.Tensor]:
-        """Kernel parameters: affine [F,12], quat_r [F,4], log_s [F], sh_rot [F,K,K] in ``dtype``."""
+    def kernel_params(self, degree: int) -> dict[str, np.ndarray]:
+        """Kernel parameters (float64): affine [F,12], quat_r [F,4], log_s [F], sh_rot [F,K,K]."""
+        from gsworkbench.transforms._numpy_impl import rotmat_to_quat
+
         R = self.rotation
+        k = gaussians.num_sh_bases(degree) - 1
         return {
-            "affine": torch.cat([self.A.reshape(-1, 9), self.b], dim=1).to(dtype=dtype, device=device),
-            "quat_r": gaussians.rotmat_to_quat(R).to(dtype=dtype, device=device),
-            "log_s": torch.log(self.scale).to(dtype=dtype, device=device),
-            "sh_rot": gaussians.sh_rotation_matrix(R, degree).to(dtype=dtype, device=device)
-            if degree > 0
-            else R.new_zeros(len(self), 0, 0).to(dtype=dtype, device=device),
+            "affine": np.concatenate([self.A.reshape(-1, 9), self.b], axis=1),
+            "quat_r": rotmat_to_quat(R),
+            "log_s": np.log(self.scale),
+            "sh_rot": sh_rotation_matrix_np(R, degree) if degree > 0 else np.zeros((len(self), k, k)),
         }
 
     def inverse(self) -> Frames:
         """The inverse maps: ``x -> A^-1 x - A^-1 b`` (a similarity's inverse is a similarity)."""
-        Ainv = torch.linalg.inv(self.A)
         if self.is_similarity:  # exact structure: (s R)^-1 = R^T / s
-            s = self.scale
-            Ainv = self.A.transpose(-1, -2) / (s * s)[:, None, None]
+            Ainv = np.swapaxes(self.A, -1, -2) / (self.scale**2)[:, None, None]
+        else:
+            Ainv = np.linalg.inv(self.A)
         return Frames(Ainv, -(Ainv @ self.b[..., None])[..., 0], self.batched)
 
     def compose(self, first: Frames) -> Frames:
@@ -179,36 +240,32 @@ def make_frames(
             A [3] scale is a 3-vector unless rotation/translation/center are batched, then it is [F].
         center: pivot c, [3] or [F,3] (default 0).
     """
-    parts: list[tuple[str, torch.Tensor, bool]] = []
-    R = t = c = None
+    sizes: dict[str, int] = {}
+    R = t = c = s = None
     if rotation is not None:
         R, rb = _rotation(rotation)
-        parts.append(("rotation", R, rb))
+        if rb:
+            sizes["rotation"] = R.shape[0]
     if translation is not None:
         t, tb = _vector("translation", translation)
-        parts.append(("translation", t, tb))
+        if tb:
+            sizes["translation"] = t.shape[0]
     if center is not None:
         c, cb = _vector("center", center)
-        parts.append(("center", c, cb))
-    batched_sizes = {name: p.shape[0] for name, p, b in parts if b}
-    frames = None
-    if batched_sizes:
-        if len(set(batched_sizes.values())) > 1:
-            raise ValueError(f"inconsistent number of frames F across transform arguments: {batched_sizes}")
-        frames = next(iter(batched_sizes.values()))
-    s = None
+        if cb:
+            sizes["center"] = c.shape[0]
+    frames = next(iter(sizes.values())) if sizes else None
     if scale is not None:
         s, sb = _scale(scale, frames)
         if sb:
-            if frames is not None and s.shape[0] != frames:
-                raise ValueError(f"scale has {s.shape[0]} frames, other transform arguments have {frames}")
-            frames = s.shape[0]
-    F = frames if frames is not None else 1
-    eye = torch.eye(3, dtype=torch.float64)
-    R = R.expand(F, 3, 3) if R is not None else eye.expand(F, 3, 3)
-    s = s.expand(F, 3) if s is not None else torch.ones(F, 3, dtype=torch.float64)
-    t = t.expand(F, 3) if t is not None else torch.zeros(F, 3, dtype=torch.float64)
-    c = c.expand(F, 3) if c is not None else torch.zeros(F, 3, dtype=torch.float64)
+            sizes["scale"] = s.shape[0]
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"inconsistent number of frames F across transform arguments: {sizes}")
+    F = next(iter(sizes.values())) if sizes else 1
+    R = np.broadcast_to(R if R is not None else np.eye(3), (F, 3, 3))
+    s = np.broadcast_to(s if s is not None else np.ones(3), (F, 3))
+    t = np.broadcast_to(t if t is not None else np.zeros(3), (F, 3))
+    c = np.broadcast_to(c if c is not None else np.zeros(3), (F, 3))
     A = s[:, :, None] * R
     b = c + t - (A @ c[..., None])[..., 0]
-    return Frames(A, b, frames is not None)
+    return Frames(A, b, bool(sizes))

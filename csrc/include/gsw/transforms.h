@@ -35,20 +35,26 @@ GSW_HD void quat_left_mul(const T* r, T qw, T qx, T qy, T qz, T& ow, T& ox, T& o
   oz = r[0] * qz + r[1] * qy - r[2] * qx + r[3] * qw;
 }
 
-// One SH band (l = L) of one channel: out_i = sum_j D[o+i][o+j] in_j, o = L*L - 1, coefficients
-// `stride` elements apart in `in` and `out`; D is the full [K,K] block-diagonal matrix, row-major.
-template <typename T, int L>
-GSW_HD void rotate_band(const T* D, int K, const T* in, T* out, int64_t stride) {
+// One SH band (l = L) of W lanes (Gaussians or channels) at once: out_i = sum_j D[o+i][o+j] in_j,
+// o = L*L - 1. Coefficient k of lane w sits at in[k*S + w] / out[k*S + w]; D is the full [K,K]
+// block-diagonal matrix, row-major. The CPU kernel calls it on SoA blocks (W = S = block size, SIMD
+// over w); a one-thread-per-Gaussian kernel would use W = 1 and S = 3 (AoS channels).
+template <typename T, int L, int W, int S>
+GSW_HD void rotate_band(const T* D, int K, const T* in, T* out) {
   constexpr int n = 2 * L + 1, o = L * L - 1;
-  T x[n];
-GSW_UNROLL
-  for (int j = 0; j < n; ++j) x[j] = in[(o + j) * stride];
 GSW_UNROLL
   for (int i = 0; i < n; ++i) {
-    T acc = T(0);
+    T acc[W];
+#pragma omp simd
+    for (int w = 0; w < W; ++w) acc[w] = T(0);
 GSW_UNROLL
-    for (int j = 0; j < n; ++j) acc += D[(o + i) * K + o + j] * x[j];
-    out[(o + i) * stride] = acc;
+    for (int j = 0; j < n; ++j) {
+      const T d = D[(o + i) * K + o + j];
+#pragma omp simd
+      for (int w = 0; w < W; ++w) acc[w] += d * in[(o + j) * S + w];
+    }
+#pragma omp simd
+    for (int w = 0; w < W; ++w) out[(o + i) * S + w] = acc[w];
   }
 }
 
