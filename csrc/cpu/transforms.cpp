@@ -18,6 +18,7 @@ namespace {
 
 constexpr int64_t kBlock = 16;   // Gaussians per SH block (one AVX-512 float vector)
 constexpr int64_t kChunk = 512;  // Gaussians per parallel task
+constexpr int64_t kPrefetchBlocks = 4;  // SH blocks prefetched ahead
 constexpr int64_t kStreamBytes = int64_t(64) << 20;  // SH outputs above this size bypass the caches
 
 struct Frame {
@@ -143,13 +144,16 @@ inline void rotate_band16(const float* D, int K, const float* in, float* out) {
 // float, AVX-512: the same as sh_block_generic with the AoS <-> SoA moves done as 16x16 register
 // transposes (masked loads/stores at the end of each Gaussian's E values).
 template <int Deg>
-void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, int64_t count, bool streaming) {
+void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, int64_t count, bool streaming,
+                     int64_t prefetch_end) {
   static_assert(kBlock == 16, "the AVX-512 path transposes 16x16 tiles");
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
   constexpr int E = 3 * K;
   constexpr int tiles = (E + 15) / 16;
   alignas(64) float in[tiles * 16 * 16], out[tiles * 16 * 16];
   const float* src = sh + n0 * E;
+  if (prefetch_end > n0 + kPrefetchBlocks * 16 + 16)  // the block kPrefetchBlocks ahead, into L2
+    for (int e = 0; e < E; ++e) _mm_prefetch(reinterpret_cast<const char*>(src + (kPrefetchBlocks * 16 + e) * 16), _MM_HINT_T1);
   __m512 r[16];
   for (int t = 0; t < tiles; ++t) {
     const int cols = E - 16 * t < 16 ? E - 16 * t : 16;
@@ -180,14 +184,14 @@ void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, in
 #endif
 
 template <typename T, int Deg>
-void sh_block(const T* D, const T* sh, T* osh, int64_t n0, int64_t count, bool streaming) {
+void sh_block(const T* D, const T* sh, T* osh, int64_t n0, int64_t count, bool streaming, int64_t prefetch_end) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
-    sh_block_avx512<Deg>(D, sh, osh, n0, count, streaming);
+    sh_block_avx512<Deg>(D, sh, osh, n0, count, streaming, prefetch_end);
     return;
   }
 #endif
-  (void)streaming;
+  (void)streaming, (void)prefetch_end;
   sh_block_generic<T, Deg>(D, sh, osh, n0, count);
 }
 
@@ -230,7 +234,7 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     }
     if constexpr (K > 0) {
       for (int64_t b0 = n0; b0 < n1; b0 += kBlock)
-        sh_block<T, Deg>(D + f * K * K, sh, osh + f * N * K * 3, b0, n1 - b0 < kBlock ? n1 - b0 : kBlock, streaming);
+        sh_block<T, Deg>(D + f * K * K, sh, osh + f * N * K * 3, b0, n1 - b0 < kBlock ? n1 - b0 : kBlock, streaming, N);
     }
   }
   if (streaming) _mm_sfence();

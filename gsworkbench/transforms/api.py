@@ -47,9 +47,11 @@ def _check_out(out: Any, splats: SplatSet, frames: Frames) -> list[SplatSet] | N
     """The output sets, one per frame, checked against the input's shapes, dtype and device."""
     if out is None:
         return None
-    outs = list(out) if frames.batched else [out]
     if frames.batched and not isinstance(out, (list, tuple)):
         raise ValueError(f"out must be a list of {len(frames)} SplatSets for a batch of {len(frames)} transforms")
+    if not frames.batched and not isinstance(out, SplatSet):
+        raise ValueError(f"out must be a SplatSet for a single transform, got {type(out).__name__}")
+    outs = list(out) if frames.batched else [out]
     if len(outs) != len(frames):
         raise ValueError(f"out holds {len(outs)} SplatSets, the transform has {len(frames)} frames")
     for i, o in enumerate(outs):
@@ -156,7 +158,7 @@ def transform(
                 for name, r in zip(_FIELDS, results, strict=True):
                     getattr(o, name).copy_(r[f])
                 _copy_unchanged(splats, o)
-        return outs if frames.batched else outs[0]
+        return out
 
     if outs is None:
         stacked = [
@@ -171,7 +173,7 @@ def transform(
         frame_params = {k: v[f : f + 1] for k, v in params.items()}
         _run_kernel(backend, inputs, frame_params, general, [getattr(o, name)[None] for name in _FIELDS])
         _copy_unchanged(splats, o)
-    return outs if frames.batched else outs[0]
+    return out
 
 
 def _copy_unchanged(src: SplatSet, dst: SplatSet) -> None:
