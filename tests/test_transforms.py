@@ -221,7 +221,7 @@ def test_ext_opcheck_and_no_grad() -> None:
     s = random_splats(21, 3, 9)
     for general, kw in zip((False, True), PARAMS, strict=True):
         f = make_frames(**kw)
-        p = [torch.from_numpy(v).float() for v in f.kernel_params(3).values()]
+        p = [torch.from_numpy(v).float() for v in f.kernel_params(3).values()]  # affine, sh_rot
         outs = [torch.empty(1, 21, 3), torch.empty(1, 21, 4), torch.empty(1, 21, 3), torch.empty(1, 21, 15, 3)]
         args = (s.means, s.quats, s.log_scales, s.sh_rest, *p, general, *outs)
         torch.library.opcheck(torch.ops.gsworkbench.transform_splats.default, args)

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <type_traits>
+#include <vector>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -20,13 +21,6 @@ constexpr int64_t kBlock = 16;   // Gaussians per SH block (one AVX-512 float ve
 constexpr int64_t kChunk = 512;  // Gaussians per parallel task
 constexpr int64_t kPrefetchBlocks = 4;  // SH blocks prefetched ahead
 constexpr int64_t kStreamBytes = int64_t(64) << 20;  // SH outputs above this size bypass the caches
-
-struct Frame {
-  const void* affine;  // [12]: A row-major, then b
-  const void* quat;    // [4]
-  const void* log_s;   // [1]
-  const void* sh_rot;  // [K,K]
-};
 
 // Means, quaternions and log-scales of Gaussians [n0, n1) of one frame (uniform case): one SIMD
 // loop; the compiler turns the stride-3/4 interleaved accesses into permutes.
@@ -197,8 +191,7 @@ void sh_block(const T* D, const T* sh, T* osh, int64_t n0, int64_t count, bool s
 
 template <typename T, int Deg>
 void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales, const at::Tensor& sh_rest,
-         const at::Tensor& affine, const at::Tensor& quat_r, const at::Tensor& log_s, const at::Tensor& sh_rot,
-         bool general, at::Tensor& out_means, at::Tensor& out_quats, at::Tensor& out_log_scales,
+         const at::Tensor& affine, const at::Tensor& sh_rot, bool general, at::Tensor& out_means, at::Tensor& out_quats, at::Tensor& out_log_scales,
          at::Tensor& out_sh_rest) {
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
   const int64_t F = affine.size(0), N = means.size(0);
@@ -208,8 +201,18 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
   const T* ls = log_scales.data_ptr<T>();
   const T* sh = K ? sh_rest.data_ptr<T>() : nullptr;
   const T* aff = affine.data_ptr<T>();
-  const T* qr = quat_r.data_ptr<T>();
-  const T* lsr = log_s.data_ptr<T>();
+  // per frame (uniform case): A = s R -> quaternion of R and log s, in double
+  std::vector<T> qr(4 * F), lsr(F);
+  for (int64_t f = 0; f < F; ++f) {
+    double Ad[9];
+    for (int i = 0; i < 9; ++i) Ad[i] = aff[12 * f + i];
+    double q[4];
+    const double s = similarity_scale(Ad);
+    for (int i = 0; i < 9; ++i) Ad[i] /= s;
+    rotmat_to_quat(Ad, q);
+    for (int i = 0; i < 4; ++i) qr[4 * f + i] = static_cast<T>(q[i]);
+    lsr[f] = static_cast<T>(log(s));
+  }
   const T* D = K ? sh_rot.data_ptr<T>() : nullptr;
   T* om = out_means.data_ptr<T>();
   T* oq = out_quats.data_ptr<T>();
@@ -230,7 +233,7 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     if (general) {
       general_block(A, A + 9, mu, q, ls, fm, fq, fs, n0, n1 - n0);
     } else {
-      similarity_range(A, A + 9, qr + 4 * f, lsr[f], mu, q, ls, fm, fq, fs, n0, n1);
+      similarity_range(A, A + 9, qr.data() + 4 * f, lsr[f], mu, q, ls, fm, fq, fs, n0, n1);
     }
     if constexpr (K > 0) {
       for (int64_t b0 = n0; b0 < n1; b0 += kBlock)
@@ -249,8 +252,7 @@ void check_tensor(const at::Tensor& t, const char* name, at::IntArrayRef shape, 
 }
 
 void transform_splats_cpu(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales,
-                          const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& quat_r,
-                          const at::Tensor& log_s, const at::Tensor& sh_rot, bool general, at::Tensor out_means,
+                          const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& sh_rot, bool general, at::Tensor out_means,
                           at::Tensor out_quats, at::Tensor out_log_scales, at::Tensor out_sh_rest) {
   const auto dt = means.scalar_type();
   TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, "transform_splats: dtype must be float32 or float64");
@@ -262,8 +264,6 @@ void transform_splats_cpu(const at::Tensor& means, const at::Tensor& quats, cons
   check_tensor(log_scales, "log_scales", {N, 3}, dt);
   check_tensor(sh_rest, "sh_rest", {N, K, 3}, dt);
   check_tensor(affine, "affine", {F, 12}, dt);
-  check_tensor(quat_r, "quat_r", {F, 4}, dt);
-  check_tensor(log_s, "log_s", {F}, dt);
   check_tensor(sh_rot, "sh_rot", {F, K, K}, dt);
   check_tensor(out_means, "out_means", {F, N, 3}, dt);
   check_tensor(out_quats, "out_quats", {F, N, 4}, dt);
@@ -271,10 +271,10 @@ void transform_splats_cpu(const at::Tensor& means, const at::Tensor& quats, cons
   check_tensor(out_sh_rest, "out_sh_rest", {F, N, K, 3}, dt);
   AT_DISPATCH_FLOATING_TYPES(dt, "transform_splats_cpu", [&] {
     switch (K) {
-      case 0: run<scalar_t, 0>(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
-      case 3: run<scalar_t, 1>(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
-      case 8: run<scalar_t, 2>(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
-      default: run<scalar_t, 3>(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
+      case 0: run<scalar_t, 0>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
+      case 3: run<scalar_t, 1>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
+      case 8: run<scalar_t, 2>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
+      default: run<scalar_t, 3>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
     }
   });
 }

@@ -140,10 +140,10 @@ def transform(
     outs = _check_out(out, splats, frames)
     general = not frames.is_similarity
     dtype, device = splats.means.dtype, splats.means.device
-    params = {
-        k: torch.from_numpy(v).to(dtype=dtype, device=device)
-        for k, v in frames.kernel_params(splats.sh_degree).items()
-    }
+    raw = frames.kernel_params(splats.sh_degree)
+    if backend != "ext":  # the C++ kernel derives these from A itself
+        raw = {"affine": raw["affine"], **frames.quat_and_log_scale(), "sh_rot": raw["sh_rot"]}
+    params = {k: torch.from_numpy(v).to(dtype=dtype, device=device) for k, v in raw.items()}
     inputs = [getattr(splats, f).contiguous() for f in _FIELDS]
     F, N, K = len(frames), len(splats), splats.sh_rest.shape[1]
 

@@ -129,27 +129,48 @@ def _sh_basis_np(d: np.ndarray) -> np.ndarray:
     )  # fmt: skip
 
 
-@functools.lru_cache(maxsize=1)
-def _sh_fit() -> tuple[np.ndarray, np.ndarray]:
-    """Fit directions [J,3] and the block-diagonal pseudo-inverse [15,J] of their bands 1..3."""
+def _kron_power(M: np.ndarray, l: int, vectors: bool = False) -> np.ndarray:
+    """l-fold Kronecker power of matrices [..., 3, 3] -> [..., 3^l, 3^l] (vectors [..., 3] -> [..., 3^l])."""
+    if vectors:
+        out = M
+        for _ in range(l - 1):
+            out = (out[..., :, None] * M[..., None, :]).reshape(*M.shape[:-1], -1)
+        return out
+    out = M
+    for _ in range(l - 1):
+        n = out.shape[-1]
+        out = (out[..., :, None, :, None] * M[..., None, :, None, :]).reshape(*M.shape[:-2], 3 * n, 3 * n)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _sh_poly(l: int) -> tuple[np.ndarray, np.ndarray]:
+    """(C_l [n, 3^l], G_l [n, 3^l]) with D_l(R) = C_l kron^l(R) G_l^T, n = 2l+1.
+
+    Band l of the basis is a homogeneous polynomial of degree l: Y_l(v) = C_l kron^l(v) for every v.
+    With fit directions d_j, Y_l(R d_j) = C_l kron^l(R) kron^l(d_j), and the least-squares solution of
+    Y_l(R d_j) = D_l Y_l(d_j) is D_l = C_l kron^l(R) G_l^T with G_l = pinv(Y_l(d)) kron^l(d).
+    Both are fitted once, exactly (the identities hold for all v, and the d_j span the space).
+    """
     dirs = gaussians._fibonacci_dirs(gaussians._SH_FIT_DIRS, torch.float64, "cpu").numpy()
-    y = _sh_basis_np(dirs)
-    P = np.zeros((15, dirs.shape[0]))
-    for l in range(1, 4):
-        a, b = l * l, (l + 1) * (l + 1)
-        P[a - 1 : b - 1] = np.linalg.pinv(y[:, a:b])
-    return dirs, P
+    y = _sh_basis_np(dirs)[:, l * l : (l + 1) * (l + 1)]  # [J, n]
+    kv = _kron_power(dirs, l, vectors=True)  # [J, 3^l]
+    C = (np.linalg.pinv(kv) @ y).T
+    G = np.linalg.pinv(y) @ kv
+    return C, G
 
 
 def sh_rotation_matrix_np(R: np.ndarray, degree: int) -> np.ndarray:
-    """[F,K,K] block-diagonal SH rotations (bands 1..degree) of rotations R [F,3,3]; K=(d+1)^2-1."""
+    """[F,K,K] block-diagonal SH rotations (bands 1..degree) of rotations R [F,3,3]; K=(d+1)^2-1.
+
+    Same matrices as :func:`gaussians.sh_rotation_matrix`, as a fixed polynomial of R's entries.
+    """
     k = gaussians.num_sh_bases(degree) - 1
-    dirs, P = _sh_fit()
-    y_rot = _sh_basis_np(dirs @ np.swapaxes(R, -1, -2))[..., 1:]  # [F,J,15]
     out = np.zeros((R.shape[0], k, k))
     for l in range(1, degree + 1):
+        C, G = _sh_poly(l)
         a, b = l * l - 1, (l + 1) * (l + 1) - 1
-        out[:, a:b, a:b] = np.swapaxes(P[a:b] @ y_rot[..., a:b], -1, -2)
+        out[:, a:b, a:b] = C @ _kron_power(R, l) @ G.T
     return out
 
 
@@ -201,17 +222,18 @@ class Frames:
         return nearest_rotation(self.A)
 
     def kernel_params(self, degree: int) -> dict[str, np.ndarray]:
-        """Kernel parameters (float64): affine [F,12], quat_r [F,4], log_s [F], sh_rot [F,K,K]."""
-        from gsworkbench.transforms._numpy_impl import rotmat_to_quat
-
-        R = self.rotation
+        """Kernel parameters (float64): affine [F,12] (A row-major, then b), sh_rot [F,K,K]."""
         k = gaussians.num_sh_bases(degree) - 1
         return {
             "affine": np.concatenate([self.A.reshape(-1, 9), self.b], axis=1),
-            "quat_r": rotmat_to_quat(R),
-            "log_s": np.log(self.scale),
-            "sh_rot": sh_rotation_matrix_np(R, degree) if degree > 0 else np.zeros((len(self), k, k)),
+            "sh_rot": sh_rotation_matrix_np(self.rotation, degree) if degree > 0 else np.zeros((len(self), k, k)),
         }
+
+    def quat_and_log_scale(self) -> dict[str, np.ndarray]:
+        """Similarity frames: quaternion of R [F,4] (wxyz, w >= 0) and log s [F]."""
+        from gsworkbench.transforms._numpy_impl import rotmat_to_quat
+
+        return {"quat_r": rotmat_to_quat(self.rotation), "log_s": np.log(self.scale)}
 
     def inverse(self) -> Frames:
         """The inverse maps: ``x -> A^-1 x - A^-1 b`` (a similarity's inverse is a similarity)."""

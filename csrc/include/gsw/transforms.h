@@ -58,6 +58,13 @@ GSW_UNROLL
   }
 }
 
+// Uniform scale s of A = s R (row-major): sqrt(trace(A A^T) / 3).
+GSW_HD double similarity_scale(const double* A) {
+  double t = 0;
+  for (int i = 0; i < 9; ++i) t += A[i] * A[i];
+  return sqrt(t / 3.0);
+}
+
 // Rotation matrix (row-major) of a quaternion wxyz, normalised here.
 GSW_HD void quat_to_rotmat(double w, double x, double y, double z, double* R) {
   const double n2 = w * w + x * x + y * y + z * z;
