@@ -47,7 +47,8 @@ def test_layout_is_inria(tmp_path: Path) -> None:
     for c in range(3):
         for k in (0, 7, 14):
             assert np.array_equal(v[f"f_rest_{c * 15 + k}"], s.sh_rest[:, k, c].numpy())
-    assert np.array_equal(v["rot_0"], s.quats[:, 0].numpy()) and np.array_equal(v["opacity"], s.opacity_logits.numpy())
+    assert np.array_equal(v["rot_0"], s.quats[:, 0].numpy())
+    assert np.array_equal(v["opacity"], s.opacity_logits.numpy())
     assert np.array_equal(v["scale_2"], s.log_scales[:, 2].numpy()) and not v["nx"].any()
 
 

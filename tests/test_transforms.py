@@ -48,14 +48,16 @@ def reference(splats: SplatSet, **kw) -> SplatSet:  # noqa: ANN003
     means = s.means @ A.T + b
     cov = A @ s.covariances @ A.T
     R = torch.from_numpy(f.rotation[0])
-    M = gaussians.sh_rotation_matrix(R, s.sh_degree) if s.sh_degree else torch.zeros(0, 0, dtype=torch.float64)
+    k = s.sh_rest.shape[1]
+    M = gaussians.sh_rotation_matrix(R, s.sh_degree) if k else torch.zeros(0, 0, dtype=torch.float64)
     sh_rest = torch.einsum("kj,njc->nkc", M, s.sh_rest)
     return means, cov, sh_rest
 
 
 PARAMS = [
     dict(rotation=[0.3, 0.5, -0.2, 0.7], translation=[1.0, -2.0, 0.5], scale=1.7, center=[0.2, 0.1, -0.3]),
-    dict(rotation=[0.9, -0.1, 0.3, 0.2], translation=[0.0, 0.5, 0.0], scale=[0.5, 2.0, 1.3], center=[1.0, 0.0, 0.0]),
+    dict(rotation=[0.9, -0.1, 0.3, 0.2], translation=[0.0, 0.5, 0.0], scale=[0.5, 2.0, 1.3],
+         center=[1.0, 0.0, 0.0]),  # fmt: skip
 ]
 
 
@@ -222,7 +224,8 @@ def test_ext_opcheck_and_no_grad() -> None:
     for general, kw in zip((False, True), PARAMS, strict=True):
         f = make_frames(**kw)
         p = [torch.from_numpy(v).float() for v in f.kernel_params(3).values()]  # affine, sh_rot
-        outs = [torch.empty(1, 21, 3), torch.empty(1, 21, 4), torch.empty(1, 21, 3), torch.empty(1, 21, 15, 3)]
+        outs = [torch.empty(1, 21, 3), torch.empty(1, 21, 4), torch.empty(1, 21, 3),
+                torch.empty(1, 21, 15, 3)]  # fmt: skip
         args = (s.means, s.quats, s.log_scales, s.sh_rest, *p, general, *outs)
         torch.library.opcheck(torch.ops.gsworkbench.transform_splats.default, args)
     x = s.clone()

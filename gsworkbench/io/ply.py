@@ -74,7 +74,9 @@ def read_ply(path: str | os.PathLike[str]) -> SplatSet:
         )
     rest_idx = sorted(int(m.group(1)) for f in fields if (m := _REST.match(f)))
     if rest_idx != list(range(len(rest_idx))):
-        raise ValueError(f"{path}: f_rest_* properties must be numbered 0..M-1 without gaps, got {rest_idx[:8]}...")
+        raise ValueError(
+            f"{path}: f_rest_* properties must be numbered 0..M-1 without gaps, got {rest_idx[:8]}..."
+        )
     m = len(rest_idx)
     if m % 3 or m // 3 + 1 not in (1, 4, 9, 16):
         raise ValueError(f"{path}: {m} f_rest_* properties; a 3DGS file has 0, 9, 24 or 45 (3 channels x K)")

@@ -184,6 +184,7 @@ def warm_up() -> None:
             aff[:, [0, 4, 8]] = 1
             args = [np.ones((n, 3), dt), np.ones((n, 4), dt), np.zeros((n, 3), dt), np.zeros((n, k, 3), dt),
                     aff, np.array([[1, 0, 0, 0]], dt), np.zeros(f, dt), np.zeros((f, k, k), dt)]  # fmt: skip
-            outs = [np.empty((f, n, 3), dt), np.empty((f, n, 4), dt), np.empty((f, n, 3), dt), np.empty((f, n, k, 3), dt)]
+            outs = [np.empty((f, n, 3), dt), np.empty((f, n, 4), dt), np.empty((f, n, 3), dt),
+                    np.empty((f, n, k, 3), dt)]  # fmt: skip
             for general in (False, True):
                 transform_numba(*args, general, *outs)

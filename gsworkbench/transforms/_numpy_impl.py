@@ -30,15 +30,19 @@ def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
 def rotmat_to_quat(m: np.ndarray) -> np.ndarray:
     """Unit quaternions [...,4] (wxyz, w >= 0) of rotation matrices [...,3,3]."""
     t = m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2]
+    d0, d1, d2 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
+    a21, a02, a10 = m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]
+    s01, s02, s12 = m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1]
+    # four candidate (unnormalised) quaternions; the best-conditioned one is kept per matrix
     c = np.stack(
         [
-            np.stack([1 + t, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1),
-            np.stack([m[..., 2, 1] - m[..., 1, 2], 1 + 2 * m[..., 0, 0] - t, m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),
-            np.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0], 1 + 2 * m[..., 1, 1] - t, m[..., 1, 2] + m[..., 2, 1]], -1),
-            np.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1], 1 + 2 * m[..., 2, 2] - t], -1),
+            np.stack([1 + t, a21, a02, a10], -1),
+            np.stack([a21, 1 + 2 * d0 - t, s01, s02], -1),
+            np.stack([a02, s01, 1 + 2 * d1 - t, s12], -1),
+            np.stack([a10, s02, s12, 1 + 2 * d2 - t], -1),
         ],
         axis=-2,
-    )  # fmt: skip
+    )
     best = np.argmax(np.stack([t, m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]], -1), axis=-1)
     q = np.take_along_axis(c, best[..., None, None], axis=-2)[..., 0, :]
     q = q / np.linalg.norm(q, axis=-1, keepdims=True)
@@ -60,7 +64,9 @@ def quat_left_mul(r: np.ndarray, q: np.ndarray) -> np.ndarray:
     )
 
 
-def general_covariances(A: np.ndarray, quats: np.ndarray, log_scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def general_covariances(
+    A: np.ndarray, quats: np.ndarray, log_scales: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Quaternions [F,N,4] and log-scales [F,N,3] of the covariances A Sigma A^T (SVD, float64)."""
     R = quat_to_rotmat(quats.astype(np.float64))
     M = A.astype(np.float64)[:, None] @ R[None] * np.exp(log_scales.astype(np.float64))[None, :, None, :]

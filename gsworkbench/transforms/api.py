@@ -35,7 +35,9 @@ def resolve_backend(backend: str, splats: SplatSet) -> str:
                 f"backend {backend!r} is not differentiable but the splats require grad; use backend='torch'"
             )
         if not cpu:
-            raise ValueError(f"backend {backend!r} runs on the CPU only; use backend='torch' on {splats.means.device}")
+            raise ValueError(
+                f"backend {backend!r} runs on the CPU only; use backend='torch' on {splats.means.device}"
+            )
     if backend == "ext" and not has_ext():
         from gsworkbench._ext import require_ext
 
@@ -48,7 +50,7 @@ def _check_out(out: Any, splats: SplatSet, frames: Frames) -> list[SplatSet] | N
     if out is None:
         return None
     if frames.batched and not isinstance(out, (list, tuple)):
-        raise ValueError(f"out must be a list of {len(frames)} SplatSets for a batch of {len(frames)} transforms")
+        raise ValueError(f"out must be a list of {len(frames)} SplatSets for a batch of {len(frames)} frames")
     if not frames.batched and not isinstance(out, SplatSet):
         raise ValueError(f"out must be a SplatSet for a single transform, got {type(out).__name__}")
     outs = list(out) if frames.batched else [out]

@@ -47,11 +47,30 @@ def nearest_rotation(M: np.ndarray) -> np.ndarray:
     return U @ Vh
 
 
-def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
-    """[...,3,3] rotation matrices of quaternions [...,4] (wxyz, normalised here)."""
-    from gsworkbench.transforms._numpy_impl import quat_to_rotmat as _q2r
+def _quat_outer_to_rotmat() -> np.ndarray:
+    """L [16, 9]: R.ravel() = (q q^T).ravel() @ L for a unit quaternion q (wxyz)."""
+    L = np.zeros((4, 4, 3, 3))
+    w, x, y, z = range(4)
+    entries = {
+        (0, 0): [(w, w, 1), (x, x, 1), (y, y, -1), (z, z, -1)],
+        (0, 1): [(x, y, 2), (w, z, -2)], (0, 2): [(x, z, 2), (w, y, 2)],
+        (1, 0): [(x, y, 2), (w, z, 2)], (1, 1): [(w, w, 1), (x, x, -1), (y, y, 1), (z, z, -1)],
+        (1, 2): [(y, z, 2), (w, x, -2)], (2, 0): [(x, z, 2), (w, y, -2)], (2, 1): [(y, z, 2), (w, x, 2)],
+        (2, 2): [(w, w, 1), (x, x, -1), (y, y, -1), (z, z, 1)],
+    }  # fmt: skip
+    for (i, j), terms in entries.items():
+        for a, b, c in terms:
+            L[a, b, i, j] += c
+    return L.reshape(16, 9)
 
-    return _q2r(q)
+
+_QUAT_L = _quat_outer_to_rotmat()
+
+
+def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
+    """[F,3,3] rotation matrices of quaternions [F,4] (wxyz, normalised here)."""
+    qq = (q[:, :, None] * q[:, None, :]).reshape(-1, 16) / (q * q).sum(axis=1, keepdims=True)
+    return (qq @ _QUAT_L).reshape(-1, 3, 3)
 
 
 def _rotation(rotation: Any) -> tuple[np.ndarray, bool]:
@@ -78,7 +97,8 @@ def _rotation(rotation: Any) -> tuple[np.ndarray, bool]:
             raise ValueError("rotation quaternion must be non-zero")
         return quat_to_rotmat(q), batched
     raise ValueError(
-        f"rotation must be a 3x3 matrix, a wxyz quaternion [4], or batches [F,3,3] / [F,4]; got shape {list(R.shape)}"
+        "rotation must be a 3x3 matrix, a wxyz quaternion [4], or batches [F,3,3] / [F,4]; "
+        f"got shape {list(R.shape)}"
     )
 
 
@@ -226,7 +246,9 @@ class Frames:
         k = gaussians.num_sh_bases(degree) - 1
         return {
             "affine": np.concatenate([self.A.reshape(-1, 9), self.b], axis=1),
-            "sh_rot": sh_rotation_matrix_np(self.rotation, degree) if degree > 0 else np.zeros((len(self), k, k)),
+            "sh_rot": sh_rotation_matrix_np(self.rotation, degree)
+            if degree > 0
+            else np.zeros((len(self), k, k)),
         }
 
     def quat_and_log_scale(self) -> dict[str, np.ndarray]:
@@ -283,11 +305,12 @@ def make_frames(
             sizes["scale"] = s.shape[0]
     if len(set(sizes.values())) > 1:
         raise ValueError(f"inconsistent number of frames F across transform arguments: {sizes}")
-    F = next(iter(sizes.values())) if sizes else 1
-    R = np.broadcast_to(R if R is not None else np.eye(3), (F, 3, 3))
-    s = np.broadcast_to(s if s is not None else np.ones(3), (F, 3))
-    t = np.broadcast_to(t if t is not None else np.zeros(3), (F, 3))
-    c = np.broadcast_to(c if c is not None else np.zeros(3), (F, 3))
-    A = s[:, :, None] * R
+    R = R if R is not None else np.eye(3)[None]
+    s = s if s is not None else np.ones((1, 3))
+    t = t if t is not None else np.zeros((1, 3))
+    c = c if c is not None else np.zeros((1, 3))
+    A = s[:, :, None] * R  # frames broadcast: every argument has 1 or F rows
     b = c + t - (A @ c[..., None])[..., 0]
+    if sizes and A.shape[0] != b.shape[0]:
+        A = np.broadcast_to(A, (b.shape[0], 3, 3))
     return Frames(A, b, bool(sizes))

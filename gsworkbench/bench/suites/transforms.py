@@ -47,7 +47,9 @@ def bytes_moved(n: int, degree: int, out: bool) -> int:
     return 2 * per * n
 
 
-def _transform_setup(backend: str, n: int, degree: int, out: bool, kw: dict) -> Callable[[], Callable[[], object]]:
+def _transform_setup(
+    backend: str, n: int, degree: int, out: bool, kw: dict
+) -> Callable[[], Callable[[], object]]:
     def setup() -> Callable[[], object]:
         from gsworkbench.transforms import transform
 
@@ -121,6 +123,6 @@ def cases(quick: bool) -> list[Case]:
         skip = "extension not built" if b == "ext" and not has_ext() else None
         params = {"backend": b, "kind": "nonuniform", "n": n, "sh_degree": 3, "out": False,
                   "bytes": bytes_moved(n, 3, False)}  # fmt: skip
-        out.append(Case(f"transforms/{b}/N{n}/sh3/nonuniform", params, _transform_setup(b, n, 3, False, NONUNIFORM),
-                        skip))  # fmt: skip
+        setup = _transform_setup(b, n, 3, False, NONUNIFORM)
+        out.append(Case(f"transforms/{b}/N{n}/sh3/nonuniform", params, setup, skip))
     return out
