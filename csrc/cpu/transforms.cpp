@@ -160,11 +160,12 @@ void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, in
   if constexpr (Deg >= 2) rotate_band16<2>(D, K, in, out);
   if constexpr (Deg >= 3) rotate_band16<3>(D, K, in, out);
   float* dst = osh + n0 * E;
-  // a full block of output is 16 * E floats = E whole cache lines; when it is 64-byte aligned and the
-  // output is large, it is assembled in L1 and written with streaming stores (no read-for-ownership)
-  const bool stream_out = streaming && count == 16 && (reinterpret_cast<uintptr_t>(dst) & 63) == 0;
+  // a full block of output is 16 * E floats = E whole cache lines: when it is 64-byte aligned it is
+  // assembled in L1 and written as whole lines (streaming stores, no read-for-ownership, when the
+  // output is much larger than the caches); otherwise rows are stored with masked stores
+  const bool whole_lines = count == 16 && (reinterpret_cast<uintptr_t>(dst) & 63) == 0;
   alignas(64) float aos[16 * E + 16];
-  float* target = stream_out ? aos : dst;
+  float* target = whole_lines ? aos : dst;
   for (int t = 0; t < tiles; ++t) {
     const int cols = E - 16 * t < 16 ? E - 16 * t : 16;
     const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
@@ -172,8 +173,11 @@ void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, in
     transpose16(r);
     for (int j = 0; j < count; ++j) _mm512_mask_storeu_ps(target + j * E + 16 * t, mask, r[j]);
   }
-  if (stream_out)
+  if (whole_lines && streaming) {
     for (int e = 0; e < E; ++e) _mm512_stream_ps(dst + 16 * e, _mm512_load_ps(aos + 16 * e));
+  } else if (whole_lines) {
+    for (int e = 0; e < E; ++e) _mm512_store_ps(dst + 16 * e, _mm512_load_ps(aos + 16 * e));
+  }
 }
 #endif
 
