@@ -289,3 +289,16 @@ def test_bench_suite_quick() -> None:
     df = suite.summarize(run_cases(cases[:3] + [c for c in cases if c.params["backend"] == "copy"][:1],
                                    min_run_time=0.01, progress=False))  # fmt: skip
     assert "gaussians_per_s" in df and (df.gaussians_per_s.dropna() > 0).all()
+
+
+@pytest.mark.skipif(not has_ext(), reason="extension not built")
+def test_ext_large_output_streaming_path() -> None:
+    """Outputs above the streaming-store threshold (64 MB of SH) take another store path."""
+    s = random_splats(400_003, 3, 11)
+    kw = PARAMS[0]
+    out = transform(s, backend="ext", **kw)
+    ref = transform(s, backend="torch", **kw)
+    assert rel(out.sh_rest, ref.sh_rest) < 1e-6 and rel(out.means, ref.means) < 1e-6
+    idx = torch.tensor([0, 1, 15, 16, 200_000, 400_002])
+    _, _, sh_rest = reference(s[idx], **kw)
+    assert rel(out.sh_rest[idx], sh_rest) < 2e-6
