@@ -33,6 +33,21 @@ void load_block(const T* points, int64_t b0, int64_t count, T* px, T* py, T* pz)
   }
 }
 
+// Sums every Gaussian over one block of kBlock points (SoA), into acc.
+template <typename T>
+__attribute__((noinline)) void forward_block(const Gauss<T>* __restrict gs, int64_t N, const T* __restrict px,
+                                             const T* __restrict py, const T* __restrict pz, T* __restrict acc) {
+  for (int64_t j = 0; j < kBlock; ++j) acc[j] = T(0);
+  for (int64_t n = 0; n < N; ++n) {
+    const Gauss<T> g = gs[n];
+#pragma omp simd
+    for (int64_t j = 0; j < kBlock; ++j) {
+      const Pair<T> p = whiten(g, px[j], py[j], pz[j]);
+      acc[j] += g.w * kernel(p.q);
+    }
+  }
+}
+
 template <typename T>
 void forward_kernel(const T* points, const Gauss<T>* gs, T* out, int64_t B, int64_t N) {
   const int64_t nblocks = (B + kBlock - 1) / kBlock;
@@ -45,15 +60,7 @@ void forward_kernel(const T* points, const Gauss<T>* gs, T* out, int64_t B, int6
       const int64_t b0 = blk * kBlock;
       const int64_t count = B - b0 < kBlock ? B - b0 : kBlock;
       load_block(points, b0, count, px, py, pz);
-      for (int64_t j = 0; j < kBlock; ++j) acc[j] = T(0);
-      for (int64_t n = 0; n < N; ++n) {
-        const Gauss<T> g = gs[n];
-#pragma omp simd aligned(px, py, pz, acc : 64)
-        for (int64_t j = 0; j < kBlock; ++j) {
-          const Pair<T> p = whiten(g, px[j], py[j], pz[j]);
-          acc[j] += g.w * kernel(p.q);
-        }
-      }
+      forward_block(gs, N, px, py, pz, acc);
       for (int64_t j = 0; j < count; ++j) out[b0 + j] = acc[j];
     }
   }
