@@ -72,9 +72,7 @@ def validate_parameters(defaults: Mapping[str, Any], given: Mapping[str, Any]) -
     """Defaults overridden by ``given``; ParameterError on unknown names or wrong types."""
     unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise ParameterError(
-            f"unknown notebook parameter(s): {', '.join(unknown)}; known: {', '.join(defaults)}"
-        )
+        raise ParameterError(f"unknown notebook parameter(s): {', '.join(unknown)}; known: {', '.join(defaults)}")
     out = dict(defaults)
     for name, value in given.items():
         out[name] = coerce_parameter(name, defaults[name], value)
