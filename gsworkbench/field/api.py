@@ -79,6 +79,8 @@ def evaluate(
                 raise ValueError("backend 'ext' on CUDA tensors needs the extension built with CUDA")
         return field_forward(points, means, L, weights)
     L = torch.tril(L)  # the upper triangle is not a parameter: no gradient flows there
+    if points.shape[0] == 0 or means.shape[0] == 0:
+        backend = "torch"  # empty sums: the chunked form returns zeros that stay in the graph
     if backend == "loop":
         return _torch_impl.evaluate_loop(points, means, L, weights)
     if backend == "vectorized":
