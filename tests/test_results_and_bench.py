@@ -78,3 +78,29 @@ def test_field_suite_full_grid_is_the_specified_one():
     assert sizes == {(100, 500), (1000, 500), (1000, 5000), (4096, 65536)}
     big = {c.params["backend"] for c in cases if c.params["N"] == 4096}
     assert big == {"torch", "ext"}
+
+
+def test_cli_bench_writes_results(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GSW_RESULTS_DIR": str(tmp_path)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "gsworkbench.cli",
+        "bench",
+        "field",
+        "--quick",
+        "--threads",
+        "1",
+        "--min-run-time",
+        "0.01",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "speedup_vs_vectorized" in out.stdout and "pairs_per_s" in out.stdout
+    (run,) = list(tmp_path.iterdir())
+    assert (run / "field.csv").exists() and (run / "metadata.json").exists()
+    bad = subprocess.run([sys.executable, "-m", "gsworkbench.cli", "bench", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown benchmark suite" in bad.stderr
