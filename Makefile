@@ -23,7 +23,7 @@ $(DEPS_STAMP): requirements.txt pyproject.toml
 
 $(EXT_STAMP): $(DEPS_STAMP) $(CSRC)
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
-	$(BIN)/python -c "import gsworkbench._C"
+	$(BIN)/python -c "import torch, gsworkbench._C"
 	touch $@
 
 $(KERNEL_STAMP): $(EXT_STAMP)

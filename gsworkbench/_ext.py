@@ -22,6 +22,8 @@ class ExtensionMissingError(RuntimeError):
 @functools.lru_cache(maxsize=1)
 def _load() -> str | None:
     """Imports ``gsworkbench._C``; returns None on success, else the import error's text."""
+    import torch  # noqa: F401  (loads libtorch, which _C links against)
+
     try:
         importlib.import_module("gsworkbench._C")
     except ImportError as err:  # not built, or built against another torch

@@ -1,10 +1,10 @@
 """The ``gsworkbench`` command line.
 
-    gsworkbench run NOTEBOOK [-p NAME VALUE]...     one notebook, checked parameters
-    gsworkbench run-all [--smoke]                   the notebook suite into results/<run-id>/
-    gsworkbench prepare-smoke DIR                   notebooks with smoke parameters, for nbval
-    gsworkbench bench SUITE|all [--quick] [--threads N]
-    gsworkbench env                                 the environment metadata every run records
+gsworkbench run NOTEBOOK [-p NAME VALUE]...     one notebook, checked parameters
+gsworkbench run-all [--smoke]                   the notebook suite into results/<run-id>/
+gsworkbench prepare-smoke DIR                   notebooks with smoke parameters, for nbval
+gsworkbench bench SUITE|all [--quick] [--threads N]
+gsworkbench env                                 the environment metadata every run records
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ def _cmd_run_all(args: argparse.Namespace) -> int:
     print(f"\nnotebook suite results: {run_dir}")
     for nb, status in statuses:
         files = sorted(p.name for p in (run_dir / nb.stem).glob("*") if p.is_file())
-        print(f"  {nb.name:<32} {status}   ({len(files)} files: {', '.join(files[:6])}{' ...' if len(files) > 6 else ''})")
+        print(
+            f"  {nb.name:<32} {status}   ({len(files)} files: {', '.join(files[:6])}{' ...' if len(files) > 6 else ''})"
+        )
     return 0 if all(s == "ok" for _, s in statuses) else 1
 
 

@@ -83,13 +83,13 @@ def rotmat_to_quat(R: torch.Tensor) -> torch.Tensor:
     # four candidate (unnormalised) quaternions; pick the best-conditioned one per matrix
     cands = torch.stack(
         [
-            torch.stack([1 + t, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1),
-            torch.stack([m[..., 2, 1] - m[..., 1, 2], 1 + 2 * m[..., 0, 0] - t, m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),
-            torch.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0], 1 + 2 * m[..., 1, 1] - t, m[..., 1, 2] + m[..., 2, 1]], -1),
-            torch.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1], 1 + 2 * m[..., 2, 2] - t], -1),
+            torch.stack([1 + t, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1),  # noqa: E501
+            torch.stack([m[..., 2, 1] - m[..., 1, 2], 1 + 2 * m[..., 0, 0] - t, m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),  # noqa: E501
+            torch.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0], 1 + 2 * m[..., 1, 1] - t, m[..., 1, 2] + m[..., 2, 1]], -1),  # noqa: E501
+            torch.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1], 1 + 2 * m[..., 2, 2] - t], -1),  # noqa: E501
         ],
         dim=-2,
-    )  # fmt: skip
+    )  # fmt: skip  # noqa: E501
     diag = torch.stack([t, m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]], -1)
     best = diag.argmax(-1, keepdim=True)
     q = torch.gather(cands, -2, best[..., None].expand(*best.shape, 4)).squeeze(-2)

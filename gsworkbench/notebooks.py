@@ -72,9 +72,7 @@ def validate_parameters(defaults: Mapping[str, Any], given: Mapping[str, Any]) -
     """Defaults overridden by ``given``; ParameterError on unknown names or wrong types."""
     unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise ParameterError(
-            f"unknown notebook parameter(s): {', '.join(unknown)}; known: {', '.join(defaults)}"
-        )
+        raise ParameterError(f"unknown notebook parameter(s): {', '.join(unknown)}; known: {', '.join(defaults)}")
     out = dict(defaults)
     for name, value in given.items():
         out[name] = coerce_parameter(name, defaults[name], value)
@@ -109,29 +107,31 @@ def smoke_parameters(path: str | os.PathLike[str]) -> dict[str, Any]:
 class ParameterGuard:
     """In-notebook check of injected parameters.
 
-    Created in the cell before the parameters cell; ``check(globals())`` runs after papermill's
-    injected cell. It reads the cells executed in between from IPython's input history: the first is
-    the parameters cell (the defaults), any later ones are injected.
+    Created in the cell before the parameters cell, it records the source of every cell the kernel
+    runs next (IPython's ``pre_run_cell`` event, which fires under papermill and nbval alike).
+    ``check(globals())`` runs after papermill's injected cell: the first recorded cell is the
+    parameters cell (the defaults), any later ones were injected.
     """
 
     def __init__(self) -> None:
-        self._history = self._input_history()
-        self._start = len(self._history) if self._history is not None else None
-
-    @staticmethod
-    def _input_history() -> list[str] | None:
         try:
             from IPython import get_ipython
-        except ImportError:
-            return None
-        ip = get_ipython()
-        return None if ip is None else ip.user_ns.get("In")
+        except ImportError:  # pragma: no cover - IPython ships with every kernel
+            get_ipython = None  # type: ignore[assignment]
+        self._ip = get_ipython() if get_ipython is not None else None
+        self._cells: list[str] = []
+        if self._ip is not None:
+            self._ip.events.register("pre_run_cell", self._record)
+
+    def _record(self, info: Any) -> None:
+        self._cells.append(info.raw_cell)
 
     def check(self, namespace: Mapping[str, Any]) -> dict[str, Any]:
         """The notebook's parameters (defaults + injected), validated; ParameterError otherwise."""
-        if self._history is None or self._start is None:
+        if self._ip is None:
             raise RuntimeError("ParameterGuard needs an IPython kernel")
-        cells = self._history[self._start : len(self._history) - 1]
+        self._ip.events.unregister("pre_run_cell", self._record)
+        cells = self._cells[:-1]  # the last recorded cell is the one calling check()
         if not cells:
             raise RuntimeError("run the parameters cell between ParameterGuard() and guard.check()")
         defaults = parse_parameters_source(cells[0])

@@ -24,16 +24,22 @@ def check_tensor(
     """
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() != len(shape) or any(
-        isinstance(s, int) and x.shape[i] != s for i, s in enumerate(shape)
-    ):
+    if x.dim() != len(shape) or any(isinstance(s, int) and x.shape[i] != s for i, s in enumerate(shape)):
         want = "[" + ",".join("*" if s is None else str(s) for s in shape) + "]"
         raise ValueError(f"{name} must have shape {want}, got {list(x.shape)}")
     if x.dtype not in dtypes:
         allowed = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise ValueError(f"{name} must have dtype {allowed}, got {str(x.dtype).replace('torch.', '')}")
-    if finite and x.is_floating_point() and x.numel() and not bool(torch.isfinite(x.detach()).all()):
-        raise ValueError(f"{name} contains non-finite values (NaN or Inf)")
+    if finite:
+        check_finite(name, x)
+    return x
+
+
+def check_finite(name: str, x: torch.Tensor) -> torch.Tensor:
+    """ValueError when a floating-point tensor holds NaN or Inf (tensors without data pass)."""
+    if x.is_floating_point() and x.numel() and x.device.type != "meta":
+        if not bool(torch.isfinite(x.detach()).all()):
+            raise ValueError(f"{name} contains non-finite values (NaN or Inf)")
     return x
 
 

@@ -3,18 +3,26 @@
 from make_notebook import make_notebook
 
 cells = [
-    ("md", """
+    (
+        "md",
+        """
 # 01 · Fitting a 3D Gaussian field
 
 Trains a sum of N weighted 3D Gaussians to match a target density volume, end to end, with one of the
 evaluation backends (`loop`, `vectorized`, `torch`, `ext`). Shows the loss curve, target-against-fit
 slices and the time per training iteration of each backend. Tables and plots go to `results/`.
-"""),
-    ("code", """
+""",
+    ),
+    (
+        "code",
+        """
 from gsworkbench.notebooks import ParameterGuard
 guard = ParameterGuard()
-"""),
-    ("parameters", """
+""",
+    ),
+    (
+        "parameters",
+        """
 num_gaussians = 512
 covariance = "full"
 backend = "ext"
@@ -26,8 +34,11 @@ timing_backends = "loop,vectorized,torch,ext"
 timing_gaussians = 256
 timing_batch = 2048
 results_dir = ""
-"""),
-    ("code", """
+""",
+    ),
+    (
+        "code",
+        """
 params = guard.check(globals())
 
 import matplotlib
@@ -36,7 +47,7 @@ import pandas as pd
 import torch
 
 from gsworkbench import field
-from gsworkbench.field.report import step_times
+from gsworkbench.field.report import step_times, summarize_step_times
 from gsworkbench.field.targets import slice_grid
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 from pathlib import Path
@@ -45,9 +56,12 @@ run_dir = Path(results_dir) if results_dir else new_run_dir("01_gaussian_field")
 write_metadata(run_dir, params)
 torch.manual_seed(seed)
 print("results:", run_dir, "| threads:", torch.get_num_threads())
-"""),
+""",
+    ),
     ("md", "## Train"),
-    ("code", """
+    (
+        "code",
+        """
 tgt = field.make_target(target, seed=seed)
 model = field.GaussianField(num_gaussians, covariance, backend=backend, seed=seed)
 result = field.train_field(model, tgt, field.TrainConfig(iterations=iterations, batch_size=batch_size, seed=seed))
@@ -55,32 +69,38 @@ history = result.history.assign(backend=backend, covariance=covariance, num_gaus
 write_table(run_dir / "history.csv", history)
 print(f"held-out relative RMSE: {result.final_error:.4f}   MSE: {result.final_loss:.3e}")
 print(f"median step: {history.time_s.median() * 1e3:.2f} ms")
-"""),
-    ("code", """
+""",
+    ),
+    (
+        "code",
+        """
 fig, ax = plt.subplots(figsize=(6, 3.5))
 ax.semilogy(history.iteration, history.loss)
 ax.set(xlabel="iteration", ylabel="MSE", title=f"{target}: N={num_gaussians}, {covariance}, {backend}")
 save_figure(run_dir / "loss.png", fig)
 plt.show()
-"""),
+""",
+    ),
     ("md", "## Target against fit: slices through the volume"),
-    ("code", """
+    (
+        "code",
+        """
 fig, axes = plt.subplots(2, 3, figsize=(10, 6.5))
 for col, axis in enumerate((2, 1, 0)):
-    for row, (name, fn) in enumerate((("target", tgt), ("fit", model))):
-        img = slice_grid(fn, axis=axis, value=0.0)
-        axes[row, col].imshow(img.numpy(), origin="lower", extent=(-1, 1, -1, 1), vmin=0, vmax=float(tgt(torch.zeros(1, 3)).max()) + 0.5)
+    ref = slice_grid(tgt, axis=axis)
+    for row, (name, img) in enumerate((("target", ref), ("fit", slice_grid(model, axis=axis)))):
+        axes[row, col].imshow(img.numpy(), origin="lower", extent=(-1, 1, -1, 1), vmin=0, vmax=float(ref.max()))
         axes[row, col].set_title(f"{name}, {'xyz'[axis]} = 0")
 save_figure(run_dir / "slices.png", fig)
 plt.show()
-"""),
+""",
+    ),
     ("md", "## Time per training iteration, by backend"),
-    ("code", """
+    (
+        "code",
+        """
 times = step_times(tgt, timing_gaussians, covariance, timing_batch, [b for b in timing_backends.split(",") if b])
-summary = times.groupby("backend", sort=False).time_s.agg(["median", lambda s: s.quantile(0.75) - s.quantile(0.25)])
-summary.columns = ["median_s", "iqr_s"]
-summary["speedup_vs_loop"] = summary.median_s.get("loop", float("nan")) / summary.median_s
-summary = summary.reset_index().assign(num_gaussians=timing_gaussians, batch=timing_batch, threads=torch.get_num_threads())
+summary = summarize_step_times(times).assign(num_gaussians=timing_gaussians, batch=timing_batch)
 write_table(run_dir / "step_times.csv", summary)
 fig, ax = plt.subplots(figsize=(6, 3))
 ax.barh(summary.backend, summary.median_s * 1e3, xerr=summary.iqr_s * 1e3)
@@ -88,7 +108,8 @@ ax.set(xscale="log", xlabel="ms per iteration (median, IQR)", title=f"N={timing_
 save_figure(run_dir / "step_times.png", fig)
 plt.show()
 summary
-"""),
+""",
+    ),
 ]
 
 make_notebook(

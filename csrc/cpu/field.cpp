@@ -23,13 +23,28 @@ std::vector<Gauss<T>> prepare_all(const T* means, const T* factors, const T* wei
 }
 
 // Copies a block of points [B,3] into SoA arrays; padded lanes sit at the first point (finite).
-template <typename T>
+template <typename T, int64_t Block = kBlock>
 void load_block(const T* points, int64_t b0, int64_t count, T* px, T* py, T* pz) {
-  for (int64_t j = 0; j < kBlock; ++j) {
+  for (int64_t j = 0; j < Block; ++j) {
     const int64_t b = b0 + (j < count ? j : 0);
     px[j] = points[3 * b];
     py[j] = points[3 * b + 1];
     pz[j] = points[3 * b + 2];
+  }
+}
+
+// Sums every Gaussian over one block of kBlock points (SoA), into acc.
+template <typename T>
+__attribute__((noinline)) void forward_block(const Gauss<T>* __restrict gs, int64_t N, const T* __restrict px,
+                                             const T* __restrict py, const T* __restrict pz, T* __restrict acc) {
+  for (int64_t j = 0; j < kBlock; ++j) acc[j] = T(0);
+  for (int64_t n = 0; n < N; ++n) {
+    const Gauss<T> g = gs[n];
+#pragma omp simd
+    for (int64_t j = 0; j < kBlock; ++j) {
+      const Pair<T> p = whiten(g, px[j], py[j], pz[j]);
+      acc[j] += g.w * kernel(p.q);
+    }
   }
 }
 
@@ -45,38 +60,29 @@ void forward_kernel(const T* points, const Gauss<T>* gs, T* out, int64_t B, int6
       const int64_t b0 = blk * kBlock;
       const int64_t count = B - b0 < kBlock ? B - b0 : kBlock;
       load_block(points, b0, count, px, py, pz);
-      for (int64_t j = 0; j < kBlock; ++j) acc[j] = T(0);
-      for (int64_t n = 0; n < N; ++n) {
-        const Gauss<T> g = gs[n];
-#pragma omp simd aligned(px, py, pz, acc : 64)
-        for (int64_t j = 0; j < kBlock; ++j) {
-          const Pair<T> p = whiten(g, px[j], py[j], pz[j]);
-          acc[j] += g.w * kernel(p.q);
-        }
-      }
+      forward_block(gs, N, px, py, pz, acc);
       for (int64_t j = 0; j < count; ++j) out[b0 + j] = acc[j];
     }
   }
 }
 
-template <typename T>
-void backward_kernel(const T* grad, const T* points, const Gauss<T>* gs, T* grad_points, T* grad_means,
-                     T* grad_factors, T* grad_weights, int64_t B, int64_t N) {
-  const int64_t nblocks = (B + kBlock - 1) / kBlock;
-  const int nthreads = omp_get_max_threads();
-  // Per-thread per-Gaussian sums (double: they add up to B terms).
-  std::vector<double> sums(static_cast<size_t>(nthreads) * N * kAccum, 0.0);
-#pragma omp parallel num_threads(nthreads)
+// Backward over blocks of Block points. Per block and Gaussian, the 10 per-Gaussian sums are reduced
+// across the block's lanes once, so larger blocks amortise that reduction (see backward_kernel).
+template <typename T, int64_t Block>
+void backward_blocks(const T* grad, const T* points, const Gauss<T>* gs, T* grad_points, double* sums, int64_t B,
+                     int64_t N) {
+  const int64_t nblocks = (B + Block - 1) / Block;
+#pragma omp parallel
   {
     DenormalsOff ftz;
-    double* my = sums.data() + static_cast<size_t>(omp_get_thread_num()) * N * kAccum;
-    alignas(64) T px[kBlock], py[kBlock], pz[kBlock], gb[kBlock], gx[kBlock], gy[kBlock], gz[kBlock];
+    double* my = sums + static_cast<size_t>(omp_get_thread_num()) * N * kAccum;
+    alignas(64) T px[Block], py[Block], pz[Block], gb[Block], gx[Block], gy[Block], gz[Block];
 #pragma omp for schedule(dynamic, 1)
     for (int64_t blk = 0; blk < nblocks; ++blk) {
-      const int64_t b0 = blk * kBlock;
-      const int64_t count = B - b0 < kBlock ? B - b0 : kBlock;
-      load_block(points, b0, count, px, py, pz);
-      for (int64_t j = 0; j < kBlock; ++j) {
+      const int64_t b0 = blk * Block;
+      const int64_t count = B - b0 < Block ? B - b0 : Block;
+      load_block<T, Block>(points, b0, count, px, py, pz);
+      for (int64_t j = 0; j < Block; ++j) {
         gb[j] = j < count ? grad[b0 + j] : T(0);  // padded lanes contribute nothing
         gx[j] = gy[j] = gz[j] = T(0);
       }
@@ -85,7 +91,7 @@ void backward_kernel(const T* grad, const T* points, const Gauss<T>* gs, T* grad
         T a = 0, s0 = 0, s1 = 0, s2 = 0, t00 = 0, t10 = 0, t11 = 0, t20 = 0, t21 = 0, t22 = 0;
 #pragma omp simd aligned(px, py, pz, gb, gx, gy, gz : 64) \
     reduction(+ : a, s0, s1, s2, t00, t10, t11, t20, t21, t22)
-        for (int64_t j = 0; j < kBlock; ++j) {
+        for (int64_t j = 0; j < Block; ++j) {
           const Pair<T> p = whiten(g, px[j], py[j], pz[j]);
           const T e = kernel(p.q);
           const T ge = gb[j] * e;
@@ -124,6 +130,26 @@ void backward_kernel(const T* grad, const T* points, const Gauss<T>* gs, T* grad
         grad_points[3 * (b0 + j) + 2] = gb[j] * gz[j];
       }
     }
+  }
+}
+
+template <typename T>
+void backward_kernel(const T* grad, const T* points, const Gauss<T>* gs, T* grad_points, T* grad_means,
+                     T* grad_factors, T* grad_weights, int64_t B, int64_t N) {
+  const int nthreads = omp_get_max_threads();
+  // Per-thread per-Gaussian sums (double: they add up to B terms).
+  std::vector<double> sums(static_cast<size_t>(nthreads) * N * kAccum, 0.0);
+  // The largest block that still gives every thread at least two blocks (512 points measured ~1.8x
+  // faster per pair than 64 on AVX-512).
+  const int64_t per_thread = B / (2 * static_cast<int64_t>(nthreads));
+  if (per_thread >= 512) {
+    backward_blocks<T, 512>(grad, points, gs, grad_points, sums.data(), B, N);
+  } else if (per_thread >= 256) {
+    backward_blocks<T, 256>(grad, points, gs, grad_points, sums.data(), B, N);
+  } else if (per_thread >= 128) {
+    backward_blocks<T, 128>(grad, points, gs, grad_points, sums.data(), B, N);
+  } else {
+    backward_blocks<T, 64>(grad, points, gs, grad_points, sums.data(), B, N);
   }
   at::parallel_for(0, N, 256, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {

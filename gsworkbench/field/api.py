@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 
 from gsworkbench.field import _torch_impl
-from gsworkbench.validation import check_choice, check_same_device_dtype, check_same_size, check_tensor
+from gsworkbench.validation import (
+    check_choice,
+    check_finite,
+    check_same_device_dtype,
+    check_same_size,
+    check_tensor,
+)
 
 BACKENDS = ("loop", "vectorized", "torch", "ext")
 COVARIANCES = ("full", "diag")
@@ -16,15 +22,14 @@ def check_field_inputs(
 ) -> None:
     """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad factors."""
     check_choice("covariance", covariance, COVARIANCES)
-    check_tensor("points", points, (None, 3))
-    check_tensor("means", means, (None, 3))
-    check_tensor("weights", weights, (None,))
-    if covariance == "full":
-        check_tensor("factors", factors, (None, 3, 3))
-    else:
-        check_tensor("factors", factors, (None, 3))
+    check_tensor("points", points, (None, 3), finite=False)
+    check_tensor("means", means, (None, 3), finite=False)
+    check_tensor("weights", weights, (None,), finite=False)
+    check_tensor("factors", factors, (None, 3, 3) if covariance == "full" else (None, 3), finite=False)
     check_same_size("N (number of Gaussians)", ("means", means, 0), ("factors", factors, 0), ("weights", weights, 0))
     check_same_device_dtype(points=points, means=means, factors=factors, weights=weights)
+    for name, t in (("points", points), ("means", means), ("factors", factors), ("weights", weights)):
+        check_finite(name, t)
     f = factors.detach()
     if covariance == "full":
         if f.numel() and not bool((torch.diagonal(f, dim1=-2, dim2=-1) > 0).all()):
@@ -74,6 +79,8 @@ def evaluate(
                 raise ValueError("backend 'ext' on CUDA tensors needs the extension built with CUDA")
         return field_forward(points, means, L, weights)
     L = torch.tril(L)  # the upper triangle is not a parameter: no gradient flows there
+    if points.shape[0] == 0 or means.shape[0] == 0:
+        backend = "torch"  # empty sums: the chunked form returns zeros that stay in the graph
     if backend == "loop":
         return _torch_impl.evaluate_loop(points, means, L, weights)
     if backend == "vectorized":

@@ -99,7 +99,12 @@ class GaussianField(nn.Module):
 
     def forward(self, points: torch.Tensor, backend: str | None = None) -> torch.Tensor:
         return evaluate(
-            points, self.means, self.factors(), self.weights, covariance=self.covariance, backend=backend or self.backend
+            points,
+            self.means,
+            self.factors(),
+            self.weights,
+            covariance=self.covariance,
+            backend=backend or self.backend,
         )
 
     def extra_repr(self) -> str:

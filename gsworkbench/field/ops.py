@@ -40,7 +40,9 @@ if has_ext():
     _register()
 
 
-def field_forward(points: torch.Tensor, means: torch.Tensor, factors: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def field_forward(
+    points: torch.Tensor, means: torch.Tensor, factors: torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
     """values [B] = sum_n w_n exp(-1/2 |L_n^-1 (x_b - mu_n)|^2); differentiable in every input."""
     require_ext()
     return torch.ops.gsworkbench.field_forward(points, means, factors, weights)

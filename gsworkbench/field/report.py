@@ -40,6 +40,20 @@ def step_times(
             opt.step()
             if step:
                 rows.append(
-                    {"backend": backend, "step": step, "time_s": time.perf_counter() - t0, "threads": torch.get_num_threads()}
+                    {
+                        "backend": backend,
+                        "step": step,
+                        "time_s": time.perf_counter() - t0,
+                        "threads": torch.get_num_threads(),
+                    }
                 )
     return pd.DataFrame(rows)
+
+
+def summarize_step_times(times: pd.DataFrame) -> pd.DataFrame:
+    """Per backend: median and IQR of the step time, and the speedup over ``loop`` (when timed)."""
+    g = times.groupby("backend", sort=False).time_s
+    out = pd.DataFrame({"median_s": g.median(), "iqr_s": g.quantile(0.75) - g.quantile(0.25)})
+    out["speedup_vs_loop"] = out.median_s.get("loop", float("nan")) / out.median_s
+    out["threads"] = times.groupby("backend", sort=False).threads.first()
+    return out.reset_index()

@@ -6,7 +6,6 @@ training points are drawn.
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 
@@ -27,7 +26,9 @@ class Target:
     def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.lo, self.hi
 
-    def sample(self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def sample(
+        self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         """n points uniform in the bounds, [n,3]."""
         u = torch.rand(n, 3, generator=generator, dtype=dtype)
         return self.lo.to(dtype) + u * (self.hi - self.lo).to(dtype)

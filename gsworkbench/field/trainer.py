@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -154,7 +155,7 @@ def load_checkpoint(
     """
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError) as err:
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
         raise ValueError(f"cannot read checkpoint {path}: {err}") from err
     if not isinstance(state, dict) or "model" not in state or "settings" not in state:
         raise ValueError(f"{path} is not a gsworkbench field checkpoint")

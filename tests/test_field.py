@@ -1,0 +1,229 @@
+"""Field backends against a float64 reference; gradcheck, opcheck, edge cases and bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import rel_err, requires_ext
+
+from gsworkbench._ext import has_ext
+from gsworkbench.field import BACKENDS, MemoryBudgetError, evaluate
+
+FAST = ("torch", "ext")
+
+
+def skip_without_ext(backend: str) -> None:
+    if backend == "ext" and not has_ext():
+        pytest.skip("extension not built")
+
+
+def make_inputs(B, N, covariance, dtype=torch.float64, anisotropy=1.0, gen=None):
+    points = torch.rand(B, 3, dtype=dtype, generator=gen) * 2 - 1
+    means = torch.rand(N, 3, dtype=dtype, generator=gen) * 2 - 1
+    sigma = (0.15 + 0.35 * torch.rand(N, 3, dtype=dtype, generator=gen)) * torch.tensor(
+        [1.0, 1.0, 1.0 / anisotropy], dtype=dtype
+    )
+    if covariance == "diag":
+        factors = sigma
+    else:
+        factors = torch.diag_embed(sigma) + torch.tril(0.1 * torch.randn(N, 3, 3, dtype=dtype, generator=gen), -1)
+    weights = torch.randn(N, dtype=dtype, generator=gen)
+    return points, means, factors, weights
+
+
+def values_and_grads(inputs, covariance, backend):
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    out = evaluate(*leaves, covariance=covariance, backend=backend)
+    g = torch.linspace(-1, 1, out.shape[0], dtype=out.dtype)
+    out.backward(g)
+    return out.detach(), [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backends_match_float64_reference(backend, covariance, seed):
+    skip_without_ext(backend)
+    inputs = make_inputs(257, 41, covariance)
+    ref_v, ref_g = values_and_grads(inputs, covariance, "loop")
+    v, grads = values_and_grads([t.float() for t in inputs], covariance, backend)
+    assert rel_err(v, ref_v) < 1e-5
+    for name, g, rg in zip(("points", "means", "factors", "weights"), grads, ref_g):
+        assert rel_err(g, rg) < 1e-5, name
+    # float64 agrees to float64 rounding
+    v64, g64 = values_and_grads(inputs, covariance, backend)
+    assert rel_err(v64, ref_v) < 1e-12
+    for g, rg in zip(g64, ref_g):
+        assert rel_err(g, rg) < 1e-10
+
+
+@pytest.mark.parametrize("backend", ["torch", pytest.param("ext", marks=requires_ext)])
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+def test_gradcheck(backend, covariance, seed):
+    inputs = [t.requires_grad_() for t in make_inputs(6, 4, covariance)]
+    fn = lambda *a: evaluate(*a, covariance=covariance, backend=backend)  # noqa: E731
+    # a lower-triangular perturbation keeps full factors valid; gradcheck perturbs the upper part too,
+    # so check through tril (the upper triangle is not a parameter)
+    if covariance == "full":
+        fn = lambda p, m, f, w: evaluate(p, m, torch.tril(f), w, backend=backend)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
+
+
+@requires_ext
+def test_opcheck(seed):
+    p, m, f, w = make_inputs(37, 9, "full")
+    for dtype in (torch.float32, torch.float64):
+        args = [t.to(dtype).requires_grad_() for t in (p, m, f, w)]
+        torch.library.opcheck(torch.ops.gsworkbench.field_forward.default, args)
+        g = torch.randn(37, dtype=dtype)
+        torch.library.opcheck(torch.ops.gsworkbench.field_backward.default, [g, *[a.detach() for a in args]])
+
+
+@requires_ext
+def test_torch_compile(seed):
+    p, m, f, w = [t.float() for t in make_inputs(33, 5, "full")]
+    compiled = torch.compile(torch.ops.gsworkbench.field_forward, backend="aot_eager", fullgraph=True)
+    leaves = [t.requires_grad_() for t in (p, m, f, w)]
+    out = compiled(*leaves)
+    out.sum().backward()
+    ref = evaluate(*[t.detach() for t in leaves], backend="torch")
+    assert rel_err(out, ref) < 1e-5
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in leaves)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("B,N", [(0, 5), (5, 0), (1, 1), (0, 0), (1, 7), (9, 1)])
+def test_empty_and_single_sizes(backend, B, N, seed):
+    skip_without_ext(backend)
+    inputs = make_inputs(B, N, "full")
+    v, grads = values_and_grads(inputs, "full", backend)
+    ref_v, ref_g = values_and_grads(inputs, "full", "vectorized")
+    assert v.shape == (B,)
+    assert torch.allclose(v, ref_v, rtol=1e-12, atol=1e-14)
+    for g, rg, t in zip(grads, ref_g, inputs):
+        assert g.shape == t.shape
+        assert torch.allclose(g, rg, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", FAST)
+def test_non_contiguous_inputs(backend, seed):
+    skip_without_ext(backend)
+    p, m, f, w = make_inputs(50, 7, "full")
+    pt = p.T.contiguous().T  # column-major
+    mt = torch.stack([m, m], -1)[..., 0]  # strided
+    ft = f.transpose(1, 2).contiguous().transpose(1, 2)
+    wt = torch.stack([w, w], 1)[:, 0]
+    assert not (pt.is_contiguous() or mt.is_contiguous() or ft.is_contiguous() or wt.is_contiguous())
+    v, grads = values_and_grads((pt, mt, ft, wt), "full", backend)
+    ref_v, ref_g = values_and_grads((p, m, f, w), "full", "loop")
+    assert rel_err(v, ref_v) < 1e-12
+    for g, rg in zip(grads, ref_g):
+        assert rel_err(g, rg) < 1e-10
+
+
+@requires_ext
+def test_anisotropic_and_nearly_singular(seed):
+    p, m, f, w = make_inputs(200, 16, "full", anisotropy=1e3)
+    f[:4, 2, 2] = 1e-6  # nearly singular: Sigma's smallest eigenvalue ~1e-12
+    p[:20] = m[torch.arange(20) % 16] + 1e-7 * torch.randn(20, 3, dtype=torch.float64)  # points on the thin axes
+    v, grads = values_and_grads((p, m, f, w), "full", "ext")
+    ref_v, ref_g = values_and_grads((p, m, f, w), "full", "torch")  # triangular solves: well conditioned in L
+    assert torch.isfinite(v).all() and all(torch.isfinite(g).all() for g in grads)
+    assert rel_err(v, ref_v) < 1e-12
+    for g, rg in zip(grads, ref_g):
+        assert rel_err(g, rg) < 1e-10
+    # the loop solves with Sigma itself (condition number ~1e12): it agrees to its own accuracy
+    loop_v, loop_g = values_and_grads((p, m, f, w), "full", "loop")
+    assert rel_err(loop_v, ref_v) < 1e-5
+    # float32: finite, and close to float64 on the moderately anisotropic factors
+    p32, m32, f32, w32 = [t.float() for t in make_inputs(200, 16, "full", anisotropy=1e2)]
+    v32, g32 = values_and_grads((p32, m32, f32, w32), "full", "ext")
+    v64, g64 = values_and_grads([t.double() for t in (p32, m32, f32, w32)], "full", "torch")
+    assert rel_err(v32, v64) < 1e-5
+    for g, rg in zip(g32, g64):
+        assert rel_err(g, rg) < 1e-4
+
+
+def test_ext_matches_on_large_blocks(seed):
+    """Sizes that are not multiples of the kernel's point block, across several blocks and threads."""
+    skip_without_ext("ext")
+    inputs = [t.float() for t in make_inputs(64 * 7 + 13, 130, "full")]
+    v, grads = values_and_grads(inputs, "full", "ext")
+    ref_v, ref_g = values_and_grads([t.double() for t in inputs], "full", "torch")
+    assert rel_err(v, ref_v) < 1e-5
+    for g, rg in zip(grads, ref_g):
+        assert rel_err(g, rg) < 1e-5
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+
+def _good():
+    return make_inputs(4, 3, "full", dtype=torch.float32)
+
+
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda a: (a[0][:, :2], *a[1:]), r"points must have shape \[\*,3\]"),
+        (lambda a: (a[0], a[1][:2], *a[2:]), r"inconsistent N"),
+        (lambda a: (a[0], a[1], a[2][:, :2], a[3]), r"factors must have shape"),
+        (lambda a: (a[0], a[1], a[2], a[3][None]), r"weights must have shape"),
+        (lambda a: (a[0].int(), *a[1:]), r"points must have dtype"),
+        (lambda a: (a[0].half(), *a[1:]), r"points must have dtype"),
+        (lambda a: (a[0].double(), *a[1:]), r"different dtypes"),
+        (lambda a: (a[0].to("meta"), *a[1:]), r"different devices"),
+        (lambda a: (a[0], a[1].index_fill(0, torch.tensor([1]), float("nan")), *a[2:]), r"means contains non-finite"),
+        (
+            lambda a: (a[0], a[1], a[2], a[3].index_fill(0, torch.tensor([0]), float("inf"))),
+            r"weights contains non-finite",
+        ),
+        (lambda a: (a[0], a[1], a[2] * torch.tensor([1.0, -1.0, 1.0]), a[3]), r"positive diagonal"),
+        (lambda a: (a[0], a[1], a[2] + torch.triu(torch.ones(3, 3), 1), a[3]), r"lower-triangular"),
+        (lambda a: ([[0.0, 0.0, 0.0]], *a[1:]), r"points must be a torch.Tensor"),
+    ],
+)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_input_raises_value_error(mutate, match, backend):
+    args = mutate(_good())
+    with pytest.raises(ValueError, match=match):
+        evaluate(*args, backend=backend)
+
+
+def test_bad_diag_and_options():
+    p, m, _, w = _good()
+    with pytest.raises(ValueError, match="must be positive"):
+        evaluate(p, m, torch.zeros(3, 3), w, covariance="diag")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        evaluate(p, m, torch.ones(3, 3), w, covariance="diag", backend="gpu")
+    with pytest.raises(ValueError, match="covariance must be one of"):
+        evaluate(p, m, torch.ones(3, 3), w, covariance="iso")
+
+
+def test_memory_budget_refuses_instead_of_exhausting_ram():
+    p, m, f, w = make_inputs(1000, 1000, "full", dtype=torch.float32)
+    with pytest.raises(MemoryBudgetError, match="vectorized.*budget"):
+        evaluate(p, m, f, w, backend="vectorized", memory_budget=10 * 2**20)
+    with pytest.raises(MemoryBudgetError, match="torch.*budget"):
+        evaluate(p, m, f, w, backend="torch", memory_budget=1000)
+    # within budget, torch chunks over points and still agrees
+    v = evaluate(p, m, f, w, backend="torch", memory_budget=2**20)
+    assert rel_err(v, evaluate(p.double(), m.double(), f.double(), w.double(), backend="torch")) < 1e-5
+
+
+def test_missing_extension_message(tmp_path):
+    """Without _C the package imports, and backend='ext' says how to build it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['gsworkbench._C'] = None\n"
+        "import torch, gsworkbench.field as f\n"
+        "from gsworkbench._ext import ExtensionMissingError\n"
+        "x = torch.zeros(2, 3); m = torch.zeros(1, 3); L = torch.eye(3)[None]; w = torch.ones(1)\n"
+        "print(float(f.evaluate(x, m, L, w, backend='torch')[0]))\n"
+        "try:\n    f.evaluate(x, m, L, w, backend='ext')\nexcept ExtensionMissingError as e:\n    print('ERR', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("1.0")
+    assert "ERR" in out.stdout and "make setup" in out.stdout

@@ -1,0 +1,151 @@
+"""GaussianField, targets and the trainer, end to end."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+from conftest import rel_err
+
+from gsworkbench._ext import has_ext
+from gsworkbench.field import (
+    GaussianField,
+    GaussianMixtureTarget,
+    GridTarget,
+    TrainConfig,
+    evaluate,
+    load_checkpoint,
+    make_target,
+    save_checkpoint,
+    train_field,
+)
+from gsworkbench.field.report import step_times, summarize_step_times
+
+
+@pytest.mark.parametrize("covariance", ["full", "diag"])
+def test_module_forward_matches_evaluate(covariance, seed):
+    field = GaussianField(20, covariance, backend="torch", seed=seed)
+    pts = torch.rand(33, 3) * 2 - 1
+    ref = evaluate(pts, field.means, field.factors(), field.weights, covariance=covariance, backend="loop")
+    assert rel_err(field(pts), ref) < 1e-5
+    assert field.factors().shape == ((20, 3, 3) if covariance == "full" else (20, 3))
+
+
+def test_from_parameters_round_trip(seed):
+    t = GaussianMixtureTarget.random(5, seed=seed)
+    field = GaussianField.from_parameters(t.means, t.factors, t.weights, backend="torch")
+    assert field.means.dtype == torch.float64
+    assert rel_err(field.factors(), t.factors) < 1e-12
+    pts = t.sample(100)
+    assert rel_err(field(pts.double()), t(pts.double())) < 1e-12
+    with pytest.raises(ValueError, match="positive diagonal"):
+        GaussianField.from_parameters(t.means, -t.factors, t.weights)
+
+
+def test_module_bad_arguments():
+    with pytest.raises(ValueError, match="num_gaussians"):
+        GaussianField(-1)
+    with pytest.raises(ValueError, match="covariance"):
+        GaussianField(4, "spherical")
+    with pytest.raises(ValueError, match="backend"):
+        GaussianField(4, backend="cuda")
+    with pytest.raises(ValueError, match="volume_size"):
+        GaussianField(4, volume_size=0)
+
+
+@pytest.mark.parametrize("target", ["torus", "shell", "mixture"])
+def test_training_reduces_error(target, seed):
+    tgt = make_target(target, seed=seed % 1000)
+    field = GaussianField(64, backend="ext" if has_ext() else "torch", seed=seed)
+    from gsworkbench.field.trainer import held_out_error
+
+    before, _ = held_out_error(field, tgt)
+    res = train_field(field, tgt, TrainConfig(iterations=150, batch_size=2048, seed=seed, progress=False))
+    assert isinstance(res.history, pd.DataFrame)
+    assert list(res.history.columns) == ["iteration", "loss", "time_s"]
+    assert len(res.history) == 150
+    assert res.final_error < 0.6 * before
+    assert res.history.loss.iloc[-20:].mean() < res.history.loss.iloc[:20].mean()
+
+
+def test_recovers_known_gaussians(seed):
+    """Started near the truth, training moves the parameters to the known mixture."""
+    truth = GaussianMixtureTarget.random(4, seed=seed % 1000)
+    g = torch.Generator().manual_seed(seed)
+    field = GaussianField.from_parameters(
+        (truth.means + 0.03 * torch.randn(4, 3, generator=g, dtype=torch.float64)).float(),
+        (truth.factors * (1 + 0.15 * torch.rand(4, 1, 1, generator=g, dtype=torch.float64))).float(),
+        (truth.weights * 0.8).float(),
+        backend="torch",
+    )
+    err0 = (field.means.detach().double() - truth.means).norm()
+    werr0 = (field.weights.detach().double() - truth.weights).norm()
+    cfg = TrainConfig(iterations=300, batch_size=4096, lr_means=2e-3, lr_factors=5e-3, lr_weights=1e-2, seed=seed)
+    cfg.progress = False
+    res = train_field(field, truth, cfg)
+    assert (field.means.detach().double() - truth.means).norm() < 0.5 * err0
+    assert (field.weights.detach().double() - truth.weights).norm() < 0.5 * werr0
+    assert res.final_error < 0.05
+
+
+def test_checkpoint_round_trip_and_resume(tmp_path, seed):
+    tgt = make_target("torus")
+    field = GaussianField(16, "diag", backend="torch", seed=seed)
+    cfg = TrainConfig(iterations=10, batch_size=256, progress=False)
+    ckpt = tmp_path / "field.pt"
+    train_field(field, tgt, cfg, checkpoint=ckpt)
+    state = load_checkpoint(ckpt)
+    loaded = state["model"]
+    assert state["iteration"] == 10 and len(state["history"]) == 10
+    pts = torch.rand(20, 3)
+    assert torch.equal(loaded(pts), field(pts))
+    # resume: 10 more iterations continue the history
+    res = train_field(
+        loaded, tgt, TrainConfig(iterations=20, batch_size=256, progress=False), checkpoint=ckpt, resume=True
+    )
+    assert res.history.iteration.tolist() == list(range(20))
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporaries
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="cannot read checkpoint"):
+        load_checkpoint(tmp_path / "bad.pt")
+    save_checkpoint(tmp_path / "x.pt", field)
+    assert (tmp_path / "x.pt").exists()
+
+
+def test_grid_target_interpolates_user_volume():
+    z, y, x = torch.meshgrid(
+        torch.linspace(-1, 1, 21), torch.linspace(-1, 1, 21), torch.linspace(-1, 1, 21), indexing="ij"
+    )
+    vol = 1 + x + 2 * y + 3 * z  # trilinear interpolation is exact for a linear function
+    tgt = GridTarget(vol, (-1, -1, -1), (1, 1, 1))
+    pts = torch.rand(50, 3) * 2 - 1
+    expect = 1 + pts[:, 0] + 2 * pts[:, 1] + 3 * pts[:, 2]
+    assert rel_err(tgt(pts), expect) < 1e-5
+    assert float(tgt(torch.tensor([[5.0, 0.0, 0.0]]))[0]) == 0.0  # outside the box
+    with pytest.raises(ValueError, match=r"\[D,H,W\]"):
+        GridTarget(torch.zeros(4, 4), (-1, -1, -1), (1, 1, 1))
+    with pytest.raises(ValueError, match="non-finite"):
+        GridTarget(torch.full((3, 3, 3), float("nan")), (-1, -1, -1), (1, 1, 1))
+    with pytest.raises(ValueError, match="lo < hi"):
+        GridTarget(torch.zeros(3, 3, 3), (1, 1, 1), (-1, -1, -1))
+    field = GaussianField(32, backend="torch", seed=0)
+    res = train_field(field, tgt.__class__(torch.exp(-4 * (x**2 + y**2 + z**2)), (-1, -1, -1), (1, 1, 1)),
+                      TrainConfig(iterations=60, batch_size=1024, progress=False))  # fmt: skip
+    assert res.final_error < 1.0
+
+
+def test_unknown_target_and_bad_config():
+    with pytest.raises(ValueError, match="unknown target"):
+        make_target("cube")
+    with pytest.raises(ValueError, match="batch_size"):
+        TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match="lr_means"):
+        TrainConfig(lr_means=-1.0)
+
+
+def test_step_times_table():
+    df = step_times(make_target("shell"), 8, "full", 64, ["loop", "torch"], steps=2)
+    assert set(df.backend) == {"loop", "torch"} and len(df) == 4
+    s = summarize_step_times(df)
+    assert list(s.backend) == ["loop", "torch"]
+    assert s.speedup_vs_loop.iloc[0] == pytest.approx(1.0)

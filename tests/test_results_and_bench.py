@@ -1,0 +1,106 @@
+"""Results store (atomic writes, metadata) and the benchmark core."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from gsworkbench import results
+from gsworkbench.bench import Case, get_suite, list_suites, run_cases, run_suite, save_run
+from gsworkbench.bench.store import load_run
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
+    path = tmp_path / "table.csv"
+    results.atomic_write_text(path, "old\n")
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        results.atomic_write_text(path, "new\n")
+    assert path.read_text() == "old\n"
+    assert not [p for p in tmp_path.iterdir() if p.name != "table.csv"]  # no temporaries left
+
+
+def test_metadata_records_environment(tmp_path):
+    run = results.new_run_dir("unit", tmp_path)
+    assert run.parent == tmp_path and run.name.split("-")[1] == "unit"
+    meta = json.loads(results.write_metadata(run, {"a": 1}).read_text())
+    assert meta["parameters"] == {"a": 1}
+    for key in ("git_commit", "git_dirty", "packages", "cpu_model", "threads", "time_utc", "python"):
+        assert key in meta
+    assert meta["packages"]["torch"].startswith("2.13.0")
+    assert meta["threads"]["torch_threads"] >= 1
+    assert results.new_run_dir("unit", tmp_path) != run
+
+
+def test_registry_knows_the_field_suite():
+    assert "field" in list_suites()
+    with pytest.raises(ValueError, match="unknown benchmark suite 'nope'"):
+        get_suite("nope")
+
+
+def test_run_cases_and_store(tmp_path):
+    calls = []
+
+    def setup():
+        calls.append("setup")
+        return lambda: sum(range(100))
+
+    cases = [Case("a", {"backend": "x", "n": 1}, setup), Case("b", {"backend": "y", "n": 2}, setup, skip="not here")]
+    df = run_cases(cases, threads=1, min_run_time=0.01, progress=False)
+    assert calls == ["setup"]
+    assert df.loc[0, "median_s"] > 0 and df.loc[0, "runs"] >= 1 and df.loc[0, "threads"] == 1
+    assert df.loc[1, "skipped"] == "not here" and pd.isna(df.loc[1, "median_s"])
+    run = save_run("unit", df, {"threads": 1}, root=tmp_path)
+    tables = load_run(run)
+    assert list(tables) == ["unit"] and len(tables["unit"]) == 2
+    assert json.loads((run / "metadata.json").read_text())["suite"] == "unit"
+
+
+def test_field_suite_quick_runs_every_backend():
+    df = run_suite("field", quick=True, threads=1, min_run_time=0.01, progress=False)
+    timed = df[df.median_s.notna()]
+    assert {"loop", "vectorized", "torch"} <= set(timed.backend)
+    assert (timed.pairs_per_s > 0).all()
+    assert (df[df.backend == "loop"].speedup_vs_loop == 1.0).all()
+    assert set(df["mode"]) == {"forward", "forward+backward"}
+
+
+def test_field_suite_full_grid_is_the_specified_one():
+    cases = get_suite("field").cases(False)
+    sizes = {(c.params["N"], c.params["B"]) for c in cases}
+    assert sizes == {(100, 500), (1000, 500), (1000, 5000), (4096, 65536)}
+    big = {c.params["backend"] for c in cases if c.params["N"] == 4096}
+    assert big == {"torch", "ext"}
+
+
+def test_cli_bench_writes_results(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GSW_RESULTS_DIR": str(tmp_path)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "gsworkbench.cli",
+        "bench",
+        "field",
+        "--quick",
+        "--threads",
+        "1",
+        "--min-run-time",
+        "0.01",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "speedup_vs_vectorized" in out.stdout and "pairs_per_s" in out.stdout
+    (run,) = list(tmp_path.iterdir())
+    assert (run / "field.csv").exists() and (run / "metadata.json").exists()
+    bad = subprocess.run([sys.executable, "-m", "gsworkbench.cli", "bench", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown benchmark suite" in bad.stderr
