@@ -64,9 +64,9 @@ PARAMS = [
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("degree", [0, 1, 2, 3])
 @pytest.mark.parametrize("kw", PARAMS, ids=["similarity", "nonuniform"])
-def test_backends_match_float64_reference(backend: str, degree: int, kw: dict) -> None:
-    for seed, n in enumerate([1, 17, 531]):
-        s = random_splats(n, degree, seed + 10 * degree)
+def test_backends_match_float64_reference(backend: str, degree: int, kw: dict, seed: int) -> None:
+    for i, n in enumerate([1, 17, 531]):
+        s = random_splats(n, degree, seed + i)
         means, cov, sh_rest = reference(s, **kw)
         out = transform(s, backend=backend, **kw)
         assert out.means.dtype == torch.float32
@@ -85,8 +85,8 @@ def test_backends_match_float64_reference(backend: str, degree: int, kw: dict) -
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_float64_backends(backend: str) -> None:
-    s = random_splats(100, 3, 1).to(torch.float64)
+def test_float64_backends(backend: str, seed: int) -> None:
+    s = random_splats(100, 3, seed).to(torch.float64)
     for kw in PARAMS:
         means, cov, sh_rest = reference(s, **kw)
         out = transform(s, backend=backend, **kw)
@@ -96,10 +96,10 @@ def test_float64_backends(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_sh_colour_invariant_under_rigid_motion(backend: str) -> None:
+def test_sh_colour_invariant_under_rigid_motion(backend: str, seed: int) -> None:
     """Splats and camera moved by the same rigid transform: every colour stays the same."""
-    g = torch.Generator().manual_seed(3)
-    s = random_splats(200, 3, 5).to(torch.float64)
+    g = torch.Generator().manual_seed(seed)
+    s = random_splats(200, 3, seed + 1).to(torch.float64)
     R = random_rotation(g)
     t = torch.randn(3, generator=g, dtype=torch.float64)
     c = torch.randn(3, generator=g, dtype=torch.float64)
@@ -112,8 +112,8 @@ def test_sh_colour_invariant_under_rigid_motion(backend: str) -> None:
         assert rel(after, before) < 1e-10
 
 
-def test_sh_rotation_composition_and_orthogonality() -> None:
-    g = torch.Generator().manual_seed(0)
+def test_sh_rotation_composition_and_orthogonality(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
     R1, R2 = random_rotation(g), random_rotation(g)
     for degree in (1, 2, 3):
         D1, D2 = gaussians.sh_rotation_matrix(R1, degree), gaussians.sh_rotation_matrix(R2, degree)
@@ -142,13 +142,14 @@ def test_nonuniform_sh_uses_polar_rotation() -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_frame_batch_matches_single_calls(backend: str) -> None:
-    g = torch.Generator().manual_seed(4)
-    s = random_splats(40, 2, 3)
+def test_frame_batch_matches_single_calls(backend: str, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    s = random_splats(40, 2, seed + 1)
     F = 3
     rot = torch.randn(F, 4, generator=g, dtype=torch.float64)
     trans = torch.randn(F, 3, generator=g, dtype=torch.float64)
-    for scale in (torch.rand(F, dtype=torch.float64) + 0.5, torch.rand(F, 3, dtype=torch.float64) + 0.5):
+    for scale in (torch.rand(F, generator=g, dtype=torch.float64) + 0.5,
+                  torch.rand(F, 3, generator=g, dtype=torch.float64) + 0.5):  # fmt: skip
         outs = transform(s, rotation=rot, translation=trans, scale=scale, backend=backend)
         assert isinstance(outs, list) and len(outs) == F
         for f in range(F):
@@ -159,8 +160,8 @@ def test_frame_batch_matches_single_calls(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_inverse_and_compose(backend: str) -> None:
-    s = random_splats(64, 3, 6)
+def test_inverse_and_compose(backend: str, seed: int) -> None:
+    s = random_splats(64, 3, seed)
     for kw in PARAMS:
         f = make_frames(**kw)
         back = transform(transform(s, f, backend=backend), inverse(f), backend=backend)
@@ -199,8 +200,8 @@ def test_out_buffers_and_in_place(backend: str) -> None:
         assert torch.equal(o.means, w.means) and torch.equal(o.sh_rest, w.sh_rest)
 
 
-def test_torch_backend_gradcheck() -> None:
-    s = random_splats(3, 2, 8).to(torch.float64)
+def test_torch_backend_gradcheck(seed: int) -> None:
+    s = random_splats(3, 2, seed).to(torch.float64)
     names = ("means", "quats", "log_scales", "sh_rest")
     for kw in PARAMS:
         def fn(*tensors, kw=kw):  # noqa: ANN002, ANN202
@@ -292,9 +293,9 @@ def test_bench_suite_quick() -> None:
 
 
 @pytest.mark.skipif(not has_ext(), reason="extension not built")
-def test_ext_large_output_streaming_path() -> None:
+def test_ext_large_output_streaming_path(seed: int) -> None:
     """Outputs above the streaming-store threshold (64 MB of SH) take another store path."""
-    s = random_splats(400_003, 3, 11)
+    s = random_splats(400_003, 3, seed)
     kw = PARAMS[0]
     out = transform(s, backend="ext", **kw)
     ref = transform(s, backend="torch", **kw)
