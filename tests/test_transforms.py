@@ -294,7 +294,7 @@ def test_bench_suite_quick() -> None:
 
 @pytest.mark.skipif(not has_ext(), reason="extension not built")
 def test_ext_large_output_streaming_path(seed: int) -> None:
-    """Outputs above the streaming-store threshold (64 MB of SH) take another store path."""
+    """Outputs above the streaming-store threshold (8 MB of SH) take another store path."""
     s = random_splats(400_003, 3, seed)
     kw = PARAMS[0]
     out = transform(s, backend="ext", **kw)

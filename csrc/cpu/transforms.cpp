@@ -20,7 +20,7 @@ namespace {
 constexpr int64_t kBlock = 16;   // Gaussians per SH block (one AVX-512 float vector)
 constexpr int64_t kChunk = 512;  // Gaussians per parallel task
 constexpr int64_t kPrefetchBlocks = 4;  // SH blocks prefetched ahead
-constexpr int64_t kStreamBytes = int64_t(64) << 20;  // SH outputs above this size bypass the caches
+constexpr int64_t kStreamBytes = int64_t(8) << 20;  // SH outputs above this size bypass the caches (1/4 of L3 here)
 
 // Means, quaternions and log-scales of Gaussians [n0, n1) of one frame (uniform case): one SIMD
 // loop; the compiler turns the stride-3/4 interleaved accesses into permutes.
