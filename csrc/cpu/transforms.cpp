@@ -19,6 +19,7 @@ namespace {
 
 constexpr int64_t kBlock = 16;   // Gaussians per SH block (one AVX-512 float vector)
 constexpr int64_t kChunk = 512;  // Gaussians per parallel task
+constexpr int64_t kParallelWork = int64_t(1) << 18;  // below ~1 MB of traffic a call runs serially
 constexpr int64_t kPrefetchBlocks = 4;  // SH blocks prefetched ahead
 constexpr int64_t kStreamBytes = int64_t(8) << 20;  // SH outputs above this size bypass the caches (1/4 of L3 here)
 
@@ -225,7 +226,9 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
   const int64_t total = F * nchunks;
   // outputs much larger than the last-level cache are written with streaming stores
   const bool streaming = F * N * K * 3 * static_cast<int64_t>(sizeof(T)) > kStreamBytes;
-#pragma omp parallel for schedule(static)
+  // small calls run on the calling thread: waking a thread team costs more than the work
+  const int64_t work = F * N * (general ? 200 : 10 + 6 * K);  // ~floats moved (the SVD counts more)
+#pragma omp parallel for schedule(static) if (work > kParallelWork && total > 1)
   for (int64_t t = 0; t < total; ++t) {
     DenormalsOff ftz;
     const int64_t f = t / nchunks, chunk = t - f * nchunks;
