@@ -19,30 +19,41 @@ _FIELDS = ("means", "quats", "log_scales", "sh_rest")
 def resolve_backend(backend: str, splats: SplatSet) -> str:
     """The concrete backend ``auto`` stands for, or a ValueError when ``backend`` cannot run here.
 
-    ``auto``: ``torch`` when the splats require grad or live on a GPU; else ``ext`` when the
-    extension is built, else ``numba``, else ``numpy``.
+    ``auto``: ``torch`` when the splats require grad; else ``ext`` when the extension has a kernel
+    for the splats' device (CPU, or CUDA in CUDA builds); else ``numba``/``numpy`` on the CPU and
+    ``torch`` on other devices.
     """
     check_choice("backend", backend, BACKENDS)
     grad = any(getattr(splats, f).requires_grad for f in _FIELDS)
-    cpu = splats.means.device.type == "cpu"
+    device = splats.means.device
     if backend == "auto":
-        if grad or not cpu:
-            return "torch"
-        return "ext" if has_ext() else ("numba" if _numba_impl.available() else "numpy")
-    if backend != "torch":
         if grad:
-            raise ValueError(
-                f"backend {backend!r} is not differentiable but the splats require grad; use backend='torch'"
-            )
-        if not cpu:
-            raise ValueError(
-                f"backend {backend!r} runs on the CPU only; use backend='torch' on {splats.means.device}"
-            )
-    if backend == "ext" and not has_ext():
-        from gsworkbench._ext import require_ext
+            return "torch"
+        if device.type != "cpu":
+            return "ext" if has_ext_kernel(device.type) else "torch"
+        return "ext" if has_ext() else ("numba" if _numba_impl.available() else "numpy")
+    if backend != "torch" and grad:
+        raise ValueError(f"backend {backend!r} is not differentiable but the splats require grad; use backend='torch'")
+    if backend in ("numpy", "numba") and device.type != "cpu":
+        raise ValueError(f"backend {backend!r} runs on the CPU only; use backend='torch' or 'ext' on {device}")
+    if backend == "ext":
+        if not has_ext():
+            from gsworkbench._ext import require_ext
 
-        require_ext()
+            require_ext()
+        if not has_ext_kernel(device.type):
+            raise ValueError(f"backend 'ext' has no {device.type} kernel in this build; use backend='torch'")
     return backend
+
+
+def has_ext_kernel(device_type: str) -> bool:
+    """True when the built extension has a transform kernel for ``device_type`` ("cpu", "cuda")."""
+    if not has_ext():
+        return False
+    import gsworkbench.transforms.ops  # noqa: F401  (loads the library)
+
+    key = {"cpu": "CPU", "cuda": "CUDA"}.get(device_type)
+    return key is not None and torch._C._dispatch_has_kernel_for_dispatch_key("gsworkbench::transform_splats", key)
 
 
 def _check_out(out: Any, splats: SplatSet, frames: Frames) -> list[SplatSet] | None:
@@ -110,8 +121,8 @@ def transform(
         scale: s > 0, a scalar or 3-vector (``diag(s)`` applied after R, along world axes); [F] or [F,3].
         center: pivot c [3] or [F,3] (default: the origin).
         backend: ``auto`` | ``numpy`` | ``numba`` | ``torch`` | ``ext`` (see :func:`resolve_backend`).
-            Only ``torch`` is differentiable (and runs on GPUs); the others raise ValueError when the
-            splats require grad.
+            Only ``torch`` is differentiable (it runs on any device; ``ext`` runs on CUDA too in CUDA
+            builds); the others raise ValueError when the splats require grad.
         out: preallocated output: a SplatSet of the input's shapes (a list of F for a batch). It may
             be the input itself (in-place transform).
 

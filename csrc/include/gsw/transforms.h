@@ -12,8 +12,10 @@
 
 #if defined(__CUDACC__)
 #define GSW_UNROLL _Pragma("unroll")
+#define GSW_SIMD
 #else
 #define GSW_UNROLL _Pragma("GCC unroll 16")
+#define GSW_SIMD _Pragma("omp simd")
 #endif
 
 namespace gsw {
@@ -45,15 +47,15 @@ GSW_HD void rotate_band(const T* D, int K, const T* in, T* out) {
 GSW_UNROLL
   for (int i = 0; i < n; ++i) {
     T acc[W];
-#pragma omp simd
+GSW_SIMD
     for (int w = 0; w < W; ++w) acc[w] = T(0);
 GSW_UNROLL
     for (int j = 0; j < n; ++j) {
       const T d = D[(o + i) * K + o + j];
-#pragma omp simd
+GSW_SIMD
       for (int w = 0; w < W; ++w) acc[w] += d * in[(o + j) * S + w];
     }
-#pragma omp simd
+GSW_SIMD
     for (int w = 0; w < W; ++w) out[(o + i) * S + w] = acc[w];
   }
 }

@@ -1,0 +1,106 @@
+// CUDA kernel of the splat transforms: one thread per (splat, frame), the per-Gaussian math of
+// csrc/include/gsw/transforms.h (the same functions the CPU kernel uses).
+#include <cuda_runtime.h>
+
+#include "gsw/transforms.h"
+#include "transforms_cuda.h"
+
+namespace gsw {
+namespace transforms {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T, int Deg>
+__global__ void transform_kernel(const T* __restrict__ means, const T* __restrict__ quats,
+                                 const T* __restrict__ log_scales, const T* __restrict__ sh_rest,
+                                 const T* __restrict__ affine, const T* __restrict__ sh_rot, bool general,
+                                 T* __restrict__ out_means, T* __restrict__ out_quats, T* __restrict__ out_log_scales,
+                                 T* __restrict__ out_sh_rest, int64_t F, int64_t N) {
+  constexpr int K = (Deg + 1) * (Deg + 1) - 1;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  for (int64_t f = blockIdx.y; f < F; f += gridDim.y) {
+    const T* A = affine + 12 * f;
+    T* om = out_means + (f * N + n) * 3;
+    T* oq = out_quats + (f * N + n) * 4;
+    T* os = out_log_scales + (f * N + n) * 3;
+    affine_point(A, A + 9, means[3 * n], means[3 * n + 1], means[3 * n + 2], om[0], om[1], om[2]);
+    double Ad[9];
+    for (int i = 0; i < 9; ++i) Ad[i] = A[i];
+    if (general) {
+      double q[4], ls[3];
+      general_covariance(Ad, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], log_scales[3 * n],
+                         log_scales[3 * n + 1], log_scales[3 * n + 2], q, ls);
+      for (int c = 0; c < 4; ++c) oq[c] = static_cast<T>(q[c]);
+      for (int c = 0; c < 3; ++c) os[c] = static_cast<T>(ls[c]);
+    } else {
+      const double s = similarity_scale(Ad);
+      for (int i = 0; i < 9; ++i) Ad[i] /= s;
+      double qd[4];
+      rotmat_to_quat(Ad, qd);
+      const T qr[4] = {static_cast<T>(qd[0]), static_cast<T>(qd[1]), static_cast<T>(qd[2]), static_cast<T>(qd[3])};
+      quat_left_mul(qr, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], oq[0], oq[1], oq[2],
+                    oq[3]);
+      const T log_s = static_cast<T>(log(s));
+      for (int c = 0; c < 3; ++c) os[c] = log_scales[3 * n + c] + log_s;
+    }
+    if constexpr (K > 0) {
+      const T* D = sh_rot + f * K * K;
+      const T* in = sh_rest + n * K * 3;
+      T* out = out_sh_rest + (f * N + n) * K * 3;
+      for (int c = 0; c < 3; ++c) {  // coefficients of one channel are 3 apart (AoS [K,3])
+        if constexpr (Deg >= 1) rotate_band<T, 1, 1, 3>(D, K, in + c, out + c);
+        if constexpr (Deg >= 2) rotate_band<T, 2, 1, 3>(D, K, in + c, out + c);
+        if constexpr (Deg >= 3) rotate_band<T, 3, 1, 3>(D, K, in + c, out + c);
+      }
+    }
+  }
+}
+
+template <typename T, int Deg>
+cudaError_t launch(const T* means, const T* quats, const T* log_scales, const T* sh_rest, const T* affine,
+                   const T* sh_rot, bool general, T* out_means, T* out_quats, T* out_log_scales, T* out_sh_rest,
+                   int64_t F, int64_t N, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((N + kThreads - 1) / kThreads), static_cast<unsigned>(F < 65535 ? F : 65535));
+  transform_kernel<T, Deg><<<grid, kThreads, 0, stream>>>(means, quats, log_scales, sh_rest, affine, sh_rot, general,
+                                                          out_means, out_quats, out_log_scales, out_sh_rest, F, N);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t transform_splats_cuda(const T* means, const T* quats, const T* log_scales, const T* sh_rest,
+                                  const T* affine, const T* sh_rot, bool general, T* out_means, T* out_quats,
+                                  T* out_log_scales, T* out_sh_rest, int64_t F, int64_t N, int K,
+                                  cudaStream_t stream) {
+  if (F == 0 || N == 0) return cudaSuccess;
+  if ((N + kThreads - 1) / kThreads > 2147483647LL) return cudaErrorInvalidValue;
+  switch (K) {
+    case 0:
+      return launch<T, 0>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats,
+                          out_log_scales, out_sh_rest, F, N, stream);
+    case 3:
+      return launch<T, 1>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats,
+                          out_log_scales, out_sh_rest, F, N, stream);
+    case 8:
+      return launch<T, 2>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats,
+                          out_log_scales, out_sh_rest, F, N, stream);
+    case 15:
+      return launch<T, 3>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats,
+                          out_log_scales, out_sh_rest, F, N, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+template cudaError_t transform_splats_cuda<float>(const float*, const float*, const float*, const float*,
+                                                  const float*, const float*, bool, float*, float*, float*, float*,
+                                                  int64_t, int64_t, int, cudaStream_t);
+template cudaError_t transform_splats_cuda<double>(const double*, const double*, const double*, const double*,
+                                                   const double*, const double*, bool, double*, double*, double*,
+                                                   double*, int64_t, int64_t, int, cudaStream_t);
+
+}  // namespace transforms
+}  // namespace gsw
