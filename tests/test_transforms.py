@@ -159,6 +159,17 @@ def test_frame_batch_matches_single_calls(backend: str, seed: int) -> None:
             assert rel(outs[f].covariances, one.covariances) < 1e-5
 
 
+def test_scale_shapes_with_frames() -> None:
+    rot5 = torch.randn(5, 4, dtype=torch.float64)
+    f = make_frames(rotation=rot5, scale=[1.0, 2.0, 3.0])  # one 3-vector for all 5 frames
+    assert len(f) == 5 and np.allclose(np.linalg.norm(f.A, axis=2), [[1.0, 2.0, 3.0]] * 5)
+    f = make_frames(rotation=rot5[:3], scale=[1.0, 2.0, 3.0])  # F = 3: one scalar per frame
+    assert np.allclose(f.scale, [1.0, 2.0, 3.0]) and f.is_similarity
+    f = make_frames(rotation=rot5[:3], scale=[[1.0, 2.0, 3.0]])  # a row: the 3-vector for every frame
+    assert not f.is_similarity and np.allclose(np.linalg.norm(f.A, axis=2), [[1.0, 2.0, 3.0]] * 3)
+    assert not make_frames(scale=[1.0, 2.0, 3.0]).batched
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_inverse_and_compose(backend: str, seed: int) -> None:
     s = random_splats(64, 3, seed)

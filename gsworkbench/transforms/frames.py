@@ -112,16 +112,16 @@ def _vector(name: str, x: Any) -> tuple[np.ndarray, bool]:
 
 
 def _scale(x: Any, frames: int | None) -> tuple[np.ndarray, bool]:
-    """[F,3] scales. A [3] scale is one 3-vector unless other arguments are batched."""
+    """[F,3] scales. A [3] scale is one 3-vector, unless other arguments have exactly F = 3 frames."""
     s = _as_float64("scale", x)
     if s.ndim == 0:
         out, batched = np.full((1, 3), float(s)), False
-    elif s.ndim == 1 and s.shape[0] == 3 and frames is None:
+    elif s.ndim == 1 and s.shape[0] == 3 and frames != 3:
         out, batched = s[None], False
     elif s.ndim == 1:
         out, batched = np.repeat(s[:, None], 3, axis=1), True
-    elif s.ndim == 2 and s.shape[1] in (1, 3):
-        out, batched = np.broadcast_to(s, (s.shape[0], 3)).copy(), True
+    elif s.ndim == 2 and s.shape[1] in (1, 3):  # one row broadcasts over the frames of the others
+        out, batched = np.broadcast_to(s, (s.shape[0], 3)).copy(), s.shape[0] != 1
     else:
         raise ValueError(f"scale must be a scalar, a 3-vector, [F] or [F,3]; got shape {list(s.shape)}")
     if not (out > 0).all():
@@ -281,7 +281,9 @@ def make_frames(
         rotation: 3x3 rotation matrix or wxyz quaternion, or batches [F,3,3] / [F,4] (default I).
         translation: t, [3] or [F,3] (default 0).
         scale: s > 0: a scalar, a 3-vector (non-uniform, along world axes), [F] or [F,3] (default 1).
-            A [3] scale is a 3-vector unless rotation/translation/center are batched, then it is [F].
+            A [3] scale is one 3-vector for every frame, except when rotation/translation/center are
+            batched with exactly F = 3 frames: then it is one scalar per frame (pass [3,3] or [1,3]
+            rows to say otherwise).
         center: pivot c, [3] or [F,3] (default 0).
     """
     sizes: dict[str, int] = {}
