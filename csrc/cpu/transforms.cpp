@@ -23,18 +23,19 @@ constexpr int64_t kParallelWork = int64_t(1) << 18;  // below ~1 MB of traffic a
 constexpr int64_t kPrefetchBlocks = 4;  // SH blocks prefetched ahead
 constexpr int64_t kStreamBytes = int64_t(8) << 20;  // SH outputs above this size bypass the caches (1/4 of L3 here)
 
-// Means, quaternions and log-scales of Gaussians [n0, n1) of one frame (uniform case): one SIMD
-// loop; the compiler turns the stride-3/4 interleaved accesses into permutes.
+// Means, quaternions and log-scales of `count` Gaussians of one frame (uniform case; every pointer at
+// the first of them): one SIMD loop; the compiler turns the stride-3/4 interleaved accesses into
+// permutes.
 template <typename T>
 void similarity_range(const T* A, const T* b, const T* qr, T log_s, const T* __restrict means,
                       const T* __restrict quats, const T* __restrict log_scales, T* __restrict om,
-                      T* __restrict oq, T* __restrict os, int64_t n0, int64_t n1) {
+                      T* __restrict oq, T* __restrict os, int64_t count) {
   const T a0 = A[0], a1 = A[1], a2 = A[2], a3 = A[3], a4 = A[4], a5 = A[5], a6 = A[6], a7 = A[7], a8 = A[8];
   const T Al[9] = {a0, a1, a2, a3, a4, a5, a6, a7, a8};
   const T bl[3] = {b[0], b[1], b[2]};
   const T ql[4] = {qr[0], qr[1], qr[2], qr[3]};
 #pragma omp simd
-  for (int64_t n = n0; n < n1; ++n) {
+  for (int64_t n = 0; n < count; ++n) {
     T x, y, z, w, qx, qy, qz;
     affine_point(Al, bl, means[3 * n], means[3 * n + 1], means[3 * n + 2], x, y, z);
     quat_left_mul(ql, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], w, qx, qy, qz);
@@ -240,7 +241,8 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     if (general) {
       general_block(A, A + 9, mu, q, ls, fm, fq, fs, n0, n1 - n0);
     } else {
-      similarity_range(A, A + 9, qr.data() + 4 * f, lsr[f], mu, q, ls, fm, fq, fs, n0, n1);
+      similarity_range(A, A + 9, qr.data() + 4 * f, lsr[f], mu + 3 * n0, q + 4 * n0, ls + 3 * n0, fm + 3 * n0,
+                       fq + 4 * n0, fs + 3 * n0, n1 - n0);
     }
     if constexpr (K > 0) {
       for (int64_t b0 = n0; b0 < n1; b0 += kBlock)
