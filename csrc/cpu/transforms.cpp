@@ -249,7 +249,9 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
         sh_block<T, Deg>(D + f * K * K, sh, osh + f * N * K * 3, b0, n1 - b0 < kBlock ? n1 - b0 : kBlock, streaming, N);
     }
   }
-  if (streaming) _mm_sfence();
+#if defined(__AVX512F__)
+  if (streaming) _mm_sfence();  // order the streaming stores before the op returns
+#endif
 }
 
 void check_tensor(const at::Tensor& t, const char* name, at::IntArrayRef shape, at::ScalarType dtype) {
