@@ -25,11 +25,10 @@ constexpr int64_t kStreamBytes = int64_t(8) << 20;  // SH outputs above this siz
 
 // Means, quaternions and log-scales of `count` Gaussians of one frame (uniform case; every pointer at
 // the first of them): one SIMD loop; the compiler turns the stride-3/4 interleaved accesses into
-// permutes.
+// permutes. Outputs may be the inputs (in-place): each iteration reads its Gaussian before writing it.
 template <typename T>
-void similarity_range(const T* A, const T* b, const T* qr, T log_s, const T* __restrict means,
-                      const T* __restrict quats, const T* __restrict log_scales, T* __restrict om,
-                      T* __restrict oq, T* __restrict os, int64_t count) {
+void similarity_range(const T* A, const T* b, const T* qr, T log_s, const T* means, const T* quats,
+                      const T* log_scales, T* om, T* oq, T* os, int64_t count) {
   const T a0 = A[0], a1 = A[1], a2 = A[2], a3 = A[3], a4 = A[4], a5 = A[5], a6 = A[6], a7 = A[7], a8 = A[8];
   const T Al[9] = {a0, a1, a2, a3, a4, a5, a6, a7, a8};
   const T bl[3] = {b[0], b[1], b[2]};
