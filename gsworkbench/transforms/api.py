@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -46,6 +47,7 @@ def resolve_backend(backend: str, splats: SplatSet) -> str:
     return backend
 
 
+@functools.lru_cache(maxsize=8)
 def has_ext_kernel(device_type: str) -> bool:
     """True when the built extension has a transform kernel for ``device_type`` ("cpu", "cuda")."""
     if not has_ext():
@@ -197,11 +199,13 @@ def _copy_unchanged(src: SplatSet, dst: SplatSet) -> None:
 
 
 def _wrap(splats: SplatSet, results: list[torch.Tensor] | tuple[torch.Tensor, ...], batched: bool):  # noqa: ANN202
-    sets = [
+    if not batched:
+        return SplatSet._trusted(*(r[0] for r in results[:3]), splats.opacity_logits, splats.sh_dc, results[3][0])
+    per_frame = [r.unbind(0) for r in results]
+    return [
         SplatSet._trusted(m, q, s, splats.opacity_logits, splats.sh_dc, sh)
-        for m, q, s, sh in zip(*results, strict=True)
+        for m, q, s, sh in zip(*per_frame, strict=True)
     ]
-    return sets if batched else sets[0]
 
 
 def inverse(frames: Frames | None = None, **params: Any) -> Frames:

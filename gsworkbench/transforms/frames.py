@@ -315,4 +315,7 @@ def make_frames(
     b = c + t - (A @ c[..., None])[..., 0]
     if sizes and A.shape[0] != b.shape[0]:
         A = np.broadcast_to(A, (b.shape[0], 3, 3))
-    return Frames(A, b, bool(sizes))
+    frames = Frames(A, b, bool(sizes))
+    if (s == s[:, :1]).all():  # uniform scales and orthonormal R: a similarity by construction
+        frames.__dict__["is_similarity"] = True
+    return frames
