@@ -194,7 +194,7 @@ def sh_rotation_matrix_np(R: np.ndarray, degree: int) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Frames:
     """F affine maps ``x -> A x + b``: A [F,3,3], b [F,3] (float64 numpy). ``batched``: F outputs wanted."""
 
