@@ -171,6 +171,10 @@ def transform_numba(
     """Fills the outputs with one fused parallel pass per frame (in-place safe per Gaussian)."""
     if numba is None:
         raise NotImplementedError("the numba backend needs the numba package, which is not installed")
+    import torch
+
+    # the same thread count as torch (and so as the ext backend and the benchmark runner)
+    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
     _kernel_jit(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, bool(general),
                 out_means, out_quats, out_log_scales, out_sh_rest)  # fmt: skip
 

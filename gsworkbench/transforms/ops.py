@@ -34,6 +34,8 @@ def transform_ext(
     general=False requires A = s R (the kernel derives R's quaternion and log s from A).
     """
     require_ext()
+    if any(t.requires_grad for t in (means, quats, log_scales, sh_rest)):
+        raise ValueError("the ext transform kernel is not differentiable; use backend='torch' for gradients")
     torch.ops.gsworkbench.transform_splats(
         means, quats, log_scales, sh_rest, affine, sh_rot, general,
         out_means, out_quats, out_log_scales, out_sh_rest,

@@ -9,6 +9,11 @@ write the same; with ``out``, opacity logits and SH DC (16 B) are also copied in
 The ``copy`` rows time ``dst.copy_(src)`` of half those bytes (same read + write traffic) on the
 same threads: torch's multithreaded copy into a preallocated tensor, the memory-bandwidth line.
 The summary adds Gaussians/s, GB/s, the fraction of the copy bandwidth and the speedup over numpy.
+
+Without ``out`` every call allocates fresh outputs, and the OS faults in (and zeroes) those pages on
+first write: at SH degree 3 and N >= 1M that costs more than the transform itself (preallocate
+``out`` in loops, or let torch use huge pages: ``THP_MEM_ALLOC_ENABLE=1``). Thread count: the
+runner's (``--threads``), applied to torch, the ext kernel's OpenMP and numba alike.
 """
 
 from __future__ import annotations
