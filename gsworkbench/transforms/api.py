@@ -126,7 +126,8 @@ def transform(
             Only ``torch`` is differentiable (it runs on any device; ``ext`` runs on CUDA too in CUDA
             builds); the others raise ValueError when the splats require grad.
         out: preallocated output: a SplatSet of the input's shapes (a list of F for a batch). It may
-            be the input itself (in-place transform).
+            be the input itself (in-place transform). Reusing buffers in a loop (animation frames)
+            avoids faulting in fresh output memory on every call, which dominates at large N.
 
     Returns:
         The transformed SplatSet (a list of F for a batch). Without ``out`` its ``opacity_logits``
