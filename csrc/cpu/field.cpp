@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gsw/field.h"
+#include "gsw/field_op.h"
 
 namespace gsw {
 namespace field {
@@ -164,60 +165,33 @@ void backward_kernel(const T* grad, const T* points, const Gauss<T>* gs, T* grad
   });
 }
 
-void check_inputs(const at::Tensor& points, const at::Tensor& means, const at::Tensor& factors,
-                  const at::Tensor& weights) {
-  TORCH_CHECK(points.dim() == 2 && points.size(1) == 3, "field: points must be [B,3]");
-  TORCH_CHECK(means.dim() == 2 && means.size(1) == 3, "field: means must be [N,3]");
-  const int64_t N = means.size(0);
-  TORCH_CHECK(factors.dim() == 3 && factors.size(0) == N && factors.size(1) == 3 && factors.size(2) == 3,
-              "field: factors must be [N,3,3]");
-  TORCH_CHECK(weights.dim() == 1 && weights.size(0) == N, "field: weights must be [N]");
-  TORCH_CHECK(points.scalar_type() == means.scalar_type() && points.scalar_type() == factors.scalar_type() &&
-                  points.scalar_type() == weights.scalar_type(),
-              "field: all inputs must share one dtype");
-  TORCH_CHECK(points.scalar_type() == at::kFloat || points.scalar_type() == at::kDouble,
-              "field: dtype must be float32 or float64");
-}
-
 at::Tensor field_forward_cpu(const at::Tensor& points, const at::Tensor& means, const at::Tensor& factors,
                              const at::Tensor& weights) {
-  check_inputs(points, means, factors, weights);
-  const auto p = points.contiguous();
-  const auto mu = means.contiguous();
-  const auto L = factors.contiguous();
-  const auto w = weights.contiguous();
-  const int64_t B = p.size(0), N = mu.size(0);
-  auto out = at::empty({B}, p.options());
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "field_forward_cpu", [&] {
-    const auto gs = prepare_all(mu.data_ptr<scalar_t>(), L.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), N);
-    forward_kernel(p.data_ptr<scalar_t>(), gs.data(), out.data_ptr<scalar_t>(), B, N);
+  const FieldArgs a = field_args(points, means, factors, weights);
+  TORCH_CHECK(a.points.device().is_cpu(), "field_forward_cpu: inputs must be on the CPU");
+  auto out = at::empty({a.B}, a.points.options());
+  AT_DISPATCH_FLOATING_TYPES(a.points.scalar_type(), "field_forward_cpu", [&] {
+    const auto gs = prepare_all(a.means.data_ptr<scalar_t>(), a.factors.data_ptr<scalar_t>(),
+                                a.weights.data_ptr<scalar_t>(), a.N);
+    forward_kernel(a.points.data_ptr<scalar_t>(), gs.data(), out.data_ptr<scalar_t>(), a.B, a.N);
   });
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> field_backward_cpu(const at::Tensor& grad_values,
-                                                                              const at::Tensor& points,
-                                                                              const at::Tensor& means,
-                                                                              const at::Tensor& factors,
-                                                                              const at::Tensor& weights) {
-  check_inputs(points, means, factors, weights);
-  TORCH_CHECK(grad_values.dim() == 1 && grad_values.size(0) == points.size(0), "field: grad_values must be [B]");
-  const auto g = grad_values.to(points.scalar_type()).contiguous();
-  const auto p = points.contiguous();
-  const auto mu = means.contiguous();
-  const auto L = factors.contiguous();
-  const auto w = weights.contiguous();
-  const int64_t B = p.size(0), N = mu.size(0);
-  auto gp = at::empty({B, 3}, p.options());
-  auto gm = at::empty({N, 3}, p.options());
-  auto gL = at::empty({N, 3, 3}, p.options());
-  auto gw = at::empty({N}, p.options());
-  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "field_backward_cpu", [&] {
-    const auto gs = prepare_all(mu.data_ptr<scalar_t>(), L.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), N);
-    backward_kernel(g.data_ptr<scalar_t>(), p.data_ptr<scalar_t>(), gs.data(), gp.data_ptr<scalar_t>(),
-                    gm.data_ptr<scalar_t>(), gL.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(), B, N);
+FieldGrads field_backward_cpu(const at::Tensor& grad_values, const at::Tensor& points, const at::Tensor& means,
+                              const at::Tensor& factors, const at::Tensor& weights) {
+  const FieldArgs a = field_args(points, means, factors, weights);
+  TORCH_CHECK(a.points.device().is_cpu(), "field_backward_cpu: inputs must be on the CPU");
+  const at::Tensor g = grad_values_arg(grad_values, a);
+  FieldGrads out = empty_grads(a);
+  auto& [gp, gm, gL, gw] = out;
+  AT_DISPATCH_FLOATING_TYPES(a.points.scalar_type(), "field_backward_cpu", [&] {
+    const auto gs = prepare_all(a.means.data_ptr<scalar_t>(), a.factors.data_ptr<scalar_t>(),
+                                a.weights.data_ptr<scalar_t>(), a.N);
+    backward_kernel(g.data_ptr<scalar_t>(), a.points.data_ptr<scalar_t>(), gs.data(), gp.data_ptr<scalar_t>(),
+                    gm.data_ptr<scalar_t>(), gL.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(), a.B, a.N);
   });
-  return {gp, gm, gL, gw};
+  return out;
 }
 
 }  // namespace

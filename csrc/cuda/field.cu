@@ -18,27 +18,40 @@ __global__ void prepare_kernel(const T* __restrict__ means, const T* __restrict_
   if (n < N) out[n] = prepare(factors + 9 * n, means + 3 * n, weights[n]);
 }
 
+// Coordinates of thread b's point (zeros past the end).
+template <typename T>
+__device__ void load_point(const T* __restrict__ points, int64_t b, int64_t B, T& x, T& y, T& z) {
+  const bool active = b < B;
+  x = active ? points[3 * b] : T(0);
+  y = active ? points[3 * b + 1] : T(0);
+  z = active ? points[3 * b + 2] : T(0);
+}
+
+// Stages Gaussians [n0, n0 + count) of gs into the block's shared tile.
+template <typename T>
+__device__ void stage_tile(const Gauss<T>* __restrict__ gs, int64_t n0, int64_t count, Gauss<T>* tile) {
+  __syncthreads();
+  for (int i = threadIdx.x; i < count; i += blockDim.x) tile[i] = gs[n0 + i];
+  __syncthreads();
+}
+
 template <typename T>
 __global__ void forward_kernel(const T* __restrict__ points, const Gauss<T>* __restrict__ gs, T* __restrict__ values,
                                int64_t B, int64_t N) {
   __shared__ Gauss<T> tile[kTile];
   const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const bool active = b < B;
-  const T x = active ? points[3 * b] : T(0);
-  const T y = active ? points[3 * b + 1] : T(0);
-  const T z = active ? points[3 * b + 2] : T(0);
+  T x, y, z;
+  load_point(points, b, B, x, y, z);
   T acc = 0;
   for (int64_t n0 = 0; n0 < N; n0 += kTile) {
     const int64_t count = N - n0 < kTile ? N - n0 : kTile;
-    __syncthreads();
-    for (int i = threadIdx.x; i < count; i += blockDim.x) tile[i] = gs[n0 + i];
-    __syncthreads();
+    stage_tile(gs, n0, count, tile);
     for (int i = 0; i < count; ++i) {
       const Pair<T> p = whiten(tile[i], x, y, z);
       acc += tile[i].w * kernel(p.q);
     }
   }
-  if (active) values[b] = acc;
+  if (b < B) values[b] = acc;
 }
 
 template <typename T>
@@ -54,17 +67,14 @@ __global__ void backward_kernel(const T* __restrict__ grad, const T* __restrict_
   __shared__ Gauss<T> tile[kTile];
   const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const bool active = b < B;
-  const T x = active ? points[3 * b] : T(0);
-  const T y = active ? points[3 * b + 1] : T(0);
-  const T z = active ? points[3 * b + 2] : T(0);
+  T x, y, z;
+  load_point(points, b, B, x, y, z);
   const T gb = active ? grad[b] : T(0);  // inactive lanes contribute zeros
   T gx = 0, gy = 0, gz = 0;
   const bool leader = (threadIdx.x & 31) == 0;
   for (int64_t n0 = 0; n0 < N; n0 += kTile) {
     const int64_t count = N - n0 < kTile ? N - n0 : kTile;
-    __syncthreads();
-    for (int i = threadIdx.x; i < count; i += blockDim.x) tile[i] = gs[n0 + i];
-    __syncthreads();
+    stage_tile(gs, n0, count, tile);
     for (int i = 0; i < count; ++i) {
       const Gauss<T>& g = tile[i];
       const Pair<T> p = whiten(g, x, y, z);
