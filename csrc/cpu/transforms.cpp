@@ -86,7 +86,7 @@ void sh_block_generic(const T* D, const T* sh, T* osh, int64_t n0, int64_t count
 
 #if defined(__AVX512F__)
 // In-register transpose of a 16x16 float tile: r[i] holds row i on entry, column i on exit.
-inline void transpose16(__m512* r) {
+inline __attribute__((always_inline)) void transpose16(__m512* r) {
   __m512 t[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
@@ -138,9 +138,10 @@ inline void rotate_band16(const float* D, int K, const float* in, float* out) {
 
 // float, AVX-512: the same as sh_block_generic with the AoS <-> SoA moves done as 16x16 register
 // transposes (masked loads/stores at the end of each Gaussian's E values).
-template <int Deg>
-void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, int64_t count, bool streaming,
-                     int64_t prefetch_end) {
+template <int Deg, bool Full>
+void sh_block_avx512_impl(const float* D, const float* sh, float* osh, int64_t n0, int64_t count_, bool streaming,
+                          int64_t prefetch_end) {
+  const int64_t count = Full ? 16 : count_;  // a compile-time trip count for full blocks
   static_assert(kBlock == 16, "the AVX-512 path transposes 16x16 tiles");
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
   constexpr int E = 3 * K;
@@ -179,6 +180,14 @@ void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, in
   } else if (whole_lines) {
     for (int e = 0; e < E; ++e) _mm512_store_ps(dst + 16 * e, _mm512_load_ps(aos + 16 * e));
   }
+}
+template <int Deg>
+void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, int64_t count, bool streaming,
+                     int64_t prefetch_end) {
+  if (count == 16)
+    sh_block_avx512_impl<Deg, true>(D, sh, osh, n0, count, streaming, prefetch_end);
+  else
+    sh_block_avx512_impl<Deg, false>(D, sh, osh, n0, count, streaming, prefetch_end);
 }
 #endif
 
