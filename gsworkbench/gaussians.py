@@ -14,6 +14,7 @@ All functions are pure torch, batched over leading dimensions, and differentiabl
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -228,6 +229,35 @@ def _fibonacci_dirs(n: int, dtype: torch.dtype, device: torch.device | str | Non
 _SH_FIT_DIRS = 48  # sample directions used to solve for the band rotation matrices
 
 
+def _kron_power(M: torch.Tensor, l: int) -> torch.Tensor:
+    """l-fold Kronecker power of matrices [..., 3, 3] -> [..., 3^l, 3^l] (or vectors [..., 3] -> [..., 3^l])."""
+    out = M
+    for _ in range(l - 1):
+        if M.dim() >= 2 and M.shape[-2:] == (3, 3):
+            n = out.shape[-1]
+            out = (out[..., :, None, :, None] * M[..., None, :, None, :]).reshape(*M.shape[:-2], 3 * n, 3 * n)
+        else:
+            out = (out[..., :, None] * M[..., None, :]).reshape(*M.shape[:-1], -1)
+    return out
+
+
+@functools.cache
+def _sh_band_poly(l: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(C_l [n, 3^l], G_l [n, 3^l]) in float64 with D_l(R) = C_l kron^l(R) G_l^T, n = 2l+1.
+
+    Band l of the basis is a homogeneous polynomial of degree l: Y_l(v) = C_l kron^l(v) for every v.
+    Over well-spread directions d_j, Y_l(R d_j) = C_l kron^l(R) kron^l(d_j), and the least-squares
+    solution of Y_l(R d_j) = D_l Y_l(d_j) is D_l = C_l kron^l(R) G_l^T with G_l = pinv(Y_l(d)) kron^l(d).
+    Both are fitted once; the identities are exact (to rounding) because the d_j span the space.
+    """
+    dirs = _fibonacci_dirs(_SH_FIT_DIRS, torch.float64, "cpu")
+    y = sh_basis(dirs, l)[:, l * l : (l + 1) * (l + 1)]  # [J, n]
+    kv = _kron_power(dirs, l)  # [J, 3^l]
+    C = (torch.linalg.pinv(kv) @ y).T
+    G = torch.linalg.pinv(y) @ kv
+    return C, G
+
+
 def sh_band_rotations(R: torch.Tensor, degree: int) -> list[torch.Tensor]:
     """Rotation matrices of SH bands 1..degree for rotations R [..., 3, 3].
 
@@ -237,19 +267,14 @@ def sh_band_rotations(R: torch.Tensor, degree: int) -> list[torch.Tensor]:
     function evaluated at ``R d`` equals the original at ``d``. Each ``D_l`` is orthogonal and
     ``D_l(R1 R2) = D_l(R1) D_l(R2)``.
 
-    Computed exactly (to rounding) by solving ``Y_l(R d_j) = D_l Y_l(d_j)`` in least squares over a
-    fixed set of well-spread directions d_j; differentiable in R. R must be a proper rotation.
+    Each ``D_l`` is a fixed polynomial of R's entries (see :func:`_sh_band_poly`): exact to rounding,
+    differentiable in R, and cheap (microseconds). R must be a proper rotation.
     """
     num_sh_bases(degree)
-    dirs = _fibonacci_dirs(_SH_FIT_DIRS, R.dtype, R.device)  # [J,3]
-    y = sh_basis(dirs, degree)  # [J,(d+1)^2]
-    y_rot = sh_basis(dirs @ R.transpose(-1, -2), degree)  # [...,J,(d+1)^2]
     out = []
     for l in range(1, degree + 1):
-        band = slice(l * l, (l + 1) * (l + 1))
-        pinv = torch.linalg.pinv(y[:, band].to(torch.float64)).to(R.dtype)  # [2l+1,J]
-        # Y_rot = Y D^T  =>  D^T = pinv(Y) Y_rot
-        out.append((pinv @ y_rot[..., band]).transpose(-1, -2))
+        C, G = (t.to(dtype=R.dtype, device=R.device) for t in _sh_band_poly(l))
+        out.append(C @ _kron_power(R, l) @ G.T)
     return out
 
 

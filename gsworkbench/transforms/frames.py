@@ -129,71 +129,6 @@ def _scale(x: Any, frames: int | None) -> tuple[np.ndarray, bool]:
     return out, batched
 
 
-# ---- SH band rotations in numpy (twin of gaussians.sh_band_rotations, tested against it) -------
-
-
-def _sh_basis_np(d: np.ndarray) -> np.ndarray:
-    """Degree-3 real SH basis [...,16] of unit directions [...,3] (gaussians.sh_basis, in numpy)."""
-    x, y, z = d[..., 0], d[..., 1], d[..., 2]
-    xx, yy, zz, xy, yz, xz = x * x, y * y, z * z, x * y, y * z, x * z
-    c1, c2, c3 = gaussians.SH_C1, gaussians.SH_C2, gaussians.SH_C3
-    return np.stack(
-        [
-            np.full_like(x, gaussians.SH_C0), -c1 * y, c1 * z, -c1 * x,
-            c2[0] * xy, c2[1] * yz, c2[2] * (2 * zz - xx - yy), c2[3] * xz, c2[4] * (xx - yy),
-            c3[0] * y * (3 * xx - yy), c3[1] * xy * z, c3[2] * y * (4 * zz - xx - yy),
-            c3[3] * z * (2 * zz - 3 * xx - 3 * yy), c3[4] * x * (4 * zz - xx - yy), c3[5] * z * (xx - yy),
-            c3[6] * x * (xx - 3 * yy),
-        ],
-        axis=-1,
-    )  # fmt: skip
-
-
-def _kron_power(M: np.ndarray, l: int, vectors: bool = False) -> np.ndarray:
-    """l-fold Kronecker power of matrices [..., 3, 3] -> [..., 3^l, 3^l] (vectors [..., 3] -> [..., 3^l])."""
-    if vectors:
-        out = M
-        for _ in range(l - 1):
-            out = (out[..., :, None] * M[..., None, :]).reshape(*M.shape[:-1], -1)
-        return out
-    out = M
-    for _ in range(l - 1):
-        n = out.shape[-1]
-        out = (out[..., :, None, :, None] * M[..., None, :, None, :]).reshape(*M.shape[:-2], 3 * n, 3 * n)
-    return out
-
-
-@functools.lru_cache(maxsize=4)
-def _sh_poly(l: int) -> tuple[np.ndarray, np.ndarray]:
-    """(C_l [n, 3^l], G_l [n, 3^l]) with D_l(R) = C_l kron^l(R) G_l^T, n = 2l+1.
-
-    Band l of the basis is a homogeneous polynomial of degree l: Y_l(v) = C_l kron^l(v) for every v.
-    With fit directions d_j, Y_l(R d_j) = C_l kron^l(R) kron^l(d_j), and the least-squares solution of
-    Y_l(R d_j) = D_l Y_l(d_j) is D_l = C_l kron^l(R) G_l^T with G_l = pinv(Y_l(d)) kron^l(d).
-    Both are fitted once, exactly (the identities hold for all v, and the d_j span the space).
-    """
-    dirs = gaussians._fibonacci_dirs(gaussians._SH_FIT_DIRS, torch.float64, "cpu").numpy()
-    y = _sh_basis_np(dirs)[:, l * l : (l + 1) * (l + 1)]  # [J, n]
-    kv = _kron_power(dirs, l, vectors=True)  # [J, 3^l]
-    C = (np.linalg.pinv(kv) @ y).T
-    G = np.linalg.pinv(y) @ kv
-    return C, G
-
-
-def sh_rotation_matrix_np(R: np.ndarray, degree: int) -> np.ndarray:
-    """[F,K,K] block-diagonal SH rotations (bands 1..degree) of rotations R [F,3,3]; K=(d+1)^2-1.
-
-    Same matrices as :func:`gaussians.sh_rotation_matrix`, as a fixed polynomial of R's entries.
-    """
-    k = gaussians.num_sh_bases(degree) - 1
-    out = np.zeros((R.shape[0], k, k))
-    for l in range(1, degree + 1):
-        C, G = _sh_poly(l)
-        a, b = l * l - 1, (l + 1) * (l + 1) - 1
-        out[:, a:b, a:b] = C @ _kron_power(R, l) @ G.T
-    return out
-
-
 @dataclass(frozen=True, eq=False)
 class Frames:
     """F affine maps ``x -> A x + b``: A [F,3,3], b [F,3] (float64 numpy). ``batched``: F outputs wanted."""
@@ -246,7 +181,7 @@ class Frames:
         k = gaussians.num_sh_bases(degree) - 1
         return {
             "affine": np.concatenate([self.A.reshape(-1, 9), self.b], axis=1),
-            "sh_rot": sh_rotation_matrix_np(self.rotation, degree)
+            "sh_rot": gaussians.sh_rotation_matrix(torch.from_numpy(self.rotation), degree).numpy()
             if degree > 0
             else np.zeros((len(self), k, k)),
         }
