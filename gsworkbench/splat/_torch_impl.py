@@ -52,9 +52,9 @@ def project_gaussians(
     tx = zs * torch.minimum(torch.maximum(x / zs, -lim_xn), lim_xp)
     ty = zs * torch.minimum(torch.maximum(y / zs, -lim_yn), lim_yp)
     zero = torch.zeros_like(zs)
-    J = torch.stack(
-        [fx / zs, zero, -fx * tx / zs**2, zero, fy / zs, -fy * ty / zs**2], dim=-1
-    ).reshape(*zs.shape, 2, 3)
+    J = torch.stack([fx / zs, zero, -fx * tx / zs**2, zero, fy / zs, -fy * ty / zs**2], dim=-1).reshape(
+        *zs.shape, 2, 3
+    )
     cov2 = J @ covc @ J.transpose(-1, -2)  # [C,N,2,2]
     a0, b0, c0 = cov2[..., 0, 0], cov2[..., 0, 1], cov2[..., 1, 1]
     det_orig = a0 * c0 - b0 * b0
@@ -64,7 +64,9 @@ def project_gaussians(
     dets = torch.where(ok_det, det, torch.ones_like(det))
     ratio = det_orig / dets
     pos = ratio > 0
-    comp = torch.where(pos, torch.sqrt(torch.where(pos, ratio, torch.ones_like(ratio))), torch.zeros_like(ratio))
+    comp = torch.where(
+        pos, torch.sqrt(torch.where(pos, ratio, torch.ones_like(ratio))), torch.zeros_like(ratio)
+    )
     conics = torch.stack([c / dets, -b0 / dets, a / dets], dim=-1)
     bm = 0.5 * (a + c)
     v1 = bm + torch.sqrt(torch.clamp_min(bm * bm - dets, 0.01))
@@ -113,7 +115,12 @@ def tile_bounds(
 
 
 def isect_tiles(
-    means2d: torch.Tensor, radii: torch.Tensor, depths: torch.Tensor, tile_size: int, tile_width: int, tile_height: int
+    means2d: torch.Tensor,
+    radii: torch.Tensor,
+    depths: torch.Tensor,
+    tile_size: int,
+    tile_width: int,
+    tile_height: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tile intersections sorted by (camera, tile, depth), vectorized (no loop over Gaussians).
 

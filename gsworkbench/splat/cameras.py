@@ -38,7 +38,9 @@ def look_at(
     return out.to(dtype)
 
 
-def intrinsics_from_fov(width: int, height: int, fov_x_deg: float = 60.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def intrinsics_from_fov(
+    width: int, height: int, fov_x_deg: float = 60.0, *, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """K [3,3] with horizontal field of view ``fov_x_deg``, square pixels, centred principal point."""
     if width <= 0 or height <= 0:
         raise ValueError(f"image size must be positive, got {width}x{height}")
@@ -51,7 +53,11 @@ def intrinsics_from_fov(width: int, height: int, fov_x_deg: float = 60.0, *, dty
 def orbit_eye(azimuth_deg: float, elevation_deg: float, distance: float) -> tuple[float, float, float]:
     """Position on a sphere around the origin (z up): azimuth from +x, elevation from the xy plane."""
     az, el = math.radians(azimuth_deg), math.radians(elevation_deg)
-    return (distance * math.cos(el) * math.cos(az), distance * math.cos(el) * math.sin(az), distance * math.sin(el))
+    return (
+        distance * math.cos(el) * math.cos(az),
+        distance * math.cos(el) * math.sin(az),
+        distance * math.sin(el),
+    )
 
 
 def orbit_cameras(

@@ -35,9 +35,29 @@ def _register() -> None:
         )
 
     @torch.library.register_fake(lib + "splat_project_backward")
-    def _project_bwd_fake(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane,  # noqa: ANN001, ANN202
-                          radii, v_means2d, v_depths, v_conics, v_comps):  # fmt: skip
-        return (torch.empty_like(means), torch.empty_like(quats), torch.empty_like(scales), torch.empty_like(viewmats))
+    def _project_bwd_fake(
+        means,
+        quats,
+        scales,
+        viewmats,
+        Ks,
+        width,
+        height,
+        eps2d,
+        near_plane,
+        far_plane,  # noqa: ANN001, ANN202
+        radii,
+        v_means2d,
+        v_depths,
+        v_conics,
+        v_comps,
+    ):
+        return (
+            torch.empty_like(means),
+            torch.empty_like(quats),
+            torch.empty_like(scales),
+            torch.empty_like(viewmats),
+        )
 
     def _project_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
         means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane = inputs
@@ -52,9 +72,18 @@ def _register() -> None:
             return means.new_zeros(C, N, *shape) if g is None else g.contiguous()
 
         gm, gq, gs, gv = torch.ops.gsworkbench.splat_project_backward(
-            means, quats, scales, viewmats, Ks, *ctx.args, radii,
-            z(v_means2d, 2), z(v_depths), z(v_conics, 3), z(v_comps),
-        )  # fmt: skip
+            means,
+            quats,
+            scales,
+            viewmats,
+            Ks,
+            *ctx.args,
+            radii,
+            z(v_means2d, 2),
+            z(v_depths),
+            z(v_conics, 3),
+            z(v_comps),
+        )
         return gm, gq, gs, gv, None, None, None, None, None, None
 
     torch.library.register_autograd(lib + "splat_project", _project_backward, setup_context=_project_setup)
@@ -74,7 +103,9 @@ def _register() -> None:
 
     def _sh_backward(ctx, v_colors):  # noqa: ANN001, ANN202
         coeffs, dirs = ctx.saved_tensors
-        gc, gd = torch.ops.gsworkbench.splat_sh_to_color_backward(v_colors.contiguous(), coeffs, dirs, ctx.degree)
+        gc, gd = torch.ops.gsworkbench.splat_sh_to_color_backward(
+            v_colors.contiguous(), coeffs, dirs, ctx.degree
+        )
         return gc, gd, None
 
     torch.library.register_autograd(lib + "splat_sh_to_color", _sh_backward, setup_context=_sh_setup)
@@ -101,29 +132,59 @@ def _register() -> None:
         )
 
     @torch.library.register_fake(lib + "splat_rasterize_backward")
-    def _raster_bwd_fake(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets,  # noqa: ANN001, ANN202
-                         flatten_ids, transmittances, last_ids, v_colors, v_alphas):  # fmt: skip
-        return (torch.empty_like(means2d), torch.empty_like(conics), torch.empty_like(colors),
-                torch.empty_like(opacities))  # fmt: skip
+    def _raster_bwd_fake(
+        means2d,
+        conics,
+        colors,
+        opacities,
+        width,
+        height,
+        tile_size,
+        tile_offsets,  # noqa: ANN001, ANN202
+        flatten_ids,
+        transmittances,
+        last_ids,
+        v_colors,
+        v_alphas,
+    ):
+        return (
+            torch.empty_like(means2d),
+            torch.empty_like(conics),
+            torch.empty_like(colors),
+            torch.empty_like(opacities),
+        )
 
     def _raster_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
         means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids = inputs
         ctx.args = (width, height, tile_size)
-        ctx.save_for_backward(means2d, conics, colors, opacities, tile_offsets, flatten_ids, output[2], output[3])
+        ctx.save_for_backward(
+            means2d, conics, colors, opacities, tile_offsets, flatten_ids, output[2], output[3]
+        )
 
     def _raster_backward(ctx, v_colors, v_alphas, v_trans, v_last):  # noqa: ANN001, ANN202
         means2d, conics, colors, opacities, tile_offsets, flatten_ids, trans, last = ctx.saved_tensors
         if v_trans is not None and bool(v_trans.ne(0).any()):
-            raise NotImplementedError("splat_rasterize: gradients through the transmittance output are not supported")
+            raise NotImplementedError(
+                "splat_rasterize: gradients through the transmittance output are not supported"
+            )
         C, H, W = trans.shape
         if v_colors is None:
             v_colors = colors.new_zeros(C, H, W, colors.shape[2])
         if v_alphas is None:
             v_alphas = colors.new_zeros(C, H, W, 1)
         gm, gc, gcol, go = torch.ops.gsworkbench.splat_rasterize_backward(
-            means2d, conics, colors, opacities, *ctx.args, tile_offsets, flatten_ids, trans, last,
-            v_colors.contiguous(), v_alphas.contiguous(),
-        )  # fmt: skip
+            means2d,
+            conics,
+            colors,
+            opacities,
+            *ctx.args,
+            tile_offsets,
+            flatten_ids,
+            trans,
+            last,
+            v_colors.contiguous(),
+            v_alphas.contiguous(),
+        )
         return gm, gc, gcol, go, None, None, None, None, None
 
     torch.library.register_autograd(lib + "splat_rasterize", _raster_backward, setup_context=_raster_setup)
@@ -134,15 +195,31 @@ if has_ext():
 
 
 def project_gaussians(
-    means: torch.Tensor, quats: torch.Tensor, scales: torch.Tensor, viewmats: torch.Tensor, Ks: torch.Tensor,
-    width: int, height: int, eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    means: torch.Tensor,
+    quats: torch.Tensor,
+    scales: torch.Tensor,
+    viewmats: torch.Tensor,
+    Ks: torch.Tensor,
+    width: int,
+    height: int,
+    eps2d: float = 0.3,
+    near_plane: float = 0.01,
+    far_plane: float = 1e10,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Ext EWA projection; same contract as :func:`gsworkbench.splat._torch_impl.project_gaussians`."""
     require_ext()
     return torch.ops.gsworkbench.splat_project(
-        means.contiguous(), quats.contiguous(), scales.contiguous(), viewmats.contiguous(), Ks.contiguous(),
-        int(width), int(height), float(eps2d), float(near_plane), float(far_plane),
-    )  # fmt: skip
+        means.contiguous(),
+        quats.contiguous(),
+        scales.contiguous(),
+        viewmats.contiguous(),
+        Ks.contiguous(),
+        int(width),
+        int(height),
+        float(eps2d),
+        float(near_plane),
+        float(far_plane),
+    )
 
 
 def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
@@ -152,24 +229,47 @@ def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.
 
 
 def isect_tiles(
-    means2d: torch.Tensor, radii: torch.Tensor, depths: torch.Tensor, tile_size: int, tile_width: int, tile_height: int
+    means2d: torch.Tensor,
+    radii: torch.Tensor,
+    depths: torch.Tensor,
+    tile_size: int,
+    tile_width: int,
+    tile_height: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles`."""
     require_ext()
     return torch.ops.gsworkbench.splat_isect_tiles(
-        means2d.detach().contiguous(), radii.contiguous(), depths.detach().contiguous(),
-        int(tile_size), int(tile_width), int(tile_height),
-    )  # fmt: skip
+        means2d.detach().contiguous(),
+        radii.contiguous(),
+        depths.detach().contiguous(),
+        int(tile_size),
+        int(tile_width),
+        int(tile_height),
+    )
 
 
 def rasterize_to_pixels(
-    means2d: torch.Tensor, conics: torch.Tensor, colors: torch.Tensor, opacities: torch.Tensor,
-    width: int, height: int, tile_size: int, tile_offsets: torch.Tensor, flatten_ids: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    means2d: torch.Tensor,
+    conics: torch.Tensor,
+    colors: torch.Tensor,
+    opacities: torch.Tensor,
+    width: int,
+    height: int,
+    tile_size: int,
+    tile_offsets: torch.Tensor,
+    flatten_ids: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Ext tile rasterization: colours [C,H,W,D] and alphas [C,H,W,1]; differentiable."""
     require_ext()
     out = torch.ops.gsworkbench.splat_rasterize(
-        means2d.contiguous(), conics.contiguous(), colors.contiguous(), opacities.contiguous(),
-        int(width), int(height), int(tile_size), tile_offsets.contiguous(), flatten_ids.contiguous(),
-    )  # fmt: skip
+        means2d.contiguous(),
+        conics.contiguous(),
+        colors.contiguous(),
+        opacities.contiguous(),
+        int(width),
+        int(height),
+        int(tile_size),
+        tile_offsets.contiguous(),
+        flatten_ids.contiguous(),
+    )
     return out[0], out[1]

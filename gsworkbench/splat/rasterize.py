@@ -81,7 +81,9 @@ def check_rasterize_inputs(
         check_tensor("colors", colors, (None, None, 3))
         k = gaussians.num_sh_bases(sh_degree)
         if colors.shape[1] < k:
-            raise ValueError(f"sh_degree {sh_degree} needs colors [N,K,3] with K >= {k}, got {list(colors.shape)}")
+            raise ValueError(
+                f"sh_degree {sh_degree} needs colors [N,K,3] with K >= {k}, got {list(colors.shape)}"
+            )
         n_colors = ("colors", colors, 0)
     elif colors.dim() == 3:
         check_tensor("colors", colors, (None, None, None))
@@ -92,12 +94,20 @@ def check_rasterize_inputs(
         n_colors = ("colors", colors, 0)
     if colors.shape[-1] < 1:
         raise ValueError("colors must have at least one channel")
-    check_same_size("N (number of Gaussians)", ("means", means, 0), ("quats", quats, 0), ("scales", scales, 0),
-                    ("opacities", opacities, 0), n_colors)  # fmt: skip
+    check_same_size(
+        "N (number of Gaussians)",
+        ("means", means, 0),
+        ("quats", quats, 0),
+        ("scales", scales, 0),
+        ("opacities", opacities, 0),
+        n_colors,
+    )
     check_same_size("C (number of cameras)", ("viewmats", viewmats, 0), ("Ks", Ks, 0))
     if viewmats.shape[0] < 1:
         raise ValueError("need at least one camera (viewmats [C,4,4] with C >= 1)")
-    tensors = dict(means=means, quats=quats, scales=scales, opacities=opacities, colors=colors, viewmats=viewmats, Ks=Ks)
+    tensors = dict(
+        means=means, quats=quats, scales=scales, opacities=opacities, colors=colors, viewmats=viewmats, Ks=Ks
+    )
     if backgrounds is not None:
         if render_mode in ("D", "ED"):
             raise ValueError(f"backgrounds apply to colour channels; render_mode {render_mode!r} has none")
@@ -160,8 +170,25 @@ def rasterize(
         (radii, means2d, depths, conics, opacities, tiles_per_gauss, isect_ids, flatten_ids,
         tile_offsets, n_isects, tile_width, tile_height, ...).
     """
-    check_rasterize_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
-                           near_plane, far_plane, backgrounds, render_mode, rasterize_mode, tile_size, backend)  # fmt: skip
+    check_rasterize_inputs(
+        means,
+        quats,
+        scales,
+        opacities,
+        colors,
+        viewmats,
+        Ks,
+        width,
+        height,
+        sh_degree,
+        near_plane,
+        far_plane,
+        backgrounds,
+        render_mode,
+        rasterize_mode,
+        tile_size,
+        backend,
+    )
     impl = backend_module(backend)
     C, N = viewmats.shape[0], means.shape[0]
     radii, means2d, depths, conics, comps = impl.project_gaussians(
