@@ -12,6 +12,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "gsw/blend.h"
@@ -24,10 +27,29 @@ namespace {
 
 using at::Tensor;
 
-template <typename T>
-inline T exp_neg(T s) {  // exp(-s) for s >= 0 (callers pass max(s, 0))
-  return exp_nonpos(-s);
+// exp(-s) for s >= 0 (callers pass max(s, 0)), float: the polynomial of gsw::exp_nonpos, with the
+// rounding done by the 1.5 * 2^23 trick and bit casts, so GCC vectorizes it inside masked (if-converted)
+// loops (std::floor there blocks vectorization). Relative error < 1e-7; s > 87 gives exactly 0.
+inline float exp_neg(float s) {
+  const float x = -(s < 87.0f ? s : 87.0f);
+  const float t = x * 1.44269504088896341f;
+  const float big = 12582912.0f;
+  const float tb = t + big;  // round to nearest integer
+  const float fn = tb - big;
+  const int32_t n = __builtin_bit_cast(int32_t, tb) - 0x4B400000;
+  const float r = (x - fn * 0.693145751953125f) - fn * 1.42860682030941723212e-6f;
+  float p = 1.98412698412698413e-4f;
+  p = p * r + 1.38888888888888889e-3f;
+  p = p * r + 8.33333333333333333e-3f;
+  p = p * r + 4.16666666666666667e-2f;
+  p = p * r + 1.66666666666666667e-1f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float scale = __builtin_bit_cast(float, (n + 127) << 23);
+  return s > 87.0f ? 0.0f : p * scale;
 }
+inline double exp_neg(double s) { return s > 700.0 ? 0.0 : std::exp(-s); }
 
 void check_float(const Tensor& x, const char* name, at::ScalarType dtype) {
   TORCH_CHECK(x.scalar_type() == dtype, "splat: ", name, " must have dtype ", dtype, ", got ", x.scalar_type());
@@ -380,93 +402,145 @@ RasterDims check_raster_inputs(const Tensor& means2d, const Tensor& conics, cons
   return {C, N, colors.size(2), width, height, tile_size, tw, th, flatten_ids.size(0)};
 }
 
+// Pixels are processed in chunks of kLanes consecutive pixels of a tile (row-major in the tile): the
+// chunk's state (transmittance, colour sums, last contributor) stays in registers while the chunk
+// walks the tile's depth-sorted list, and stops as soon as all its pixels are done.
+constexpr int kLanes = 16;
+
+// Half-height of the region where a Gaussian's alpha can reach 1/255: rows farther than this from
+// mean2d.y cannot get alpha >= 1/255 at any x (min over x of sigma at offset dy is dy^2 / (2 cov_yy)).
+// Negative: the Gaussian never reaches 1/255. A 1% + 0.01 px margin keeps the test conservative.
 template <typename T>
-struct TileScratch {
-  std::vector<T> px, py, Tr, w, acc, done;
-  std::vector<int32_t> last;
-  void resize(int64_t P, int64_t D) {
-    px.resize(P);
-    py.resize(P);
-    Tr.resize(P);
-    w.resize(P);
-    done.resize(P);
-    last.resize(P);
-    acc.resize(P * D);
-  }
+std::vector<T> alpha_row_extents(const T* conics, const T* opac, int64_t CN) {
+  std::vector<T> ext(static_cast<size_t>(CN));
+  at::parallel_for(0, CN, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2];
+      const T det = ca * cc - cb * cb;
+      const T smax = std::log(T(255) * opac[i]);  // alpha = o exp(-s) >= 1/255  <=>  s <= log(255 o)
+      if (!(opac[i] * T(255) >= T(1))) {
+        ext[i] = T(-1);
+      } else if (!(det > T(0)) || !(ca > T(0))) {
+        ext[i] = std::numeric_limits<T>::infinity();
+      } else {
+        const T cov_yy = ca / det;
+        ext[i] = std::sqrt(T(2) * std::max(smax, T(0)) * cov_yy) * T(1.01) + T(0.01);
+      }
+    }
+  });
+  return ext;
+}
+
+// Pixel coordinates of lane j of chunk q of tile (tx, ty); inside = within the image.
+struct ChunkGeom {
+  int64_t x[kLanes], y[kLanes];
+  bool inside[kLanes];
+  int64_t ymin, ymax;
+  bool any_inside;
 };
+
+inline void chunk_geometry(int64_t tx, int64_t ty, int64_t q, int64_t ts, int64_t W, int64_t H, ChunkGeom& cg) {
+  cg.ymin = INT64_MAX;
+  cg.ymax = INT64_MIN;
+  cg.any_inside = false;
+  for (int j = 0; j < kLanes; ++j) {
+    const int64_t p = q * kLanes + j;
+    const bool in_tile = p < ts * ts;
+    cg.x[j] = tx * ts + (in_tile ? p % ts : 0);
+    cg.y[j] = ty * ts + (in_tile ? p / ts : 0);
+    cg.inside[j] = in_tile && cg.x[j] < W && cg.y[j] < H;
+    if (cg.inside[j]) {
+      cg.any_inside = true;
+      cg.ymin = std::min(cg.ymin, cg.y[j]);
+      cg.ymax = std::max(cg.ymax, cg.y[j]);
+    }
+  }
+}
+
+// Distance from y to the interval of pixel centres [ymin + 0.5, ymax + 0.5].
+template <typename T>
+inline T row_distance(T y, int64_t ymin, int64_t ymax) {
+  const T lo = T(ymin) + T(0.5), hi = T(ymax) + T(0.5);
+  return y < lo ? lo - y : (y > hi ? y - hi : T(0));
+}
 
 template <typename T>
 void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
                               const T* opac, const int32_t* toff, const int32_t* fid, T* out_color, T* out_alpha,
                               T* out_T, int32_t* out_last) {
-  const int64_t P = g.ts * g.ts, D = g.D, ntiles = g.tw * g.th;
+  const int64_t D = g.D, ntiles = g.tw * g.th;
+  const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
+  const std::vector<T> yext = alpha_row_extents(conics, opac, g.C * g.N);
 #pragma omp parallel
   {
     DenormalsOff ftz;
-    TileScratch<T> sc;
-    sc.resize(P, D);
-    T* px = sc.px.data();
-    T* py = sc.py.data();
-    T* Tr = sc.Tr.data();
-    T* w = sc.w.data();
-    T* done = sc.done.data();
-    T* acc = sc.acc.data();
-    int32_t* last = sc.last.data();
+    std::vector<T> acc_buf(static_cast<size_t>(D * kLanes));
+    T* acc = acc_buf.data();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
       const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
       const int64_t s = toff[t];
       const int64_t e = (t + 1 < g.C * ntiles) ? toff[t + 1] : g.M;
-      for (int64_t j = 0; j < P; ++j) {
-        const int64_t x = tx * g.ts + j % g.ts, y = ty * g.ts + j / g.ts;
-        px[j] = T(x) + T(0.5);
-        py[j] = T(y) + T(0.5);
-        Tr[j] = T(1);
-        done[j] = (x < g.W && y < g.H) ? T(0) : T(1);
-        last[j] = -1;
-      }
-      std::fill(acc, acc + P * D, T(0));
-      for (int64_t k = s; k < e; ++k) {
-        const int64_t i = fid[k];
-        const T mx = means2d[2 * i], my = means2d[2 * i + 1];
-        const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2], op = opac[i];
-        T nact = 0, ncon = 0;
-        const int32_t kk = static_cast<int32_t>(k);
-#pragma omp simd reduction(+ : nact, ncon)
-        for (int64_t j = 0; j < P; ++j) {
-          const T dx = mx - px[j], dy = my - py[j];
-          const T sg = blend_sigma(dx, dy, ca, cb, cc);
-          T a = op * exp_neg(sg > T(0) ? sg : T(0));
-          a = a < T(kAlphaMax) ? a : T(kAlphaMax);
-          const bool ok = sg >= T(0) && a >= T(kAlphaMin) && done[j] == T(0);
-          const T nT = Tr[j] * (T(1) - a);
-          const bool term = ok && nT <= T(kTransmittanceMin);
-          const bool con = ok && !term;
-          done[j] = term ? T(1) : done[j];
-          w[j] = con ? a * Tr[j] : T(0);
-          Tr[j] = con ? nT : Tr[j];
-          last[j] = con ? kk : last[j];
-          nact += done[j] == T(0) ? T(1) : T(0);
-          ncon += con ? T(1) : T(0);
+      for (int64_t q = 0; q < nchunks; ++q) {
+        ChunkGeom cg;
+        chunk_geometry(tx, ty, q, g.ts, g.W, g.H, cg);
+        if (!cg.any_inside) continue;
+        alignas(64) T px[kLanes], py[kLanes], Tr[kLanes], done[kLanes], w[kLanes];
+        alignas(64) int32_t last[kLanes];
+        for (int j = 0; j < kLanes; ++j) {
+          px[j] = T(cg.x[j]) + T(0.5);
+          py[j] = T(cg.y[j]) + T(0.5);
+          Tr[j] = T(1);
+          done[j] = cg.inside[j] ? T(0) : T(1);
+          last[j] = -1;
         }
-        if (ncon > T(0)) {
-          for (int64_t ch = 0; ch < D; ++ch) {
-            const T col = colors[D * i + ch];
-            T* a = acc + ch * P;
+        std::fill(acc, acc + D * kLanes, T(0));
+        for (int64_t k = s; k < e; ++k) {
+          const int64_t i = fid[k];
+          const T mx = means2d[2 * i], my = means2d[2 * i + 1];
+          if (row_distance(my, cg.ymin, cg.ymax) > yext[i]) continue;
+          const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2], op = opac[i];
+          const int32_t kk = static_cast<int32_t>(k);
+          alignas(64) T conf[kLanes];
 #pragma omp simd
-            for (int64_t j = 0; j < P; ++j) a[j] += w[j] * col;
+          for (int j = 0; j < kLanes; ++j) {
+            const T dx = mx - px[j], dy = my - py[j];
+            const T sg = blend_sigma(dx, dy, ca, cb, cc);
+            T a = op * exp_neg(sg > T(0) ? sg : T(0));
+            a = a < T(kAlphaMax) ? a : T(kAlphaMax);
+            const bool ok = sg >= T(0) && a >= T(kAlphaMin) && done[j] == T(0);
+            const T nT = Tr[j] * (T(1) - a);
+            const bool term = ok && nT <= T(kTransmittanceMin);
+            const bool con = ok && !term;
+            done[j] = term ? T(1) : done[j];
+            w[j] = con ? a * Tr[j] : T(0);
+            Tr[j] = con ? nT : Tr[j];
+            last[j] = con ? kk : last[j];
+            conf[j] = con ? T(1) : T(0);
           }
+          T nact = 0, ncon = 0;
+          for (int j = 0; j < kLanes; ++j) {
+            nact += T(1) - done[j];
+            ncon += conf[j];
+          }
+          if (ncon > T(0)) {
+            for (int64_t ch = 0; ch < D; ++ch) {
+              const T col = colors[D * i + ch];
+              T* a = acc + ch * kLanes;
+#pragma omp simd
+              for (int j = 0; j < kLanes; ++j) a[j] += w[j] * col;
+            }
+          }
+          if (nact == T(0)) break;
         }
-        if (nact == T(0)) break;
-      }
-      for (int64_t j = 0; j < P; ++j) {
-        const int64_t x = tx * g.ts + j % g.ts, y = ty * g.ts + j / g.ts;
-        if (x >= g.W || y >= g.H) continue;
-        const int64_t pix = (c * g.H + y) * g.W + x;
-        for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * P + j];
-        out_alpha[pix] = T(1) - Tr[j];
-        out_T[pix] = Tr[j];
-        out_last[pix] = last[j];
+        for (int j = 0; j < kLanes; ++j) {
+          if (!cg.inside[j]) continue;
+          const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
+          for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * kLanes + j];
+          out_alpha[pix] = T(1) - Tr[j];
+          out_T[pix] = Tr[j];
+          out_last[pix] = last[j];
+        }
       }
     }
   }
@@ -500,8 +574,10 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
                                const T* opac, const int32_t* toff, const int32_t* fid, const T* Tfinal,
                                const int32_t* lastids, const T* v_color, const T* v_alpha, T* g_means2d,
                                T* g_conics, T* g_colors, T* g_opac) {
-  const int64_t P = g.ts * g.ts, D = g.D, ntiles = g.tw * g.th, CN = g.C * g.N;
+  const int64_t D = g.D, ntiles = g.tw * g.th, CN = g.C * g.N;
+  const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
   const int64_t K = 6 + D;  // per-Gaussian accumulators: mean2d (2), conic (3), opacity (1), colour (D)
+  const std::vector<T> yext = alpha_row_extents(conics, opac, CN);
   const int nthreads = omp_get_max_threads();
   std::vector<T> sums(static_cast<size_t>(nthreads) * CN * K);
 #pragma omp parallel num_threads(nthreads)
@@ -509,85 +585,90 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
     DenormalsOff ftz;
     T* my = sums.data() + static_cast<size_t>(omp_get_thread_num()) * CN * K;
     std::fill(my, my + CN * K, T(0));
-    std::vector<T> vpx(P), vpy(P), vTr(P), vTf(P), vva(P), vfac(P), vra(P), vTi(P), vvA(P), vvr(P * D), vbuf(P * D);
-    std::vector<int32_t> vlast(P);
-    T *px = vpx.data(), *py = vpy.data(), *Tr = vTr.data(), *Tf = vTf.data(), *va = vva.data();
-    T *fac = vfac.data(), *ra = vra.data(), *Ti = vTi.data(), *vA = vvA.data(), *vr = vvr.data();
-    T* buf = vbuf.data();
-    int32_t* last = vlast.data();
+    std::vector<T> vbuf(static_cast<size_t>(2 * D * kLanes));
+    T* vr = vbuf.data();
+    T* buf = vr + D * kLanes;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
       const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
       const int64_t s = toff[t];
-      int32_t maxlast = -1;
-      for (int64_t j = 0; j < P; ++j) {
-        const int64_t x = tx * g.ts + j % g.ts, y = ty * g.ts + j / g.ts;
-        px[j] = T(x) + T(0.5);
-        py[j] = T(y) + T(0.5);
-        const bool in = x < g.W && y < g.H;
-        const int64_t pix = (c * g.H + y) * g.W + x;
-        Tr[j] = in ? Tfinal[pix] : T(1);
-        Tf[j] = Tr[j];
-        last[j] = in ? lastids[pix] : -1;
-        va[j] = in ? v_alpha[pix] : T(0);
-        for (int64_t ch = 0; ch < D; ++ch) {
-          vr[ch * P + j] = in ? v_color[pix * D + ch] : T(0);
-          buf[ch * P + j] = T(0);
-        }
-        maxlast = last[j] > maxlast ? last[j] : maxlast;
-      }
-      for (int64_t k = maxlast; k >= s; --k) {
-        const int64_t i = fid[k];
-        const T mx = means2d[2 * i], my_ = means2d[2 * i + 1];
-        const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2], op = opac[i];
-        const int32_t kk = static_cast<int32_t>(k);
-        T nvalid = 0;
-#pragma omp simd reduction(+ : nvalid)
-        for (int64_t j = 0; j < P; ++j) {
-          const T dx = mx - px[j], dy = my_ - py[j];
-          const T sg = blend_sigma(dx, dy, ca, cb, cc);
-          T a = op * exp_neg(sg > T(0) ? sg : T(0));
-          a = a < T(kAlphaMax) ? a : T(kAlphaMax);
-          const bool valid = kk <= last[j] && sg >= T(0) && a >= T(kAlphaMin);
-          const T r = T(1) / (T(1) - a);
-          const T tb = Tr[j] * r;
-          Tr[j] = valid ? tb : Tr[j];
-          Ti[j] = valid ? tb : T(0);
-          ra[j] = valid ? r : T(0);
-          fac[j] = valid ? a * tb : T(0);
-          vA[j] = valid ? Tf[j] * r * va[j] : T(0);
-          nvalid += valid ? T(1) : T(0);
-        }
-        if (nvalid == T(0)) continue;
-        T* acc = my + i * K;
-        for (int64_t ch = 0; ch < D; ++ch) {
-          const T col = colors[D * i + ch];
-          T* b = buf + ch * P;
-          const T* v = vr + ch * P;
-          T vc = 0;
-#pragma omp simd reduction(+ : vc)
-          for (int64_t j = 0; j < P; ++j) {
-            vA[j] += (col * Ti[j] - b[j] * ra[j]) * v[j];
-            vc += fac[j] * v[j];
-            b[j] += col * fac[j];
+      for (int64_t q = 0; q < nchunks; ++q) {
+        ChunkGeom cg;
+        chunk_geometry(tx, ty, q, g.ts, g.W, g.H, cg);
+        if (!cg.any_inside) continue;
+        alignas(64) T px[kLanes], py[kLanes], Tr[kLanes], Tf[kLanes], va[kLanes], fac[kLanes], ra[kLanes],
+            Ti[kLanes], vA[kLanes];
+        alignas(64) int32_t last[kLanes];
+        int32_t maxlast = -1;
+        for (int j = 0; j < kLanes; ++j) {
+          px[j] = T(cg.x[j]) + T(0.5);
+          py[j] = T(cg.y[j]) + T(0.5);
+          const bool in = cg.inside[j];
+          const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
+          Tr[j] = in ? Tfinal[pix] : T(1);
+          Tf[j] = Tr[j];
+          last[j] = in ? lastids[pix] : -1;
+          va[j] = in ? v_alpha[pix] : T(0);
+          for (int64_t ch = 0; ch < D; ++ch) {
+            vr[ch * kLanes + j] = in ? v_color[pix * D + ch] : T(0);
+            buf[ch * kLanes + j] = T(0);
           }
-          acc[6 + ch] += vc;
+          maxlast = last[j] > maxlast ? last[j] : maxlast;
         }
-        T vmx = 0, vmy = 0, vca = 0, vcb = 0, vcc = 0, vop = 0;
+        for (int64_t k = maxlast; k >= s; --k) {
+          const int64_t i = fid[k];
+          const T mx = means2d[2 * i], my_ = means2d[2 * i + 1];
+          if (row_distance(my_, cg.ymin, cg.ymax) > yext[i]) continue;
+          const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2], op = opac[i];
+          const int32_t kk = static_cast<int32_t>(k);
+#pragma omp simd
+          for (int j = 0; j < kLanes; ++j) {
+            const T dx = mx - px[j], dy = my_ - py[j];
+            const T sg = blend_sigma(dx, dy, ca, cb, cc);
+            T a = op * exp_neg(sg > T(0) ? sg : T(0));
+            a = a < T(kAlphaMax) ? a : T(kAlphaMax);
+            const bool valid = kk <= last[j] && sg >= T(0) && a >= T(kAlphaMin);
+            const T r = T(1) / (T(1) - a);
+            const T tb = Tr[j] * r;
+            Tr[j] = valid ? tb : Tr[j];
+            Ti[j] = valid ? tb : T(0);
+            ra[j] = valid ? r : T(0);
+            fac[j] = valid ? a * tb : T(0);
+            vA[j] = valid ? Tf[j] * r * va[j] : T(0);
+          }
+          T nvalid = 0;
+          for (int j = 0; j < kLanes; ++j) nvalid += ra[j];
+          if (nvalid == T(0)) continue;
+          T* acc = my + i * K;
+          for (int64_t ch = 0; ch < D; ++ch) {
+            const T col = colors[D * i + ch];
+            T* b = buf + ch * kLanes;
+            const T* v = vr + ch * kLanes;
+            T vc = 0;
+#pragma omp simd reduction(+ : vc)
+            for (int j = 0; j < kLanes; ++j) {
+              vA[j] += (col * Ti[j] - b[j] * ra[j]) * v[j];
+              vc += fac[j] * v[j];
+              b[j] += col * fac[j];
+            }
+            acc[6 + ch] += vc;
+          }
+          T vmx = 0, vmy = 0, vca = 0, vcb = 0, vcc = 0, vop = 0;
 #pragma omp simd reduction(+ : vmx, vmy, vca, vcb, vcc, vop)
-        for (int64_t j = 0; j < P; ++j) {
-          const T dx = mx - px[j], dy = my_ - py[j];
-          const T sg = blend_sigma(dx, dy, ca, cb, cc);
-          const T vis = exp_neg(sg > T(0) ? sg : T(0));
-          const T v = op * vis < T(kAlphaMax) ? vA[j] : T(0);
-          blend_alpha_vjp(dx, dy, ca, cb, cc, op, vis, v, vmx, vmy, vca, vcb, vcc, vop);
+          for (int j = 0; j < kLanes; ++j) {
+            const T dx = mx - px[j], dy = my_ - py[j];
+            const T sg = blend_sigma(dx, dy, ca, cb, cc);
+            const T vis = exp_neg(sg > T(0) ? sg : T(0));
+            const T v = op * vis < T(kAlphaMax) ? vA[j] : T(0);
+            blend_alpha_vjp(dx, dy, ca, cb, cc, op, vis, v, vmx, vmy, vca, vcb, vcc, vop);
+          }
+          acc[0] += vmx;
+          acc[1] += vmy;
+          acc[2] += vca;
+          acc[3] += vcb;
+          acc[4] += vcc;
+          acc[5] += vop;
         }
-        acc[0] += vmx;
-        acc[1] += vmy;
-        acc[2] += vca;
-        acc[3] += vcb;
-        acc[4] += vcc;
-        acc[5] += vop;
       }
     }
   }
