@@ -15,7 +15,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtensio
 
 here = os.path.dirname(os.path.abspath(__file__))
 march = os.environ.get("GSW_MARCH", "native")
-cxx_flags = ["-O3", "-std=c++17", "-fopenmp", "-fno-math-errno", "-ffp-contract=fast", f"-march={march}"]
+cxx_flags = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast", f"-march={march}"]
 sources = ["csrc/gsworkbench.cpp"] + sorted(glob.glob("csrc/cpu/*.cpp"))
 include_dirs = [os.path.join(here, "csrc", "include")]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch  # noqa: F401  (loads libtorch before has_ext() imports gsworkbench._C)
 
 from gsworkbench._ext import has_ext
 
