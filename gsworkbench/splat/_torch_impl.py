@@ -134,9 +134,10 @@ def isect_tiles(
     bw = box[:, 2] - box[:, 0]
     bh = box[:, 3] - box[:, 1]
     counts = bw * bh
-    gid = torch.repeat_interleave(torch.arange(C * N), counts)
+    dev = radii.device
+    gid = torch.repeat_interleave(torch.arange(C * N, device=dev), counts)
     first = torch.cumsum(counts, 0) - counts
-    local = torch.arange(gid.numel()) - first[gid]
+    local = torch.arange(gid.numel(), device=dev) - first[gid]
     tx = box[gid, 0] + local % bw[gid].clamp_min(1)
     ty = box[gid, 1] + local // bw[gid].clamp_min(1)
     tile = (gid // N) * ntiles + ty * tile_width + tx
@@ -146,7 +147,7 @@ def isect_tiles(
     order = order[torch.argsort(tile[order], stable=True)]
     tile, gid, dbits = tile[order], gid[order], dbits[order]
     isect_ids = (tile << 32) | dbits
-    tile_offsets = torch.searchsorted(tile, torch.arange(C * ntiles)).to(torch.int32)
+    tile_offsets = torch.searchsorted(tile, torch.arange(C * ntiles, device=dev)).to(torch.int32)
     return (
         counts.reshape(C, N).to(torch.int32),
         isect_ids,
@@ -176,8 +177,9 @@ def rasterize_to_pixels(
     M = flatten_ids.numel()
     flat_m, flat_c = means2d.reshape(C * N, 2), conics.reshape(C * N, 3)
     flat_col, flat_o = colors.reshape(C * N, D), opacities.reshape(C * N)
-    offs = torch.cat([tile_offsets.reshape(-1).to(torch.int64), torch.tensor([M])]).tolist()
-    ly, lx = torch.meshgrid(torch.arange(tile_size), torch.arange(tile_size), indexing="ij")
+    offs = tile_offsets.reshape(-1).tolist() + [M]
+    ar = torch.arange(tile_size, device=means2d.device)
+    ly, lx = torch.meshgrid(ar, ar, indexing="ij")
     lx, ly = lx.reshape(-1).to(means2d.dtype), ly.reshape(-1).to(means2d.dtype)
     P = tile_size * tile_size
     zeros_c = means2d.new_zeros(P, D)

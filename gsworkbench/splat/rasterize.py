@@ -123,11 +123,17 @@ def check_rasterize_inputs(
     f = torch.stack([Ks[:, 0, 0], Ks[:, 1, 1]]).detach()
     if not bool((f > 0).all()):
         raise ValueError("Ks must have positive focal lengths fx, fy")
-    if means.is_cuda and backend == "ext":
-        from gsworkbench._ext import has_cuda_kernels
+    if means.is_cuda and backend == "ext" and not has_cuda_kernels():
+        raise ValueError("backend 'ext' on CUDA tensors needs the extension built with its CUDA kernels")
 
-        if not has_cuda_kernels():
-            raise ValueError("backend 'ext' on CUDA tensors needs the extension built with CUDA")
+
+def has_cuda_kernels() -> bool:
+    """True when the extension has the rasterizer's CUDA kernels (a CUDA build)."""
+    from gsworkbench._ext import has_ext
+
+    return has_ext() and torch._C._dispatch_has_kernel_for_dispatch_key(
+        "gsworkbench::splat_rasterize", "CUDA"
+    )
 
 
 def rasterize(

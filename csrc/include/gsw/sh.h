@@ -12,10 +12,12 @@ using std::sqrt;
 
 constexpr double kShC0 = 0.28209479177387814;
 constexpr double kShC1 = 0.4886025119029199;
-constexpr double kShC2[5] = {1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792,
-                             0.5462742152960396};
-constexpr double kShC3[7] = {-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
-                             -0.4570457994644658, 1.445305721320277, -0.5900435899266435};
+// Scalars, not arrays: constexpr arrays cannot be read from CUDA device code.
+constexpr double kShC2_0 = 1.0925484305920792, kShC2_1 = -1.0925484305920792, kShC2_2 = 0.31539156525252005,
+                 kShC2_3 = -1.0925484305920792, kShC2_4 = 0.5462742152960396;
+constexpr double kShC3_0 = -0.5900435899266435, kShC3_1 = 2.890611442640554, kShC3_2 = -0.4570457994644658,
+                 kShC3_3 = 0.3731763325901154, kShC3_4 = -0.4570457994644658, kShC3_5 = 1.445305721320277,
+                 kShC3_6 = -0.5900435899266435;
 
 // Basis values b[0..(d+1)^2) at a unit direction; with grad != nullptr also db/d(x,y,z) as
 // grad[3*k + axis].
@@ -35,7 +37,7 @@ GSW_HD void sh_basis(int degree, T x, T y, T z, T* b, T* g) {
   }
   if (degree < 2) return;
   const T xx = x * x, yy = y * y, zz = z * z;
-  const T c20 = T(kShC2[0]), c21 = T(kShC2[1]), c22 = T(kShC2[2]), c23 = T(kShC2[3]), c24 = T(kShC2[4]);
+  const T c20 = T(kShC2_0), c21 = T(kShC2_1), c22 = T(kShC2_2), c23 = T(kShC2_3), c24 = T(kShC2_4);
   b[4] = c20 * x * y;
   b[5] = c21 * y * z;
   b[6] = c22 * (2 * zz - xx - yy);
@@ -49,8 +51,8 @@ GSW_HD void sh_basis(int degree, T x, T y, T z, T* b, T* g) {
     g[24] = 2 * c24 * x; g[25] = -2 * c24 * y; g[26] = 0;
   }
   if (degree < 3) return;
-  const T c30 = T(kShC3[0]), c31 = T(kShC3[1]), c32 = T(kShC3[2]), c33 = T(kShC3[3]), c34 = T(kShC3[4]),
-          c35 = T(kShC3[5]), c36 = T(kShC3[6]);
+  const T c30 = T(kShC3_0), c31 = T(kShC3_1), c32 = T(kShC3_2), c33 = T(kShC3_3), c34 = T(kShC3_4),
+          c35 = T(kShC3_5), c36 = T(kShC3_6);
   b[9] = c30 * y * (3 * xx - yy);
   b[10] = c31 * x * y * z;
   b[11] = c32 * y * (4 * zz - xx - yy);
