@@ -501,7 +501,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           if (row_distance(my, cg.ymin, cg.ymax) > yext[i]) continue;
           const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2], op = opac[i];
           const int32_t kk = static_cast<int32_t>(k);
-          alignas(64) T conf[kLanes];
+          alignas(64) int32_t conm[kLanes], actm[kLanes];
 #pragma omp simd
           for (int j = 0; j < kLanes; ++j) {
             const T dx = mx - px[j], dy = my - py[j];
@@ -516,14 +516,15 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
             w[j] = con ? a * Tr[j] : T(0);
             Tr[j] = con ? nT : Tr[j];
             last[j] = con ? kk : last[j];
-            conf[j] = con ? T(1) : T(0);
+            conm[j] = con ? 1 : 0;
+            actm[j] = done[j] == T(0) ? 1 : 0;
           }
-          T nact = 0, ncon = 0;
+          int32_t any_con = 0, any_act = 0;
           for (int j = 0; j < kLanes; ++j) {
-            nact += T(1) - done[j];
-            ncon += conf[j];
+            any_con |= conm[j];
+            any_act |= actm[j];
           }
-          if (ncon > T(0)) {
+          if (any_con) {
             for (int64_t ch = 0; ch < D; ++ch) {
               const T col = colors[D * i + ch];
               T* a = acc + ch * kLanes;
@@ -531,7 +532,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
               for (int j = 0; j < kLanes; ++j) a[j] += w[j] * col;
             }
           }
-          if (nact == T(0)) break;
+          if (!any_act) break;
         }
         for (int j = 0; j < kLanes; ++j) {
           if (!cg.inside[j]) continue;
@@ -597,7 +598,8 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
         chunk_geometry(tx, ty, q, g.ts, g.W, g.H, cg);
         if (!cg.any_inside) continue;
         alignas(64) T px[kLanes], py[kLanes], Tr[kLanes], Tf[kLanes], va[kLanes], fac[kLanes], ra[kLanes],
-            Ti[kLanes], vA[kLanes];
+            Ti[kLanes], vA[kLanes], visv[kLanes], dxv[kLanes], dyv[kLanes];
+        alignas(64) int32_t validm[kLanes];
         alignas(64) int32_t last[kLanes];
         int32_t maxlast = -1;
         for (int j = 0; j < kLanes; ++j) {
@@ -625,9 +627,14 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
           for (int j = 0; j < kLanes; ++j) {
             const T dx = mx - px[j], dy = my_ - py[j];
             const T sg = blend_sigma(dx, dy, ca, cb, cc);
-            T a = op * exp_neg(sg > T(0) ? sg : T(0));
+            const T vis = exp_neg(sg > T(0) ? sg : T(0));
+            T a = op * vis;
             a = a < T(kAlphaMax) ? a : T(kAlphaMax);
             const bool valid = kk <= last[j] && sg >= T(0) && a >= T(kAlphaMin);
+            dxv[j] = dx;
+            dyv[j] = dy;
+            visv[j] = vis;
+            validm[j] = valid ? 1 : 0;
             const T r = T(1) / (T(1) - a);
             const T tb = Tr[j] * r;
             Tr[j] = valid ? tb : Tr[j];
@@ -636,9 +643,9 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
             fac[j] = valid ? a * tb : T(0);
             vA[j] = valid ? Tf[j] * r * va[j] : T(0);
           }
-          T nvalid = 0;
-          for (int j = 0; j < kLanes; ++j) nvalid += ra[j];
-          if (nvalid == T(0)) continue;
+          int32_t any_valid = 0;
+          for (int j = 0; j < kLanes; ++j) any_valid |= validm[j];
+          if (!any_valid) continue;
           T* acc = my + i * K;
           for (int64_t ch = 0; ch < D; ++ch) {
             const T col = colors[D * i + ch];
@@ -656,11 +663,9 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
           T vmx = 0, vmy = 0, vca = 0, vcb = 0, vcc = 0, vop = 0;
 #pragma omp simd reduction(+ : vmx, vmy, vca, vcb, vcc, vop)
           for (int j = 0; j < kLanes; ++j) {
-            const T dx = mx - px[j], dy = my_ - py[j];
-            const T sg = blend_sigma(dx, dy, ca, cb, cc);
-            const T vis = exp_neg(sg > T(0) ? sg : T(0));
+            const T vis = visv[j];
             const T v = op * vis < T(kAlphaMax) ? vA[j] : T(0);
-            blend_alpha_vjp(dx, dy, ca, cb, cc, op, vis, v, vmx, vmy, vca, vcb, vcc, vop);
+            blend_alpha_vjp(dxv[j], dyv[j], ca, cb, cc, op, vis, v, vmx, vmy, vca, vcb, vcc, vop);
           }
           acc[0] += vmx;
           acc[1] += vmy;
