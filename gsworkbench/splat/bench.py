@@ -9,9 +9,10 @@ distance 3 (60 degree horizontal fov). ``stage`` is one of:
 
 Beside the timings, each case records (in :data:`CASE_EXTRAS`, merged by :func:`summarize_render`)
 the number of tile intersections and ``peak_mem_mb``: the largest increase of the process's resident
-set size (``/proc/self/statm``, sampled every millisecond by a thread) over its value just before one
-call. That is peak working memory of the call as the OS sees it (torch's CPU allocator returns large
-blocks to the OS, so it tracks allocations closely; small pooled ones may be missed).
+set size (``/proc/self/statm``, sampled every millisecond by a thread) over its value just before the
+case's first call (inputs already built). That is the call's peak working memory as the OS sees it,
+approximately: memory that an earlier case freed but the C allocator kept resident is reused without
+raising the RSS, so small values (and 0) are lower bounds; it is not torch-allocator accounting.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def _make_setup(name: str, num: int, width: int, height: int, sh_degree: int, ba
                 )
                 (img.sum() + alpha.sum()).backward()
 
-        fn()  # warm-up (and first-touch of buffers) before measuring memory
+        # memory of the first (cold) call: later calls reuse memory the C allocator kept resident
         CASE_EXTRAS[name] = {"n_isects": int(fid.numel()), "peak_mem_mb": peak_rss_increase(fn)}
         return fn
 
