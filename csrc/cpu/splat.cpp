@@ -504,19 +504,21 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           alignas(64) int32_t conm[kLanes], actm[kLanes];
 #pragma omp simd
           for (int j = 0; j < kLanes; ++j) {
+            // Conditions as 0/1 floats combined by products: GCC does not vectorize chains of
+            // boolean && here (mixed mask widths) under -fno-trapping-math.
             const T dx = mx - px[j], dy = my - py[j];
             const T sg = blend_sigma(dx, dy, ca, cb, cc);
             T a = op * exp_neg(sg > T(0) ? sg : T(0));
             a = a < T(kAlphaMax) ? a : T(kAlphaMax);
-            const bool ok = sg >= T(0) && a >= T(kAlphaMin) && done[j] == T(0);
+            const T okf = (sg >= T(0) ? T(1) : T(0)) * (a >= T(kAlphaMin) ? T(1) : T(0)) * (T(1) - done[j]);
             const T nT = Tr[j] * (T(1) - a);
-            const bool term = ok && nT <= T(kTransmittanceMin);
-            const bool con = ok && !term;
-            done[j] = term ? T(1) : done[j];
-            w[j] = con ? a * Tr[j] : T(0);
-            Tr[j] = con ? nT : Tr[j];
-            last[j] = con ? kk : last[j];
-            conm[j] = con ? 1 : 0;
+            const T termf = okf * (nT <= T(kTransmittanceMin) ? T(1) : T(0));
+            const T conf = okf - termf;
+            done[j] += termf;
+            w[j] = (a * Tr[j]) * conf;
+            Tr[j] = conf > T(0) ? nT : Tr[j];
+            last[j] = conf > T(0) ? kk : last[j];
+            conm[j] = conf > T(0) ? 1 : 0;
             actm[j] = done[j] == T(0) ? 1 : 0;
           }
           int32_t any_con = 0, any_act = 0;
@@ -630,18 +632,19 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
             const T vis = exp_neg(sg > T(0) ? sg : T(0));
             T a = op * vis;
             a = a < T(kAlphaMax) ? a : T(kAlphaMax);
-            const bool valid = kk <= last[j] && sg >= T(0) && a >= T(kAlphaMin);
+            const T validf = (kk <= last[j] ? T(1) : T(0)) * (sg >= T(0) ? T(1) : T(0)) *
+                             (a >= T(kAlphaMin) ? T(1) : T(0));  // 0/1 (see the forward)
             dxv[j] = dx;
             dyv[j] = dy;
             visv[j] = vis;
-            validm[j] = valid ? 1 : 0;
+            validm[j] = validf > T(0) ? 1 : 0;
             const T r = T(1) / (T(1) - a);
             const T tb = Tr[j] * r;
-            Tr[j] = valid ? tb : Tr[j];
-            Ti[j] = valid ? tb : T(0);
-            ra[j] = valid ? r : T(0);
-            fac[j] = valid ? a * tb : T(0);
-            vA[j] = valid ? Tf[j] * r * va[j] : T(0);
+            Tr[j] = validf > T(0) ? tb : Tr[j];
+            Ti[j] = tb * validf;
+            ra[j] = r * validf;
+            fac[j] = (a * tb) * validf;
+            vA[j] = (Tf[j] * r * va[j]) * validf;
           }
           int32_t any_valid = 0;
           for (int j = 0; j < kLanes; ++j) any_valid |= validm[j];
