@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from gsworkbench.splat import intrinsics_from_fov, look_at
 
 ARG_NAMES = ("means", "quats", "scales", "opacities", "colors", "viewmats")
+
+
+def fresh_seed() -> int:
+    """A new random seed per call, or ``$GSW_TEST_SEED`` to replay a failure (tests print it)."""
+    return int(os.environ.get("GSW_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
 
 
 def random_scene(
@@ -17,11 +24,15 @@ def random_scene(
     height: int = 28,
     sh_degree: int | None = 2,
     channels: int = 3,
-    seed: int = 0,
+    seed: int | None = None,
     dtype: torch.dtype = torch.float64,
     scale: float = 0.12,
 ) -> dict:
-    """Gaussians in a unit cube around the origin, cameras on a circle at distance ~3 looking at it."""
+    """Gaussians in a unit cube around the origin, cameras on a circle at distance ~3 looking at it.
+
+    ``seed=None`` draws a fresh seed (:func:`fresh_seed`); it is kept in ``scene["seed"]``.
+    """
+    seed = fresh_seed() if seed is None else seed
     g = torch.Generator().manual_seed(seed)
     means = (torch.rand(n, 3, generator=g, dtype=torch.float64) - 0.5) * 1.6
     quats = torch.randn(n, 4, generator=g, dtype=torch.float64)
@@ -55,7 +66,7 @@ def random_scene(
         Ks=torch.stack(Ks),
     )
     scene = {k: v.to(dtype) for k, v in scene.items()}
-    scene.update(width=width, height=height, sh_degree=sh_degree)
+    scene.update(width=width, height=height, sh_degree=sh_degree, seed=seed)
     return scene
 
 

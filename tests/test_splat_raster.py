@@ -12,6 +12,7 @@ needs_ext = pytest.mark.skipif(not has_ext(), reason="gsworkbench._C not built")
 
 
 def _compare(scene: dict, tol: float = 1e-9, **kwargs) -> None:
+    print(f"scene seed: GSW_TEST_SEED={scene['seed']}")  # shown by pytest on failure
     a_img, a_alpha, a_meta, a_g = render(scene, "torch", grad=True, **kwargs)
     b_img, b_alpha, b_meta, b_g = render(scene, "ext", grad=True, **kwargs)
     assert torch.equal(a_meta["radii"], b_meta["radii"])
@@ -32,32 +33,34 @@ def _compare(scene: dict, tol: float = 1e-9, **kwargs) -> None:
 @needs_ext
 @pytest.mark.parametrize("render_mode", ["RGB", "D", "ED", "RGB+D", "RGB+ED"])
 def test_render_modes_match(render_mode: str) -> None:
-    _compare(random_scene(40, sh_degree=3, seed=1), render_mode=render_mode)
+    _compare(random_scene(40, sh_degree=3), render_mode=render_mode)
 
 
 @needs_ext
 @pytest.mark.parametrize("sh_degree", [None, 0, 1, 2])
 def test_colors_and_sh_degrees_match(sh_degree: int | None) -> None:
-    _compare(random_scene(40, sh_degree=sh_degree, channels=5, seed=2))
+    _compare(random_scene(40, sh_degree=sh_degree, channels=5))
 
 
 @needs_ext
 def test_antialiased_backgrounds_tile_size_match() -> None:
-    scene = random_scene(50, cameras=3, width=37, height=21, sh_degree=1, seed=3)
+    scene = random_scene(50, cameras=3, width=37, height=21, sh_degree=1)
     bg = torch.rand(3, 3, dtype=torch.float64)
     _compare(scene, rasterize_mode="antialiased", backgrounds=bg, tile_size=8)
 
 
 @needs_ext
 def test_per_camera_colors_match() -> None:
-    scene = random_scene(30, sh_degree=None, channels=2, seed=4)
+    scene = random_scene(30, sh_degree=None, channels=2)
     scene["colors"] = torch.rand(2, 30, 2, dtype=torch.float64)
     _compare(scene)
 
 
 @needs_ext
 def test_float32_close_to_float64_reference() -> None:
-    scene64 = random_scene(200, sh_degree=3, seed=5, width=64, height=48)
+    # a fixed seed: in float32 a few alphas land on the other side of the 1/255 cut than in float64,
+    # and how many depends on the scene (a discontinuity, not an error of the kernels)
+    scene64 = random_scene(200, sh_degree=3, width=64, height=48, seed=5)
     scene32 = {k: v.float() if isinstance(v, torch.Tensor) else v for k, v in scene64.items()}
     r_img, r_alpha, _, r_g = render(scene64, "torch", grad=True)
     img, alpha, _, g = render(scene32, "ext", grad=True)
@@ -70,7 +73,7 @@ def test_float32_close_to_float64_reference() -> None:
 @needs_ext
 def test_dense_opaque_scene_terminates_early_and_matches() -> None:
     # many large, nearly opaque Gaussians: transmittance hits the 1e-4 cut-off
-    scene = random_scene(120, sh_degree=None, seed=6, scale=0.35)
+    scene = random_scene(120, sh_degree=None, scale=0.35)
     scene["opacities"] = torch.full_like(scene["opacities"], 0.98)
     img, alpha, _, _ = render(scene, "ext")
     assert alpha.max() > 0.999
