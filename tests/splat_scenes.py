@@ -80,8 +80,8 @@ def render(scene: dict, backend: str, grad: bool = False, weights_seed: int = 1,
     grads = {}
     if grad:
         g = torch.Generator().manual_seed(weights_seed)
-        w_img = torch.rand(img.shape, generator=g, dtype=torch.float64).to(img.dtype)
-        w_a = torch.rand(alpha.shape, generator=g, dtype=torch.float64).to(img.dtype)
+        w_img = torch.rand(img.shape, generator=g, dtype=torch.float64).to(img)
+        w_a = torch.rand(alpha.shape, generator=g, dtype=torch.float64).to(img)
         ((img * w_img).sum() + (alpha * w_a).sum()).backward()
         grads = {k: leaves[k].grad for k in ARG_NAMES}
     return img.detach(), alpha.detach(), meta, grads
