@@ -8,6 +8,7 @@
 // intermediate transmittance by division, without storing the blends.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <immintrin.h>
 #include <omp.h>
 #include <torch/library.h>
 
@@ -407,6 +408,25 @@ RasterDims check_raster_inputs(const Tensor& means2d, const Tensor& conics, cons
 // walks the tile's depth-sorted list, and stops as soon as all its pixels are done.
 constexpr int kLanes = 16;
 
+// True when any of the kLanes (16) int32 flags at m (64-byte aligned) is non-zero. GCC turns the plain
+// loop into lane extracts; the intrinsics test all lanes at once.
+static_assert(kLanes == 16, "any_lane tests 16 int32 lanes");
+inline bool any_lane(const int32_t* m) {
+#if defined(__AVX512F__)
+  const __m512i v = _mm512_load_si512(reinterpret_cast<const void*>(m));
+  return _mm512_test_epi32_mask(v, v) != 0;
+#elif defined(__AVX2__)
+  const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
+  const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(m + 8));
+  const __m256i o = _mm256_or_si256(a, b);
+  return !_mm256_testz_si256(o, o);
+#else
+  int32_t r = 0;
+  for (int j = 0; j < kLanes; ++j) r |= m[j];
+  return r != 0;
+#endif
+}
+
 // Half-height of the region where a Gaussian's alpha can reach 1/255: rows farther than this from
 // mean2d.y cannot get alpha >= 1/255 at any x (min over x of sigma at offset dy is dy^2 / (2 cov_yy)).
 // Negative: the Gaussian never reaches 1/255. A 1% + 0.01 px margin keeps the test conservative.
@@ -521,12 +541,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
             conm[j] = conf > T(0) ? 1 : 0;
             actm[j] = done[j] == T(0) ? 1 : 0;
           }
-          int32_t any_con = 0, any_act = 0;
-          for (int j = 0; j < kLanes; ++j) {
-            any_con |= conm[j];
-            any_act |= actm[j];
-          }
-          if (any_con) {
+          if (any_lane(conm)) {
             for (int64_t ch = 0; ch < D; ++ch) {
               const T col = colors[D * i + ch];
               T* a = acc + ch * kLanes;
@@ -534,7 +549,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
               for (int j = 0; j < kLanes; ++j) a[j] += w[j] * col;
             }
           }
-          if (!any_act) break;
+          if (!any_lane(actm)) break;
         }
         for (int j = 0; j < kLanes; ++j) {
           if (!cg.inside[j]) continue;
@@ -646,9 +661,7 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
             fac[j] = (a * tb) * validf;
             vA[j] = (Tf[j] * r * va[j]) * validf;
           }
-          int32_t any_valid = 0;
-          for (int j = 0; j < kLanes; ++j) any_valid |= validm[j];
-          if (!any_valid) continue;
+          if (!any_lane(validm)) continue;
           T* acc = my + i * K;
           for (int64_t ch = 0; ch < D; ++ch) {
             const T col = colors[D * i + ch];
