@@ -592,8 +592,11 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
                                const T* opac, const int32_t* toff, const int32_t* fid, const T* Tfinal,
                                const int32_t* lastids, const T* v_color, const T* v_alpha, T* g_means2d,
                                T* g_conics, T* g_colors, T* g_opac) {
+  // Gaussian-major: each Gaussian of a tile (back to front) visits every chunk of the tile, so its
+  // gradient is summed lane-wise over the chunks and reduced across lanes once per tile.
   const int64_t D = g.D, ntiles = g.tw * g.th, CN = g.C * g.N;
   const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
+  const int64_t P = nchunks * kLanes;
   const int64_t K = 6 + D;  // per-Gaussian accumulators: mean2d (2), conic (3), opacity (1), colour (D)
   const std::vector<T> yext = alpha_row_extents(conics, opac, CN);
   const int nthreads = omp_get_max_threads();
@@ -603,43 +606,65 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
     DenormalsOff ftz;
     T* my = sums.data() + static_cast<size_t>(omp_get_thread_num()) * CN * K;
     std::fill(my, my + CN * K, T(0));
-    std::vector<T> vbuf(static_cast<size_t>(2 * D * kLanes));
-    T* vr = vbuf.data();
-    T* buf = vr + D * kLanes;
+    // per-pixel state of one tile (structure of arrays, P = nchunks * kLanes lanes)
+    struct alignas(64) Lanes {
+      T v[kLanes];
+    };
+    std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_Tf(nchunks), s_va(nchunks);
+    std::vector<Lanes> s_vr(nchunks * D), s_buf(nchunks * D), s_gcol(D);
+    struct alignas(64) ILanes {
+      int32_t v[kLanes];
+    };
+    std::vector<ILanes> s_last(nchunks);
+    std::vector<ChunkGeom> geo(nchunks);
+    std::vector<int32_t> chunk_last(nchunks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
       const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
       const int64_t s = toff[t];
+      int32_t maxlast = -1;
       for (int64_t q = 0; q < nchunks; ++q) {
-        ChunkGeom cg;
+        ChunkGeom& cg = geo[q];
         chunk_geometry(tx, ty, q, g.ts, g.W, g.H, cg);
-        if (!cg.any_inside) continue;
-        alignas(64) T px[kLanes], py[kLanes], Tr[kLanes], Tf[kLanes], va[kLanes], fac[kLanes], ra[kLanes],
-            Ti[kLanes], vA[kLanes], visv[kLanes], dxv[kLanes], dyv[kLanes];
-        alignas(64) int32_t validm[kLanes];
-        alignas(64) int32_t last[kLanes];
-        int32_t maxlast = -1;
+        int32_t cl = -1;
         for (int j = 0; j < kLanes; ++j) {
-          px[j] = T(cg.x[j]) + T(0.5);
-          py[j] = T(cg.y[j]) + T(0.5);
+          s_px[q].v[j] = T(cg.x[j]) + T(0.5);
+          s_py[q].v[j] = T(cg.y[j]) + T(0.5);
           const bool in = cg.inside[j];
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
-          Tr[j] = in ? Tfinal[pix] : T(1);
-          Tf[j] = Tr[j];
-          last[j] = in ? lastids[pix] : -1;
-          va[j] = in ? v_alpha[pix] : T(0);
+          s_Tr[q].v[j] = in ? Tfinal[pix] : T(1);
+          s_Tf[q].v[j] = s_Tr[q].v[j];
+          s_last[q].v[j] = in ? lastids[pix] : -1;
+          s_va[q].v[j] = in ? v_alpha[pix] : T(0);
           for (int64_t ch = 0; ch < D; ++ch) {
-            vr[ch * kLanes + j] = in ? v_color[pix * D + ch] : T(0);
-            buf[ch * kLanes + j] = T(0);
+            s_vr[q * D + ch].v[j] = in ? v_color[pix * D + ch] : T(0);
+            s_buf[q * D + ch].v[j] = T(0);
           }
-          maxlast = last[j] > maxlast ? last[j] : maxlast;
+          cl = s_last[q].v[j] > cl ? s_last[q].v[j] : cl;
         }
-        for (int64_t k = maxlast; k >= s; --k) {
-          const int64_t i = fid[k];
-          const T mx = means2d[2 * i], my_ = means2d[2 * i + 1];
-          if (row_distance(my_, cg.ymin, cg.ymax) > yext[i]) continue;
-          const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2], op = opac[i];
-          const int32_t kk = static_cast<int32_t>(k);
+        chunk_last[q] = cl;
+        maxlast = cl > maxlast ? cl : maxlast;
+      }
+      (void)P;
+      for (int64_t k = maxlast; k >= s; --k) {
+        const int64_t i = fid[k];
+        const T mx = means2d[2 * i], my_ = means2d[2 * i + 1];
+        const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2], op = opac[i];
+        const int32_t kk = static_cast<int32_t>(k);
+        alignas(64) T gmx[kLanes] = {}, gmy[kLanes] = {}, gca[kLanes] = {}, gcb[kLanes] = {}, gcc[kLanes] = {},
+                      gop[kLanes] = {};
+        bool touched = false;
+        for (int64_t q = 0; q < nchunks; ++q) {
+          const ChunkGeom& cg = geo[q];
+          if (kk > chunk_last[q] || row_distance(my_, cg.ymin, cg.ymax) > yext[i]) continue;
+          const T* px = s_px[q].v;
+          const T* py = s_py[q].v;
+          T* Tr = s_Tr[q].v;
+          const T* Tf = s_Tf[q].v;
+          const T* va = s_va[q].v;
+          const int32_t* last = s_last[q].v;
+          alignas(64) T fac[kLanes], ra[kLanes], Ti[kLanes], vA[kLanes], visv[kLanes], dxv[kLanes], dyv[kLanes];
+          alignas(64) int32_t validm[kLanes];
 #pragma omp simd
           for (int j = 0; j < kLanes; ++j) {
             const T dx = mx - px[j], dy = my_ - py[j];
@@ -662,33 +687,50 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
             vA[j] = (Tf[j] * r * va[j]) * validf;
           }
           if (!any_lane(validm)) continue;
-          T* acc = my + i * K;
+          if (!touched) {
+            for (int64_t ch = 0; ch < D; ++ch) std::fill(s_gcol[ch].v, s_gcol[ch].v + kLanes, T(0));
+            touched = true;
+          }
           for (int64_t ch = 0; ch < D; ++ch) {
             const T col = colors[D * i + ch];
-            T* b = buf + ch * kLanes;
-            const T* v = vr + ch * kLanes;
-            T vc = 0;
-#pragma omp simd reduction(+ : vc)
+            T* b = s_buf[q * D + ch].v;
+            const T* v = s_vr[q * D + ch].v;
+            T* gc = s_gcol[ch].v;
+#pragma omp simd
             for (int j = 0; j < kLanes; ++j) {
               vA[j] += (col * Ti[j] - b[j] * ra[j]) * v[j];
-              vc += fac[j] * v[j];
+              gc[j] += fac[j] * v[j];
               b[j] += col * fac[j];
             }
-            acc[6 + ch] += vc;
           }
-          T vmx = 0, vmy = 0, vca = 0, vcb = 0, vcc = 0, vop = 0;
-#pragma omp simd reduction(+ : vmx, vmy, vca, vcb, vcc, vop)
+#pragma omp simd
           for (int j = 0; j < kLanes; ++j) {
             const T vis = visv[j];
             const T v = op * vis < T(kAlphaMax) ? vA[j] : T(0);
-            blend_alpha_vjp(dxv[j], dyv[j], ca, cb, cc, op, vis, v, vmx, vmy, vca, vcb, vcc, vop);
+            blend_alpha_vjp(dxv[j], dyv[j], ca, cb, cc, op, vis, v, gmx[j], gmy[j], gca[j], gcb[j], gcc[j], gop[j]);
           }
-          acc[0] += vmx;
-          acc[1] += vmy;
-          acc[2] += vca;
-          acc[3] += vcb;
-          acc[4] += vcc;
-          acc[5] += vop;
+        }
+        if (!touched) continue;
+        T* acc = my + i * K;
+        T r0 = 0, r1 = 0, r2 = 0, r3 = 0, r4 = 0, r5 = 0;
+        for (int j = 0; j < kLanes; ++j) {
+          r0 += gmx[j];
+          r1 += gmy[j];
+          r2 += gca[j];
+          r3 += gcb[j];
+          r4 += gcc[j];
+          r5 += gop[j];
+        }
+        acc[0] += r0;
+        acc[1] += r1;
+        acc[2] += r2;
+        acc[3] += r3;
+        acc[4] += r4;
+        acc[5] += r5;
+        for (int64_t ch = 0; ch < D; ++ch) {
+          T sc = 0;
+          for (int j = 0; j < kLanes; ++j) sc += s_gcol[ch].v[j];
+          acc[6 + ch] += sc;
         }
       }
     }
