@@ -322,32 +322,49 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     });
   });
   // Counting sort by tile (stable in Gaussian order), then each tile's run by (depth, Gaussian id).
+  // nth contiguous parts of the Gaussians: per-part tile histograms, then per-part write cursors
+  // (tile start + the counts of the parts before), so the parallel scatter keeps Gaussian order.
   const int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
-  std::vector<int64_t> tile_count(static_cast<size_t>(C * ntiles) + 1, 0);
-  int64_t M = 0;
-  for (int64_t i = 0; i < C * N; ++i) {
-    if (cnt[i] == 0) continue;
-    M += cnt[i];
+  const int64_t CT = C * ntiles, CN = C * N;
+  const int nth = std::max(1, omp_get_max_threads());
+  std::vector<int64_t> hist(static_cast<size_t>(nth) * CT, 0);
+  auto for_boxes = [&](int64_t i, auto&& fn) {
     const int32_t* b = box.data() + 4 * i;
     const int64_t base = (i / N) * ntiles;
     for (int32_t ty = b[1]; ty < b[3]; ++ty)
-      for (int32_t tx = b[0]; tx < b[2]; ++tx) ++tile_count[base + ty * tile_width + tx];
+      for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
+  };
+#pragma omp parallel num_threads(nth)
+  {
+    // nth fixed parts, whatever the team size: part p's histogram is also its write cursor below
+    for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
+      int64_t* h = hist.data() + static_cast<size_t>(p) * CT;
+      for (int64_t i = CN * p / nth; i < CN * (p + 1) / nth; ++i)
+        if (cnt[i] != 0) for_boxes(i, [&](int64_t t) { ++h[t]; });
+    }
   }
-  std::vector<int64_t> start(static_cast<size_t>(C * ntiles) + 1, 0);
-  for (int64_t t = 0; t < C * ntiles; ++t) start[t + 1] = start[t] + tile_count[t];
+  std::vector<int64_t> start(static_cast<size_t>(CT) + 1, 0);
+  for (int64_t t = 0; t < CT; ++t) {
+    int64_t run = start[t];
+    for (int th = 0; th < nth; ++th) {  // hist becomes each thread's write cursor
+      const int64_t n = hist[static_cast<size_t>(th) * CT + t];
+      hist[static_cast<size_t>(th) * CT + t] = run;
+      run += n;
+    }
+    start[t + 1] = run;
+  }
+  const int64_t M = start[CT];
   TORCH_CHECK(M < (int64_t(1) << 31), "splat_isect_tiles: more than 2^31 intersections");
   auto isect_ids = at::empty({M}, radii.options().dtype(at::kLong));
   auto flatten_ids = at::empty({M}, radii.options());
   auto tile_offsets = at::empty({C, tile_height, tile_width}, radii.options());
   int32_t* fid = flatten_ids.data_ptr<int32_t>();
+#pragma omp parallel num_threads(nth)
   {
-    std::vector<int64_t> pos(start.begin(), start.end() - 1);
-    for (int64_t i = 0; i < C * N; ++i) {
-      if (cnt[i] == 0) continue;
-      const int32_t* b = box.data() + 4 * i;
-      const int64_t base = (i / N) * ntiles;
-      for (int32_t ty = b[1]; ty < b[3]; ++ty)
-        for (int32_t tx = b[0]; tx < b[2]; ++tx) fid[pos[base + ty * tile_width + tx]++] = static_cast<int32_t>(i);
+    for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
+      int64_t* pos = hist.data() + static_cast<size_t>(p) * CT;
+      for (int64_t i = CN * p / nth; i < CN * (p + 1) / nth; ++i)
+        if (cnt[i] != 0) for_boxes(i, [&](int64_t t) { fid[pos[t]++] = static_cast<int32_t>(i); });
     }
   }
   const float* d = depths.data_ptr<float>();
