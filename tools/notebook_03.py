@@ -58,10 +58,13 @@ print("results:", run_dir, "| threads:", torch.get_num_threads())
 scene = synthetic_splats(num_gaussians, sh_degree, seed=seed)
 viewmats, Ks = orbit_cameras(orbit_views, width, height, distance=distance, elevation_deg=elevation)
 with torch.no_grad():
-    img, alpha, meta = rasterize(scene.means, scene.quats, scene.scales, scene.opacities, scene.sh, viewmats, Ks,
-                                 width, height, sh_degree=sh_degree, render_mode="RGB+ED", backend=backend)
+    img, alpha, meta = rasterize(
+        scene.means, scene.quats, scene.scales, scene.opacities, scene.sh, viewmats, Ks, width, height,
+        sh_degree=sh_degree, render_mode="RGB+ED", backend=backend,
+    )
 rgb, depth = img[..., :3].clamp(0, 1), img[..., 3]
-print(f"{num_gaussians} Gaussians, {orbit_views} views of {width}x{height}: {meta['n_isects']} tile intersections")
+print(f"{num_gaussians} Gaussians, {orbit_views} views of {width}x{height}:",
+      f"{meta['n_isects']} tile intersections")
 cols = min(4, orbit_views)
 rows = (orbit_views + cols - 1) // cols
 fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 3 * rows * height / width), squeeze=False)
@@ -103,7 +106,9 @@ cases = render_cases(nums, sizes, [sh_degree], backends, STAGES, skip=skip)
 bench = summarize_render(run_cases(cases, min_run_time=bench_min_run_time, progress=False))
 write_table(run_dir / "render_bench.csv", bench)
 show = bench[bench.stage.isin(["forward", "forward+backward"])].dropna(subset=["median_s"])
-show[["backend", "num", "width", "height", "stage", "median_s", "fps", "n_isects", "peak_mem_mb", "speedup_vs_torch"]]
+cols = ["backend", "num", "width", "height", "stage", "median_s", "fps", "n_isects", "peak_mem_mb",
+        "speedup_vs_torch"]
+show[cols]
 """),
     ("code", """
 stage_order = ["project", "sh", "isect", "rasterize", "backward (fb - f)"]
@@ -129,8 +134,10 @@ for (b, w), g in fwd.groupby(["backend", "width"]):
     axes[0].plot(g.num, g.fps, "o-", label=f"{b}, {w}²")
 for (b, n), g in fwd.groupby(["backend", "num"]):
     axes[1].plot(g.width * g.height, g.fps, "o-", label=f"{b}, N={n}")
-axes[0].set(xscale="log", yscale="log", xlabel="Gaussians", ylabel="FPS (forward)", title="FPS against Gaussian count")
-axes[1].set(xscale="log", yscale="log", xlabel="pixels", ylabel="FPS (forward)", title="FPS against resolution")
+axes[0].set(xscale="log", yscale="log", xlabel="Gaussians", ylabel="FPS (forward)",
+            title="FPS against Gaussian count")
+axes[1].set(xscale="log", yscale="log", xlabel="pixels", ylabel="FPS (forward)",
+            title="FPS against resolution")
 for ax in axes:
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
