@@ -33,4 +33,32 @@ TORCH_LIBRARY(gsworkbench, m) {
       " Tensor(c!) out_log_scales, Tensor(d!) out_sh_rest) -> ()");
 
   // ---- splat rasterizer (gsworkbench/splat/) ----
+  // 1. EWA projection: means [N,3], quats [N,4] (wxyz), scales [N,3], viewmats [C,4,4], Ks [C,3,3]
+  //    -> (radii int32 [C,N], means2d [C,N,2], depths [C,N], conics [C,N,3], compensations [C,N])
+  m.def(
+      "splat_project(Tensor means, Tensor quats, Tensor scales, Tensor viewmats, Tensor Ks, int width, "
+      "int height, float eps2d, float near_plane, float far_plane) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+  //    -> (v_means [N,3], v_quats [N,4], v_scales [N,3], v_viewmats [C,4,4])
+  m.def(
+      "splat_project_backward(Tensor means, Tensor quats, Tensor scales, Tensor viewmats, Tensor Ks, int width, "
+      "int height, float eps2d, float near_plane, float far_plane, Tensor radii, Tensor v_means2d, "
+      "Tensor v_depths, Tensor v_conics, Tensor v_compensations) -> (Tensor, Tensor, Tensor, Tensor)");
+  // 2. SH to colour: coeffs [N,K,3], dirs [C,N,3] (camera centre to mean) -> colors [C,N,3]
+  m.def("splat_sh_to_color(Tensor coeffs, Tensor dirs, int degree) -> Tensor");
+  //    -> (v_coeffs [N,K,3], v_dirs [C,N,3])
+  m.def("splat_sh_to_color_backward(Tensor v_colors, Tensor coeffs, Tensor dirs, int degree) -> (Tensor, Tensor)");
+  // 3. tile intersection: -> (tiles_per_gauss int32 [C,N], isect_ids int64 [M] (tile << 32 | depth bits),
+  //    flatten_ids int32 [M] (c*N + n, sorted by tile then depth), tile_offsets int32 [C,th,tw])
+  m.def(
+      "splat_isect_tiles(Tensor means2d, Tensor radii, Tensor depths, int tile_size, int tile_width, "
+      "int tile_height) -> (Tensor, Tensor, Tensor, Tensor)");
+  // 4. rasterization: -> (colors [C,H,W,D], alphas [C,H,W,1], transmittances [C,H,W], last_ids int32 [C,H,W])
+  m.def(
+      "splat_rasterize(Tensor means2d, Tensor conics, Tensor colors, Tensor opacities, int width, int height, "
+      "int tile_size, Tensor tile_offsets, Tensor flatten_ids) -> (Tensor, Tensor, Tensor, Tensor)");
+  //    -> (v_means2d [C,N,2], v_conics [C,N,3], v_colors [C,N,D], v_opacities [C,N])
+  m.def(
+      "splat_rasterize_backward(Tensor means2d, Tensor conics, Tensor colors, Tensor opacities, int width, "
+      "int height, int tile_size, Tensor tile_offsets, Tensor flatten_ids, Tensor transmittances, "
+      "Tensor last_ids, Tensor v_colors, Tensor v_alphas) -> (Tensor, Tensor, Tensor, Tensor)");
 }

@@ -1,0 +1,75 @@
+// CUDA launchers of the 3DGS tile rasterizer (kernels in splat.cu). Raw device pointers, contiguous
+// row-major layouts as documented in csrc/gsworkbench.cpp; every launcher enqueues on `stream` and
+// does not synchronise. Outputs written by atomics (the *_backward gradients) must be zeroed first.
+// T is float or double.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gsw {
+namespace splat {
+namespace cuda {
+
+constexpr int kMaxChannels = 32;  // colour channels D supported by the CUDA rasterizer
+constexpr int kMaxTileSize = 32;  // one thread per pixel of a tile: at most 1024 threads
+
+template <typename T>
+void project_forward(const T* means, const T* quats, const T* scales, const T* viewmats, const T* Ks, int64_t C,
+                     int64_t N, int64_t width, int64_t height, T eps2d, T near_plane, T far_plane, int32_t* radii,
+                     T* means2d, T* depths, T* conics, T* comps, cudaStream_t stream);
+
+template <typename T>
+void project_backward(const T* means, const T* quats, const T* scales, const T* viewmats, const T* Ks, int64_t C,
+                      int64_t N, int64_t width, int64_t height, T eps2d, T near_plane, T far_plane,
+                      const int32_t* radii, const T* v_means2d, const T* v_depths, const T* v_conics,
+                      const T* v_comps, T* v_means, T* v_quats, T* v_scales, T* v_viewmats, cudaStream_t stream);
+
+template <typename T>
+void sh_forward(const T* coeffs, const T* dirs, int64_t C, int64_t N, int64_t K, int degree, T* colors,
+                cudaStream_t stream);
+
+template <typename T>
+void sh_backward(const T* v_colors, const T* coeffs, const T* dirs, int64_t C, int64_t N, int64_t K, int degree,
+                 T* v_coeffs, T* v_dirs, cudaStream_t stream);
+
+// Tile intersection in four steps: counts per Gaussian, inclusive scan of the counts (the caller
+// reads the total M), fill of unsorted (key, id) pairs, radix sort, tile offsets.
+template <typename T>
+void isect_count(const T* means2d, const int32_t* radii, int64_t CN, int64_t tile_size, int64_t tile_width,
+                 int64_t tile_height, int32_t* tiles_per_gauss, cudaStream_t stream);
+
+size_t isect_scan_temp_bytes(int64_t CN);
+void isect_scan(const int32_t* counts, int32_t* cum_counts, int64_t CN, void* temp, size_t temp_bytes,
+                cudaStream_t stream);
+
+template <typename T>
+void isect_fill(const T* means2d, const int32_t* radii, const T* depths, const int32_t* cum_counts, int64_t C,
+                int64_t N, int64_t tile_size, int64_t tile_width, int64_t tile_height, int64_t* keys, int32_t* ids,
+                cudaStream_t stream);
+
+size_t isect_sort_temp_bytes(int64_t M);
+void isect_sort(const int64_t* keys_in, const int32_t* ids_in, int64_t* keys_out, int32_t* ids_out, int64_t M,
+                int end_bit, void* temp, size_t temp_bytes, cudaStream_t stream);
+
+void isect_tile_offsets(const int64_t* sorted_keys, int64_t M, int64_t num_tiles, int32_t* tile_offsets,
+                        cudaStream_t stream);
+
+template <typename T>
+void rasterize_forward(const T* means2d, const T* conics, const T* colors, const T* opacities, int64_t C, int64_t N,
+                       int64_t D, int64_t width, int64_t height, int64_t tile_size, const int32_t* tile_offsets,
+                       const int32_t* flatten_ids, int64_t M, T* out_colors, T* out_alphas, T* out_trans,
+                       int32_t* out_last, cudaStream_t stream);
+
+template <typename T>
+void rasterize_backward(const T* means2d, const T* conics, const T* colors, const T* opacities, int64_t C, int64_t N,
+                        int64_t D, int64_t width, int64_t height, int64_t tile_size, const int32_t* tile_offsets,
+                        const int32_t* flatten_ids, int64_t M, const T* trans, const int32_t* last_ids,
+                        const T* v_colors, const T* v_alphas, T* v_means2d, T* v_conics, T* v_colors_out,
+                        T* v_opacities, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace splat
+}  // namespace gsw

@@ -1,0 +1,248 @@
+// CUDA bindings of the splat rasterizer ops (schemas in csrc/gsworkbench.cpp, kernels in splat.cu).
+// Compiled by setup.py only in CUDA builds. Thin: checks, output allocation, launcher calls.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "splat.h"
+
+namespace gsw {
+namespace splat {
+namespace cuda {
+namespace {
+
+using at::Tensor;
+
+void check_cuda(const Tensor& t, const char* name, at::ScalarType dtype) {
+  TORCH_CHECK(t.is_cuda(), "splat (CUDA): ", name, " must be a CUDA tensor");
+  TORCH_CHECK(t.scalar_type() == dtype, "splat (CUDA): ", name, " must have dtype ", dtype);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cuda(const Tensor& means, const Tensor& quats,
+                                                                const Tensor& scales, const Tensor& viewmats,
+                                                                const Tensor& Ks, int64_t width, int64_t height,
+                                                                double eps2d, double near_plane, double far_plane) {
+  const auto dt = means.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, "splat_project: dtype must be float32 or float64");
+  TORCH_CHECK(means.dim() == 2 && means.size(1) == 3 && viewmats.dim() == 3 && Ks.dim() == 3,
+              "splat_project: bad shapes");
+  for (auto [t, n] : {std::pair{&means, "means"}, {&quats, "quats"}, {&scales, "scales"}, {&viewmats, "viewmats"},
+                      {&Ks, "Ks"}})
+    check_cuda(*t, n, dt);
+  const c10::cuda::CUDAGuard guard(means.device());
+  const auto mu = means.contiguous(), q = quats.contiguous(), s = scales.contiguous();
+  const auto vm = viewmats.contiguous(), K = Ks.contiguous();
+  const int64_t N = mu.size(0), C = vm.size(0);
+  auto radii = at::empty({C, N}, mu.options().dtype(at::kInt));
+  auto means2d = at::empty({C, N, 2}, mu.options());
+  auto depths = at::empty({C, N}, mu.options());
+  auto conics = at::empty({C, N, 3}, mu.options());
+  auto comps = at::empty({C, N}, mu.options());
+  const auto stream = c10::cuda::getCurrentCUDAStream().stream();
+  AT_DISPATCH_FLOATING_TYPES(dt, "splat_project_cuda", [&] {
+    project_forward<scalar_t>(mu.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), s.data_ptr<scalar_t>(),
+                              vm.data_ptr<scalar_t>(), K.data_ptr<scalar_t>(), C, N, width, height, scalar_t(eps2d),
+                              scalar_t(near_plane), scalar_t(far_plane), radii.data_ptr<int32_t>(),
+                              means2d.data_ptr<scalar_t>(), depths.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(),
+                              comps.data_ptr<scalar_t>(), stream);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {radii, means2d, depths, conics, comps};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cuda(
+    const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats, const Tensor& Ks,
+    int64_t width, int64_t height, double eps2d, double near_plane, double far_plane, const Tensor& radii,
+    const Tensor& v_means2d, const Tensor& v_depths, const Tensor& v_conics, const Tensor& v_comps) {
+  const auto dt = means.scalar_type();
+  const c10::cuda::CUDAGuard guard(means.device());
+  const auto mu = means.contiguous(), q = quats.contiguous(), s = scales.contiguous();
+  const auto vm = viewmats.contiguous(), K = Ks.contiguous(), r = radii.contiguous();
+  const auto g2 = v_means2d.to(dt).contiguous(), gd = v_depths.to(dt).contiguous();
+  const auto gc = v_conics.to(dt).contiguous(), gp = v_comps.to(dt).contiguous();
+  for (auto [t, n] : {std::pair{&mu, "means"}, {&q, "quats"}, {&s, "scales"}, {&vm, "viewmats"}, {&K, "Ks"}})
+    check_cuda(*t, n, dt);
+  check_cuda(r, "radii", at::kInt);
+  const int64_t N = mu.size(0), C = vm.size(0);
+  auto v_means = at::zeros_like(mu), v_quats = at::zeros_like(q), v_scales = at::zeros_like(s);
+  auto v_view = at::zeros_like(vm);
+  const auto stream = c10::cuda::getCurrentCUDAStream().stream();
+  AT_DISPATCH_FLOATING_TYPES(dt, "splat_project_backward_cuda", [&] {
+    project_backward<scalar_t>(mu.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), s.data_ptr<scalar_t>(),
+                               vm.data_ptr<scalar_t>(), K.data_ptr<scalar_t>(), C, N, width, height, scalar_t(eps2d),
+                               scalar_t(near_plane), scalar_t(far_plane), r.data_ptr<int32_t>(),
+                               g2.data_ptr<scalar_t>(), gd.data_ptr<scalar_t>(), gc.data_ptr<scalar_t>(),
+                               gp.data_ptr<scalar_t>(), v_means.data_ptr<scalar_t>(), v_quats.data_ptr<scalar_t>(),
+                               v_scales.data_ptr<scalar_t>(), v_view.data_ptr<scalar_t>(), stream);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {v_means, v_quats, v_scales, v_view};
+}
+
+Tensor sh_to_color_cuda(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
+  TORCH_CHECK(degree >= 0 && degree <= 3, "splat_sh_to_color: degree must be in 0..3");
+  TORCH_CHECK(coeffs.dim() == 3 && coeffs.size(2) == 3 && coeffs.size(1) >= (degree + 1) * (degree + 1) &&
+                  dirs.dim() == 3 && dirs.size(1) == coeffs.size(0) && dirs.size(2) == 3,
+              "splat_sh_to_color: coeffs must be [N,K,3], dirs [C,N,3]");
+  const auto dt = coeffs.scalar_type();
+  check_cuda(coeffs, "coeffs", dt);
+  check_cuda(dirs, "dirs", dt);
+  const c10::cuda::CUDAGuard guard(coeffs.device());
+  const auto co = coeffs.contiguous(), d = dirs.contiguous();
+  const int64_t C = d.size(0), N = d.size(1), K = co.size(1);
+  auto out = at::empty({C, N, 3}, co.options());
+  const auto stream = c10::cuda::getCurrentCUDAStream().stream();
+  AT_DISPATCH_FLOATING_TYPES(dt, "splat_sh_to_color_cuda", [&] {
+    sh_forward<scalar_t>(co.data_ptr<scalar_t>(), d.data_ptr<scalar_t>(), C, N, K, static_cast<int>(degree),
+                         out.data_ptr<scalar_t>(), stream);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+std::tuple<Tensor, Tensor> sh_to_color_backward_cuda(const Tensor& v_colors, const Tensor& coeffs,
+                                                     const Tensor& dirs, int64_t degree) {
+  const auto dt = coeffs.scalar_type();
+  check_cuda(coeffs, "coeffs", dt);
+  check_cuda(dirs, "dirs", dt);
+  const c10::cuda::CUDAGuard guard(coeffs.device());
+  const auto co = coeffs.contiguous(), d = dirs.contiguous(), vc = v_colors.to(dt).contiguous();
+  const int64_t C = d.size(0), N = d.size(1), K = co.size(1);
+  auto v_coeffs = at::zeros_like(co);
+  auto v_dirs = at::zeros_like(d);
+  const auto stream = c10::cuda::getCurrentCUDAStream().stream();
+  AT_DISPATCH_FLOATING_TYPES(dt, "splat_sh_to_color_backward_cuda", [&] {
+    sh_backward<scalar_t>(vc.data_ptr<scalar_t>(), co.data_ptr<scalar_t>(), d.data_ptr<scalar_t>(), C, N, K,
+                          static_cast<int>(degree), v_coeffs.data_ptr<scalar_t>(), v_dirs.data_ptr<scalar_t>(),
+                          stream);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {v_coeffs, v_dirs};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2d, const Tensor& radii,
+                                                            const Tensor& depths, int64_t tile_size,
+                                                            int64_t tile_width, int64_t tile_height) {
+  const auto dt = means2d.scalar_type();
+  check_cuda(means2d, "means2d", dt);
+  check_cuda(radii, "radii", at::kInt);
+  check_cuda(depths, "depths", dt);
+  TORCH_CHECK(means2d.dim() == 3 && means2d.size(2) == 2, "splat_isect_tiles: means2d must be [C,N,2]");
+  const c10::cuda::CUDAGuard guard(means2d.device());
+  const auto m2 = means2d.contiguous(), r = radii.contiguous(), d = depths.contiguous();
+  const int64_t C = m2.size(0), N = m2.size(1), CN = C * N, ntiles = C * tile_width * tile_height;
+  TORCH_CHECK(CN < (int64_t(1) << 31), "splat_isect_tiles: C*N must fit in int32");
+  const auto stream = c10::cuda::getCurrentCUDAStream().stream();
+  auto tiles_per_gauss = at::empty({C, N}, r.options());
+  auto cum = at::empty({CN}, r.options());
+  AT_DISPATCH_FLOATING_TYPES(dt, "splat_isect_count_cuda", [&] {
+    isect_count<scalar_t>(m2.data_ptr<scalar_t>(), r.data_ptr<int32_t>(), CN, tile_size, tile_width, tile_height,
+                          tiles_per_gauss.data_ptr<int32_t>(), stream);
+  });
+  auto scan_tmp = at::empty({static_cast<int64_t>(isect_scan_temp_bytes(CN)) + 1}, r.options().dtype(at::kByte));
+  isect_scan(tiles_per_gauss.data_ptr<int32_t>(), cum.data_ptr<int32_t>(), CN, scan_tmp.data_ptr(),
+             static_cast<size_t>(scan_tmp.numel()), stream);
+  const int64_t M = CN > 0 ? cum[CN - 1].item<int32_t>() : 0;  // synchronises
+  auto keys = at::empty({M}, r.options().dtype(at::kLong));
+  auto ids = at::empty({M}, r.options());
+  AT_DISPATCH_FLOATING_TYPES(dt, "splat_isect_fill_cuda", [&] {
+    isect_fill<scalar_t>(m2.data_ptr<scalar_t>(), r.data_ptr<int32_t>(), d.data_ptr<scalar_t>(),
+                         cum.data_ptr<int32_t>(), C, N, tile_size, tile_width, tile_height, keys.data_ptr<int64_t>(),
+                         ids.data_ptr<int32_t>(), stream);
+  });
+  auto keys_sorted = at::empty_like(keys);
+  auto ids_sorted = at::empty_like(ids);
+  int tile_bits = 0;
+  while ((int64_t(1) << tile_bits) < ntiles) ++tile_bits;
+  auto sort_tmp = at::empty({static_cast<int64_t>(isect_sort_temp_bytes(M)) + 1}, r.options().dtype(at::kByte));
+  isect_sort(keys.data_ptr<int64_t>(), ids.data_ptr<int32_t>(), keys_sorted.data_ptr<int64_t>(),
+             ids_sorted.data_ptr<int32_t>(), M, 32 + tile_bits, sort_tmp.data_ptr(),
+             static_cast<size_t>(sort_tmp.numel()), stream);
+  auto offsets = at::empty({C, tile_height, tile_width}, r.options());
+  isect_tile_offsets(keys_sorted.data_ptr<int64_t>(), M, ntiles, offsets.data_ptr<int32_t>(), stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {tiles_per_gauss, keys_sorted, ids_sorted, offsets};
+}
+
+void check_raster(const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
+                  int64_t tile_size, const Tensor& tile_offsets, const Tensor& flatten_ids) {
+  const auto dt = means2d.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, "splat_rasterize: dtype must be float32 or float64");
+  check_cuda(means2d, "means2d", dt);
+  check_cuda(conics, "conics", dt);
+  check_cuda(colors, "colors", dt);
+  check_cuda(opacities, "opacities", dt);
+  check_cuda(tile_offsets, "tile_offsets", at::kInt);
+  check_cuda(flatten_ids, "flatten_ids", at::kInt);
+  TORCH_CHECK(colors.dim() == 3 && colors.size(2) >= 1 && colors.size(2) <= kMaxChannels,
+              "splat_rasterize (CUDA): colors must be [C,N,D] with D <= ", kMaxChannels);
+  TORCH_CHECK(tile_size >= 1 && tile_size <= kMaxTileSize, "splat_rasterize (CUDA): tile_size must be <= ",
+              kMaxTileSize);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d, const Tensor& conics,
+                                                          const Tensor& colors, const Tensor& opacities,
+                                                          int64_t width, int64_t height, int64_t tile_size,
+                                                          const Tensor& tile_offsets, const Tensor& flatten_ids) {
+  check_raster(means2d, conics, colors, opacities, tile_size, tile_offsets, flatten_ids);
+  const c10::cuda::CUDAGuard guard(means2d.device());
+  const auto m2 = means2d.contiguous(), co = conics.contiguous(), col = colors.contiguous();
+  const auto op = opacities.contiguous(), toff = tile_offsets.contiguous(), fid = flatten_ids.contiguous();
+  const int64_t C = col.size(0), N = col.size(1), D = col.size(2), M = fid.size(0);
+  auto out_c = at::empty({C, height, width, D}, col.options());
+  auto out_a = at::empty({C, height, width, 1}, col.options());
+  auto out_t = at::empty({C, height, width}, col.options());
+  auto out_l = at::empty({C, height, width}, col.options().dtype(at::kInt));
+  const auto stream = c10::cuda::getCurrentCUDAStream().stream();
+  AT_DISPATCH_FLOATING_TYPES(m2.scalar_type(), "splat_rasterize_cuda", [&] {
+    rasterize_forward<scalar_t>(m2.data_ptr<scalar_t>(), co.data_ptr<scalar_t>(), col.data_ptr<scalar_t>(),
+                                op.data_ptr<scalar_t>(), C, N, D, width, height, tile_size, toff.data_ptr<int32_t>(),
+                                fid.data_ptr<int32_t>(), M, out_c.data_ptr<scalar_t>(), out_a.data_ptr<scalar_t>(),
+                                out_t.data_ptr<scalar_t>(), out_l.data_ptr<int32_t>(), stream);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {out_c, out_a, out_t, out_l};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_backward_cuda(
+    const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities, int64_t width,
+    int64_t height, int64_t tile_size, const Tensor& tile_offsets, const Tensor& flatten_ids,
+    const Tensor& transmittances, const Tensor& last_ids, const Tensor& v_colors, const Tensor& v_alphas) {
+  check_raster(means2d, conics, colors, opacities, tile_size, tile_offsets, flatten_ids);
+  const c10::cuda::CUDAGuard guard(means2d.device());
+  const auto dt = means2d.scalar_type();
+  const auto m2 = means2d.contiguous(), co = conics.contiguous(), col = colors.contiguous();
+  const auto op = opacities.contiguous(), toff = tile_offsets.contiguous(), fid = flatten_ids.contiguous();
+  const auto tr = transmittances.to(dt).contiguous(), last = last_ids.contiguous();
+  const auto vc = v_colors.to(dt).contiguous(), va = v_alphas.to(dt).contiguous();
+  const int64_t C = col.size(0), N = col.size(1), D = col.size(2), M = fid.size(0);
+  auto g_m2 = at::zeros_like(m2), g_co = at::zeros_like(co), g_col = at::zeros_like(col), g_op = at::zeros_like(op);
+  const auto stream = c10::cuda::getCurrentCUDAStream().stream();
+  AT_DISPATCH_FLOATING_TYPES(dt, "splat_rasterize_backward_cuda", [&] {
+    rasterize_backward<scalar_t>(m2.data_ptr<scalar_t>(), co.data_ptr<scalar_t>(), col.data_ptr<scalar_t>(),
+                                 op.data_ptr<scalar_t>(), C, N, D, width, height, tile_size, toff.data_ptr<int32_t>(),
+                                 fid.data_ptr<int32_t>(), M, tr.data_ptr<scalar_t>(), last.data_ptr<int32_t>(),
+                                 vc.data_ptr<scalar_t>(), va.data_ptr<scalar_t>(), g_m2.data_ptr<scalar_t>(),
+                                 g_co.data_ptr<scalar_t>(), g_col.data_ptr<scalar_t>(), g_op.data_ptr<scalar_t>(),
+                                 stream);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {g_m2, g_co, g_col, g_op};
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace splat
+}  // namespace gsw
+
+TORCH_LIBRARY_IMPL(gsworkbench, CUDA, m) {
+  m.impl("splat_project", &gsw::splat::cuda::project_cuda);
+  m.impl("splat_project_backward", &gsw::splat::cuda::project_backward_cuda);
+  m.impl("splat_sh_to_color", &gsw::splat::cuda::sh_to_color_cuda);
+  m.impl("splat_sh_to_color_backward", &gsw::splat::cuda::sh_to_color_backward_cuda);
+  m.impl("splat_isect_tiles", &gsw::splat::cuda::isect_tiles_cuda);
+  m.impl("splat_rasterize", &gsw::splat::cuda::rasterize_cuda);
+  m.impl("splat_rasterize_backward", &gsw::splat::cuda::rasterize_backward_cuda);
+}

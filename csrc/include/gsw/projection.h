@@ -1,0 +1,259 @@
+// EWA projection of one 3D Gaussian into one pinhole camera (gsplat conventions), forward and
+// analytic backward. Shared by the CPU (csrc/cpu/splat.cpp) and CUDA (csrc/cuda/splat.cu) kernels.
+//
+// Conventions: quaternions wxyz (normalised here), Sigma = R S S^T R^T, viewmat = [W | t] world to
+// camera, K = [[fx,0,cx],[0,fy,cy],[0,0,1]]; pixel centres at (i + 0.5, j + 0.5). The 2D covariance
+// gets eps2d (0.3 px^2) added to its diagonal; the compensation sqrt(det / det_blurred) is returned for
+// the antialiased mode. A Gaussian is culled (radius 0) when its depth is outside [near, far], its
+// blurred 2D covariance is not positive definite, or its 3-sigma disc misses the image.
+#pragma once
+
+#include "gsw/common.h"
+
+namespace gsw {
+namespace splat {
+
+using std::ceil;
+using std::sqrt;
+
+template <typename T>
+struct Camera {
+  T W[9];  // row-major rotation (world to camera)
+  T t[3];
+  T fx, fy, cx, cy;
+};
+
+template <typename T>
+GSW_HD Camera<T> load_camera(const T* viewmat, const T* K) {
+  Camera<T> c;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) c.W[3 * i + j] = viewmat[4 * i + j];
+    c.t[i] = viewmat[4 * i + 3];
+  }
+  c.fx = K[0];
+  c.cx = K[2];
+  c.fy = K[4];
+  c.cy = K[5];
+  return c;
+}
+
+// Row-major 3x3 helpers.
+template <typename T>
+GSW_HD void mat3_mul(const T* A, const T* B, T* out) {
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) out[3 * i + j] = A[3 * i] * B[j] + A[3 * i + 1] * B[3 + j] + A[3 * i + 2] * B[6 + j];
+}
+template <typename T>
+GSW_HD void mat3_mul_bt(const T* A, const T* B, T* out) {  // A B^T
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      out[3 * i + j] = A[3 * i] * B[3 * j] + A[3 * i + 1] * B[3 * j + 1] + A[3 * i + 2] * B[3 * j + 2];
+}
+template <typename T>
+GSW_HD void mat3_mul_at(const T* A, const T* B, T* out) {  // A^T B
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) out[3 * i + j] = A[i] * B[j] + A[3 + i] * B[3 + j] + A[6 + i] * B[6 + j];
+}
+
+// Normalised quaternion (wxyz) and its norm (clamped at 1e-12 like gaussians.quat_normalize).
+template <typename T>
+GSW_HD T quat_normalize(const T* q, T* qn) {
+  T n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+  n = n < T(1e-12) ? T(1e-12) : n;
+  for (int i = 0; i < 4; ++i) qn[i] = q[i] / n;
+  return n;
+}
+
+template <typename T>
+GSW_HD void rotmat_from_unit_quat(const T* q, T* R) {
+  const T w = q[0], x = q[1], y = q[2], z = q[3];
+  R[0] = 1 - 2 * (y * y + z * z);
+  R[1] = 2 * (x * y - w * z);
+  R[2] = 2 * (x * z + w * y);
+  R[3] = 2 * (x * y + w * z);
+  R[4] = 1 - 2 * (x * x + z * z);
+  R[5] = 2 * (y * z - w * x);
+  R[6] = 2 * (x * z - w * y);
+  R[7] = 2 * (y * z + w * x);
+  R[8] = 1 - 2 * (x * x + y * y);
+}
+
+// Gradient of rotmat_from_unit_quat: G (3x3, dL/dR) -> dL/dq for the unit quaternion q.
+template <typename T>
+GSW_HD void rotmat_from_unit_quat_vjp(const T* q, const T* G, T* vq) {
+  const T w = q[0], x = q[1], y = q[2], z = q[3];
+  vq[0] = 2 * (-z * G[1] + y * G[2] + z * G[3] - x * G[5] - y * G[6] + x * G[7]);
+  vq[1] = 2 * (y * G[1] + z * G[2] + y * G[3] - 2 * x * G[4] - w * G[5] + z * G[6] + w * G[7] - 2 * x * G[8]);
+  vq[2] = 2 * (-2 * y * G[0] + x * G[1] + w * G[2] + x * G[3] + z * G[5] - w * G[6] + z * G[7] - 2 * y * G[8]);
+  vq[3] = 2 * (-2 * z * G[0] - w * G[1] + x * G[2] + w * G[3] - 2 * z * G[4] + y * G[5] + x * G[6] + y * G[7]);
+}
+
+// Everything the forward computes for one (Gaussian, camera) pair; the backward recomputes it.
+template <typename T>
+struct Projected {
+  T p[3];        // camera-space mean
+  T Rq[9];       // rotation of the Gaussian
+  T M[9];        // Rq * diag(scale)
+  T Sigma[9];    // world covariance
+  T covc[9];     // camera covariance W Sigma W^T
+  T J[6];        // 2x3 Jacobian (row-major)
+  T tx, ty;      // clamped camera x, y used in J
+  bool clip_x, clip_y;
+  T a, b, c;     // blurred 2D covariance
+  T det_orig, det;
+  T comp;
+  T conic[3];
+  T mean2d[2];
+  int32_t radius;
+};
+
+// Returns false when the pair is culled (then only p may be set).
+template <typename T>
+GSW_HD bool project_forward(const T* mean, const T* quat, const T* scale, const Camera<T>& cam, int64_t width,
+                            int64_t height, T eps2d, T near_plane, T far_plane, Projected<T>& o) {
+  for (int i = 0; i < 3; ++i)
+    o.p[i] = cam.W[3 * i] * mean[0] + cam.W[3 * i + 1] * mean[1] + cam.W[3 * i + 2] * mean[2] + cam.t[i];
+  const T z = o.p[2];
+  if (!(z >= near_plane && z <= far_plane)) return false;
+  T qn[4];
+  quat_normalize(quat, qn);
+  rotmat_from_unit_quat(qn, o.Rq);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) o.M[3 * i + j] = o.Rq[3 * i + j] * scale[j];
+  mat3_mul_bt(o.M, o.M, o.Sigma);
+  T tmp[9];
+  mat3_mul(cam.W, o.Sigma, tmp);
+  mat3_mul_bt(tmp, cam.W, o.covc);
+  // Jacobian of the perspective projection, with the camera x/z, y/z clamped to 1.3x the fov.
+  const T tan_fovx = T(0.5) * T(width) / cam.fx, tan_fovy = T(0.5) * T(height) / cam.fy;
+  const T lim_xp = (T(width) - cam.cx) / cam.fx + T(0.3) * tan_fovx;
+  const T lim_xn = cam.cx / cam.fx + T(0.3) * tan_fovx;
+  const T lim_yp = (T(height) - cam.cy) / cam.fy + T(0.3) * tan_fovy;
+  const T lim_yn = cam.cy / cam.fy + T(0.3) * tan_fovy;
+  const T xz = o.p[0] / z, yz = o.p[1] / z;
+  o.clip_x = xz < -lim_xn || xz > lim_xp;
+  o.clip_y = yz < -lim_yn || yz > lim_yp;
+  o.tx = z * (xz < -lim_xn ? -lim_xn : (xz > lim_xp ? lim_xp : xz));
+  o.ty = z * (yz < -lim_yn ? -lim_yn : (yz > lim_yp ? lim_yp : yz));
+  const T iz = T(1) / z;
+  o.J[0] = cam.fx * iz;
+  o.J[1] = 0;
+  o.J[2] = -cam.fx * o.tx * iz * iz;
+  o.J[3] = 0;
+  o.J[4] = cam.fy * iz;
+  o.J[5] = -cam.fy * o.ty * iz * iz;
+  // cov2 = J covc J^T
+  T JC[6];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      JC[3 * i + j] = o.J[3 * i] * o.covc[j] + o.J[3 * i + 1] * o.covc[3 + j] + o.J[3 * i + 2] * o.covc[6 + j];
+  const T a0 = JC[0] * o.J[0] + JC[1] * o.J[1] + JC[2] * o.J[2];
+  const T b0 = JC[0] * o.J[3] + JC[1] * o.J[4] + JC[2] * o.J[5];
+  const T c0 = JC[3] * o.J[3] + JC[4] * o.J[4] + JC[5] * o.J[5];
+  o.det_orig = a0 * c0 - b0 * b0;
+  o.a = a0 + eps2d;
+  o.b = b0;
+  o.c = c0 + eps2d;
+  o.det = o.a * o.c - o.b * o.b;
+  if (!(o.det > T(0))) return false;
+  const T ratio = o.det_orig / o.det;
+  o.comp = ratio > T(0) ? sqrt(ratio) : T(0);
+  const T idet = T(1) / o.det;
+  o.conic[0] = o.c * idet;
+  o.conic[1] = -o.b * idet;
+  o.conic[2] = o.a * idet;
+  // 3-sigma extent of the larger eigenvalue
+  const T bm = T(0.5) * (o.a + o.c);
+  T disc = bm * bm - o.det;
+  disc = disc < T(0.01) ? T(0.01) : disc;
+  const T v1 = bm + sqrt(disc);
+  const T r = ceil(T(3) * sqrt(v1));
+  o.radius = static_cast<int32_t>(r);
+  o.mean2d[0] = cam.fx * o.p[0] * iz + cam.cx;
+  o.mean2d[1] = cam.fy * o.p[1] * iz + cam.cy;
+  if (!(r > T(0))) return false;
+  if (o.mean2d[0] + r <= T(0) || o.mean2d[0] - r >= T(width) || o.mean2d[1] + r <= T(0) ||
+      o.mean2d[1] - r >= T(height))
+    return false;
+  return true;
+}
+
+// Backward of one visible pair. Adds to v_mean[3], v_quat[4], v_scale[3] and to vW[9], vt[3] (the
+// viewmat gradient). v_conic are the gradients of the stored conic (a, b, c) entries.
+template <typename T>
+GSW_HD void project_backward(const T* mean, const T* quat, const T* scale, const Camera<T>& cam, T eps2d,
+                             const Projected<T>& o, const T* v_mean2d, T v_depth, const T* v_conic, T v_comp,
+                             T* v_mean, T* v_quat, T* v_scale, T* vW, T* vt) {
+  const T z = o.p[2], iz = T(1) / z;
+  // conic = inv(A): G_A = -C V C with V = [[va, vb/2], [vb/2, vc]]
+  const T C0 = o.conic[0], C1 = o.conic[1], C2 = o.conic[2];
+  const T V0 = v_conic[0], V1 = T(0.5) * v_conic[1], V2 = v_conic[2];
+  // C V
+  const T CV00 = C0 * V0 + C1 * V1, CV01 = C0 * V1 + C1 * V2;
+  const T CV10 = C1 * V0 + C2 * V1, CV11 = C1 * V1 + C2 * V2;
+  T G00 = -(CV00 * C0 + CV01 * C1);
+  T G01 = -(CV00 * C1 + CV01 * C2);
+  T G11 = -(CV10 * C1 + CV11 * C2);
+  // compensation = sqrt(det_orig / det)
+  if (o.comp > T(0) && v_comp != T(0)) {
+    const T vr = v_comp * T(0.5) / o.comp;
+    const T ao = o.a - eps2d, co = o.c - eps2d;
+    const T id = T(1) / o.det, r = o.det_orig * id * id;
+    G00 += vr * (co * id - r * o.c);
+    G11 += vr * (ao * id - r * o.a);
+    G01 += vr * (-o.b * id + r * o.b);
+  }
+  // cov2 = J covc J^T (G symmetric): G_covc = J^T G J, G_J = 2 G J covc
+  const T G[4] = {G00, G01, G01, G11};
+  T GJ[6];  // G J  (2x3)
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) GJ[3 * i + j] = G[2 * i] * o.J[j] + G[2 * i + 1] * o.J[3 + j];
+  T Gc[9];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) Gc[3 * i + j] = o.J[i] * GJ[j] + o.J[3 + i] * GJ[3 + j];
+  T vJ[6];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      vJ[3 * i + j] = 2 * (GJ[3 * i] * o.covc[j] + GJ[3 * i + 1] * o.covc[3 + j] + GJ[3 * i + 2] * o.covc[6 + j]);
+  // camera-space mean gradient
+  T vp[3] = {0, 0, 0};
+  vp[0] += cam.fx * iz * v_mean2d[0];
+  vp[1] += cam.fy * iz * v_mean2d[1];
+  vp[2] += -cam.fx * o.p[0] * iz * iz * v_mean2d[0] - cam.fy * o.p[1] * iz * iz * v_mean2d[1] + v_depth;
+  const T iz2 = iz * iz, iz3 = iz2 * iz;
+  vp[2] += -cam.fx * iz2 * vJ[0] + 2 * cam.fx * o.tx * iz3 * vJ[2] - cam.fy * iz2 * vJ[4] +
+           2 * cam.fy * o.ty * iz3 * vJ[5];
+  const T v_tx = -cam.fx * iz2 * vJ[2], v_ty = -cam.fy * iz2 * vJ[5];
+  if (o.clip_x) vp[2] += v_tx * o.tx * iz; else vp[0] += v_tx;
+  if (o.clip_y) vp[2] += v_ty * o.ty * iz; else vp[1] += v_ty;
+  // covc = W Sigma W^T: G_Sigma = W^T Gc W, G_W += 2 Gc W Sigma
+  T tmp[9], GS[9], WS[9];
+  mat3_mul_at(cam.W, Gc, tmp);
+  mat3_mul(tmp, cam.W, GS);
+  mat3_mul(cam.W, o.Sigma, WS);
+  mat3_mul(Gc, WS, tmp);
+  for (int k = 0; k < 9; ++k) vW[k] += 2 * tmp[k];
+  // p = W mean + t
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) vW[3 * i + j] += vp[i] * mean[j];
+    vt[i] += vp[i];
+    v_mean[i] += cam.W[i] * vp[0] + cam.W[3 + i] * vp[1] + cam.W[6 + i] * vp[2];
+  }
+  // Sigma = M M^T: G_M = 2 G_Sigma M; M = Rq diag(s)
+  T GM[9];
+  mat3_mul(GS, o.M, GM);
+  T GR[9];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) GR[3 * i + j] = 2 * GM[3 * i + j] * scale[j];
+  for (int j = 0; j < 3; ++j)
+    v_scale[j] += 2 * (GM[j] * o.Rq[j] + GM[3 + j] * o.Rq[3 + j] + GM[6 + j] * o.Rq[6 + j]);
+  T qn[4], vqn[4];
+  const T n = quat_normalize(quat, qn);
+  rotmat_from_unit_quat_vjp(qn, GR, vqn);
+  const T dot = qn[0] * vqn[0] + qn[1] * vqn[1] + qn[2] * vqn[2] + qn[3] * vqn[3];
+  const bool clamped = n <= T(1e-12);
+  for (int i = 0; i < 4; ++i) v_quat[i] += clamped ? vqn[i] / n : (vqn[i] - qn[i] * dot) / n;
+}
+
+}  // namespace splat
+}  // namespace gsw

@@ -1,0 +1,129 @@
+// Real spherical harmonics to colour (3DGS convention, degree <= 3), forward and analytic backward.
+// The constants and basis order are those of gsworkbench/gaussians.py. colour = SH(dir/|dir|) + 0.5,
+// clamped at 0, with dir the (unnormalised) vector from the camera centre to the Gaussian.
+#pragma once
+
+#include "gsw/common.h"
+
+namespace gsw {
+namespace splat {
+
+using std::sqrt;
+
+constexpr double kShC0 = 0.28209479177387814;
+constexpr double kShC1 = 0.4886025119029199;
+// Scalars, not arrays: constexpr arrays cannot be read from CUDA device code.
+constexpr double kShC2_0 = 1.0925484305920792, kShC2_1 = -1.0925484305920792, kShC2_2 = 0.31539156525252005,
+                 kShC2_3 = -1.0925484305920792, kShC2_4 = 0.5462742152960396;
+constexpr double kShC3_0 = -0.5900435899266435, kShC3_1 = 2.890611442640554, kShC3_2 = -0.4570457994644658,
+                 kShC3_3 = 0.3731763325901154, kShC3_4 = -0.4570457994644658, kShC3_5 = 1.445305721320277,
+                 kShC3_6 = -0.5900435899266435;
+
+// Basis values b[0..(d+1)^2) at a unit direction; with grad != nullptr also db/d(x,y,z) as
+// grad[3*k + axis].
+template <typename T>
+GSW_HD void sh_basis(int degree, T x, T y, T z, T* b, T* g) {
+  b[0] = T(kShC0);
+  if (g) g[0] = g[1] = g[2] = T(0);
+  if (degree < 1) return;
+  const T c1 = T(kShC1);
+  b[1] = -c1 * y;
+  b[2] = c1 * z;
+  b[3] = -c1 * x;
+  if (g) {
+    g[3] = 0; g[4] = -c1; g[5] = 0;
+    g[6] = 0; g[7] = 0; g[8] = c1;
+    g[9] = -c1; g[10] = 0; g[11] = 0;
+  }
+  if (degree < 2) return;
+  const T xx = x * x, yy = y * y, zz = z * z;
+  const T c20 = T(kShC2_0), c21 = T(kShC2_1), c22 = T(kShC2_2), c23 = T(kShC2_3), c24 = T(kShC2_4);
+  b[4] = c20 * x * y;
+  b[5] = c21 * y * z;
+  b[6] = c22 * (2 * zz - xx - yy);
+  b[7] = c23 * x * z;
+  b[8] = c24 * (xx - yy);
+  if (g) {
+    g[12] = c20 * y; g[13] = c20 * x; g[14] = 0;
+    g[15] = 0; g[16] = c21 * z; g[17] = c21 * y;
+    g[18] = -2 * c22 * x; g[19] = -2 * c22 * y; g[20] = 4 * c22 * z;
+    g[21] = c23 * z; g[22] = 0; g[23] = c23 * x;
+    g[24] = 2 * c24 * x; g[25] = -2 * c24 * y; g[26] = 0;
+  }
+  if (degree < 3) return;
+  const T c30 = T(kShC3_0), c31 = T(kShC3_1), c32 = T(kShC3_2), c33 = T(kShC3_3), c34 = T(kShC3_4),
+          c35 = T(kShC3_5), c36 = T(kShC3_6);
+  b[9] = c30 * y * (3 * xx - yy);
+  b[10] = c31 * x * y * z;
+  b[11] = c32 * y * (4 * zz - xx - yy);
+  b[12] = c33 * z * (2 * zz - 3 * xx - 3 * yy);
+  b[13] = c34 * x * (4 * zz - xx - yy);
+  b[14] = c35 * z * (xx - yy);
+  b[15] = c36 * x * (xx - 3 * yy);
+  if (g) {
+    g[27] = c30 * 6 * x * y; g[28] = c30 * (3 * xx - 3 * yy); g[29] = 0;
+    g[30] = c31 * y * z; g[31] = c31 * x * z; g[32] = c31 * x * y;
+    g[33] = -2 * c32 * x * y; g[34] = c32 * (4 * zz - xx - 3 * yy); g[35] = 8 * c32 * y * z;
+    g[36] = -6 * c33 * x * z; g[37] = -6 * c33 * y * z; g[38] = c33 * (6 * zz - 3 * xx - 3 * yy);
+    g[39] = c34 * (4 * zz - 3 * xx - yy); g[40] = -2 * c34 * x * y; g[41] = 8 * c34 * x * z;
+    g[42] = 2 * c35 * x * z; g[43] = -2 * c35 * y * z; g[44] = c35 * (xx - yy);
+    g[45] = c36 * (3 * xx - 3 * yy); g[46] = -6 * c36 * x * y; g[47] = 0;
+  }
+}
+
+// colour[3] from coeffs[K*3] (row k = coefficient k, 3 channels; the first (d+1)^2 rows are used).
+template <typename T>
+GSW_HD void sh_to_color_forward(int degree, const T* coeffs, const T* dir, T* color) {
+  T n = sqrt(dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]);
+  n = n < T(1e-12) ? T(1e-12) : n;
+  T b[16];
+  sh_basis<T>(degree, dir[0] / n, dir[1] / n, dir[2] / n, b, nullptr);
+  const int k = (degree + 1) * (degree + 1);
+  for (int ch = 0; ch < 3; ++ch) {
+    T s = 0;
+    for (int i = 0; i < k; ++i) s += b[i] * coeffs[3 * i + ch];
+    s += T(0.5);
+    color[ch] = s > T(0) ? s : T(0);
+  }
+}
+
+// Backward: writes v_coeffs[K*3] (rows >= (d+1)^2 untouched: the caller zeroes them) and adds the
+// direction gradient to v_dir[3].
+template <typename T>
+GSW_HD void sh_to_color_backward(int degree, const T* coeffs, const T* dir, const T* v_color, T* v_coeffs,
+                                 T* v_dir) {
+  T n = sqrt(dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]);
+  const bool clamped = n < T(1e-12);
+  n = clamped ? T(1e-12) : n;
+  const T d[3] = {dir[0] / n, dir[1] / n, dir[2] / n};
+  T b[16], g[48];
+  sh_basis<T>(degree, d[0], d[1], d[2], b, g);
+  const int k = (degree + 1) * (degree + 1);
+  T v[3];
+  for (int ch = 0; ch < 3; ++ch) {
+    T s = 0;
+    for (int i = 0; i < k; ++i) s += b[i] * coeffs[3 * i + ch];
+    v[ch] = s + T(0.5) > T(0) ? v_color[ch] : T(0);
+  }
+  T vd[3] = {0, 0, 0};
+  for (int i = 0; i < k; ++i) {
+    T vb = 0;
+    for (int ch = 0; ch < 3; ++ch) {
+      v_coeffs[3 * i + ch] = b[i] * v[ch];
+      vb += coeffs[3 * i + ch] * v[ch];
+    }
+    vd[0] += vb * g[3 * i];
+    vd[1] += vb * g[3 * i + 1];
+    vd[2] += vb * g[3 * i + 2];
+  }
+  if (degree == 0) return;
+  if (clamped) {
+    for (int a = 0; a < 3; ++a) v_dir[a] += vd[a] / n;
+    return;
+  }
+  const T dot = d[0] * vd[0] + d[1] * vd[1] + d[2] * vd[2];
+  for (int a = 0; a < 3; ++a) v_dir[a] += (vd[a] - d[a] * dot) / n;
+}
+
+}  // namespace splat
+}  // namespace gsw

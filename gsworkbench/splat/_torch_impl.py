@@ -1,0 +1,215 @@
+"""Pure-torch reference of each rasterizer stage (gsplat conventions); differentiable by autograd.
+
+Readable rather than fast: projection, SH and tile intersection are vectorized over Gaussians and
+cameras; rasterization loops over tiles in Python and is vectorized over the pixels and Gaussians of a
+tile. The ``ext`` kernels (csrc/cpu/splat.cpp) are tested against these functions.
+
+Shapes: N Gaussians, C cameras, D colour channels, M tile intersections, images H x W (pixels).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gsworkbench import gaussians
+
+ALPHA_MAX = 0.99
+ALPHA_MIN = 1.0 / 255.0
+TRANSMITTANCE_MIN = 1e-4
+
+
+def project_gaussians(
+    means: torch.Tensor,
+    quats: torch.Tensor,
+    scales: torch.Tensor,
+    viewmats: torch.Tensor,
+    Ks: torch.Tensor,
+    width: int,
+    height: int,
+    eps2d: float = 0.3,
+    near_plane: float = 0.01,
+    far_plane: float = 1e10,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """EWA projection of N Gaussians into C pinhole cameras.
+
+    Returns radii [C,N] int32 (0: culled), means2d [C,N,2] (pixels), depths [C,N] (camera z),
+    conics [C,N,3] (inverse blurred 2D covariance: xx, xy, yy) and compensations [C,N]
+    (sqrt(det cov2d / det blurred), for the antialiased mode). Culled entries are 0.
+    """
+    W = viewmats[:, :3, :3]  # [C,3,3]
+    t = viewmats[:, :3, 3]  # [C,3]
+    p = torch.einsum("cij,nj->cni", W, means) + t[:, None, :]  # [C,N,3]
+    x, y, z = p.unbind(-1)
+    in_depth = (z >= near_plane) & (z <= far_plane)
+    zs = torch.where(in_depth, z, torch.ones_like(z))  # keeps culled pairs finite (and their grads zero)
+    cov = gaussians.covariance_from_scales_quats(scales, quats)  # [N,3,3]
+    covc = W[:, None] @ cov[None] @ W.transpose(-1, -2)[:, None]  # [C,N,3,3]
+    fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]  # [C,1]
+    cx, cy = Ks[:, 0, 2, None], Ks[:, 1, 2, None]
+    tan_fovx, tan_fovy = 0.5 * width / fx, 0.5 * height / fy
+    lim_xp, lim_xn = (width - cx) / fx + 0.3 * tan_fovx, cx / fx + 0.3 * tan_fovx
+    lim_yp, lim_yn = (height - cy) / fy + 0.3 * tan_fovy, cy / fy + 0.3 * tan_fovy
+    tx = zs * torch.minimum(torch.maximum(x / zs, -lim_xn), lim_xp)
+    ty = zs * torch.minimum(torch.maximum(y / zs, -lim_yn), lim_yp)
+    zero = torch.zeros_like(zs)
+    J = torch.stack([fx / zs, zero, -fx * tx / zs**2, zero, fy / zs, -fy * ty / zs**2], dim=-1).reshape(
+        *zs.shape, 2, 3
+    )
+    cov2 = J @ covc @ J.transpose(-1, -2)  # [C,N,2,2]
+    a0, b0, c0 = cov2[..., 0, 0], cov2[..., 0, 1], cov2[..., 1, 1]
+    det_orig = a0 * c0 - b0 * b0
+    a, c = a0 + eps2d, c0 + eps2d
+    det = a * c - b0 * b0
+    ok_det = det > 0
+    dets = torch.where(ok_det, det, torch.ones_like(det))
+    ratio = det_orig / dets
+    pos = ratio > 0
+    comp = torch.where(
+        pos, torch.sqrt(torch.where(pos, ratio, torch.ones_like(ratio))), torch.zeros_like(ratio)
+    )
+    conics = torch.stack([c / dets, -b0 / dets, a / dets], dim=-1)
+    bm = 0.5 * (a + c)
+    v1 = bm + torch.sqrt(torch.clamp_min(bm * bm - dets, 0.01))
+    radius = torch.ceil(3.0 * torch.sqrt(v1.detach()))
+    u = fx * x / zs + cx
+    v = fy * y / zs + cy
+    means2d = torch.stack([u, v], dim=-1)
+    valid = in_depth & ok_det & (radius > 0)
+    ud, vd = u.detach(), v.detach()
+    valid &= (ud + radius > 0) & (ud - radius < width) & (vd + radius > 0) & (vd - radius < height)
+    radii = torch.where(valid, radius, torch.zeros_like(radius)).to(torch.int32)
+    vm = valid[..., None]
+    return (
+        radii,
+        torch.where(vm, means2d, torch.zeros_like(means2d)),
+        torch.where(valid, z, torch.zeros_like(z)),
+        torch.where(vm, conics, torch.zeros_like(conics)),
+        torch.where(valid, comp, torch.zeros_like(comp)),
+    )
+
+
+def camera_centers(viewmats: torch.Tensor) -> torch.Tensor:
+    """World positions [C,3] of the cameras of world-to-camera matrices [C,4,4]: -R^T t."""
+    R = viewmats[:, :3, :3]
+    t = viewmats[:, :3, 3]
+    return -(R.transpose(-1, -2) @ t[..., None])[..., 0]
+
+
+def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
+    """Colours [C,N,3] of SH coefficients [N,K,3] seen along dirs [C,N,3] (camera to mean)."""
+    return gaussians.sh_to_color(coeffs[None].expand(dirs.shape[0], *coeffs.shape), dirs, degree)
+
+
+def tile_bounds(
+    means2d: torch.Tensor, radii: torch.Tensor, tile_size: int, tile_width: int, tile_height: int
+) -> torch.Tensor:
+    """Tile bounding boxes [C,N,4] (x0, y0, x1, y1; half-open) of each Gaussian's 3-sigma square."""
+    r = radii.to(means2d.dtype)
+    m = means2d.detach()
+    x0 = torch.floor((m[..., 0] - r) / tile_size).clamp(0, tile_width)
+    y0 = torch.floor((m[..., 1] - r) / tile_size).clamp(0, tile_height)
+    x1 = torch.ceil((m[..., 0] + r) / tile_size).clamp(0, tile_width)
+    y1 = torch.ceil((m[..., 1] + r) / tile_size).clamp(0, tile_height)
+    box = torch.stack([x0, y0, x1, y1], dim=-1).to(torch.int64)
+    return torch.where((radii > 0)[..., None], box, torch.zeros_like(box))
+
+
+def isect_tiles(
+    means2d: torch.Tensor,
+    radii: torch.Tensor,
+    depths: torch.Tensor,
+    tile_size: int,
+    tile_width: int,
+    tile_height: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tile intersections sorted by (camera, tile, depth), vectorized (no loop over Gaussians).
+
+    Returns tiles_per_gauss [C,N] int32, isect_ids [M] int64 (global tile id << 32 | float32 depth
+    bits), flatten_ids [M] int32 (index c*N + n) and tile_offsets [C,tile_height,tile_width] int32
+    (start of each tile's run in the sorted list).
+    """
+    C, N = radii.shape
+    ntiles = tile_width * tile_height
+    box = tile_bounds(means2d, radii, tile_size, tile_width, tile_height).reshape(C * N, 4)
+    bw = box[:, 2] - box[:, 0]
+    bh = box[:, 3] - box[:, 1]
+    counts = bw * bh
+    dev = radii.device
+    gid = torch.repeat_interleave(torch.arange(C * N, device=dev), counts)
+    first = torch.cumsum(counts, 0) - counts
+    local = torch.arange(gid.numel(), device=dev) - first[gid]
+    tx = box[gid, 0] + local % bw[gid].clamp_min(1)
+    ty = box[gid, 1] + local // bw[gid].clamp_min(1)
+    tile = (gid // N) * ntiles + ty * tile_width + tx
+    dbits = depths.detach().to(torch.float32).reshape(-1)[gid].view(torch.int32).to(torch.int64)
+    # sort by (tile, depth, gid): stable sorts from the last key to the first
+    order = torch.argsort(dbits, stable=True)
+    order = order[torch.argsort(tile[order], stable=True)]
+    tile, gid, dbits = tile[order], gid[order], dbits[order]
+    isect_ids = (tile << 32) | dbits
+    tile_offsets = torch.searchsorted(tile, torch.arange(C * ntiles, device=dev)).to(torch.int32)
+    return (
+        counts.reshape(C, N).to(torch.int32),
+        isect_ids,
+        gid.to(torch.int32),
+        tile_offsets.reshape(C, tile_height, tile_width),
+    )
+
+
+def rasterize_to_pixels(
+    means2d: torch.Tensor,
+    conics: torch.Tensor,
+    colors: torch.Tensor,
+    opacities: torch.Tensor,
+    width: int,
+    height: int,
+    tile_size: int,
+    tile_offsets: torch.Tensor,
+    flatten_ids: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Front-to-back alpha compositing per tile: colours [C,H,W,D] and alphas [C,H,W,1].
+
+    Each pixel blends the depth-sorted Gaussians of its tile: alpha = min(0.99, o exp(-sigma)),
+    skipped when sigma < 0 or alpha < 1/255, stopping before transmittance would reach 1e-4.
+    """
+    C, N, D = colors.shape
+    th, tw = tile_offsets.shape[1:]
+    M = flatten_ids.numel()
+    flat_m, flat_c = means2d.reshape(C * N, 2), conics.reshape(C * N, 3)
+    flat_col, flat_o = colors.reshape(C * N, D), opacities.reshape(C * N)
+    offs = tile_offsets.reshape(-1).tolist() + [M]
+    ar = torch.arange(tile_size, device=means2d.device)
+    ly, lx = torch.meshgrid(ar, ar, indexing="ij")
+    lx, ly = lx.reshape(-1).to(means2d.dtype), ly.reshape(-1).to(means2d.dtype)
+    P = tile_size * tile_size
+    zeros_c = means2d.new_zeros(P, D)
+    zeros_a = means2d.new_zeros(P)
+    tiles_c, tiles_a = [], []
+    for t in range(C * th * tw):
+        s, e = offs[t], offs[t + 1]
+        if e <= s:
+            tiles_c.append(zeros_c)
+            tiles_a.append(zeros_a)
+            continue
+        ty, tx = (t % (th * tw)) // tw, t % tw
+        px = tx * tile_size + lx + 0.5
+        py = ty * tile_size + ly + 0.5
+        ids = flatten_ids[s:e].to(torch.int64)
+        m, cn, o = flat_m[ids], flat_c[ids], flat_o[ids]
+        dx = m[None, :, 0] - px[:, None]  # [P,G]
+        dy = m[None, :, 1] - py[:, None]
+        sigma = 0.5 * (cn[:, 0] * dx * dx + cn[:, 2] * dy * dy) + cn[:, 1] * dx * dy
+        alpha = torch.clamp_max(o * torch.exp(-sigma.clamp_min(0)), ALPHA_MAX)
+        alpha = torch.where((sigma >= 0) & (alpha >= ALPHA_MIN), alpha, torch.zeros_like(alpha))
+        keep = torch.cumprod(1 - alpha.detach(), dim=1) > TRANSMITTANCE_MIN  # a prefix per pixel
+        alpha = alpha * keep
+        trans = torch.cumprod(1 - alpha, dim=1)
+        T_before = torch.cat([torch.ones_like(trans[:, :1]), trans[:, :-1]], dim=1)
+        w = alpha * T_before
+        tiles_c.append(w @ flat_col[ids])
+        tiles_a.append(1 - trans[:, -1])
+    img_c = torch.stack(tiles_c).reshape(C, th, tw, tile_size, tile_size, D)
+    img_a = torch.stack(tiles_a).reshape(C, th, tw, tile_size, tile_size, 1)
+    img_c = img_c.permute(0, 1, 3, 2, 4, 5).reshape(C, th * tile_size, tw * tile_size, D)[:, :height, :width]
+    img_a = img_a.permute(0, 1, 3, 2, 4, 5).reshape(C, th * tile_size, tw * tile_size, 1)[:, :height, :width]
+    return img_c, img_a

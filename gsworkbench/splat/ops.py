@@ -1,0 +1,275 @@
+"""The extension's rasterizer ops: fake (meta) kernels and autograd, registered with torch.library.
+
+Forward ops (csrc/cpu/splat.cpp; per-Gaussian and per-pixel math in csrc/include/gsw/):
+
+- ``splat_project``: EWA projection -> radii, means2d, depths, conics, compensations;
+- ``splat_sh_to_color``: SH coefficients and view directions -> colours;
+- ``splat_isect_tiles``: tile intersections sorted by tile then depth (no gradient);
+- ``splat_rasterize``: per-tile front-to-back compositing -> colours, alphas, final transmittance,
+  last contributor per pixel.
+
+Each differentiable forward has an analytic ``*_backward`` op, wired here with register_autograd.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gsworkbench._ext import has_ext, require_ext
+
+_ops = None
+
+
+def _register() -> None:
+    lib = "gsworkbench::"
+
+    @torch.library.register_fake(lib + "splat_project")
+    def _project_fake(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane):  # noqa: ANN001, ANN202
+        C, N = viewmats.shape[0], means.shape[0]
+        return (
+            means.new_empty(C, N, dtype=torch.int32),
+            means.new_empty(C, N, 2),
+            means.new_empty(C, N),
+            means.new_empty(C, N, 3),
+            means.new_empty(C, N),
+        )
+
+    @torch.library.register_fake(lib + "splat_project_backward")
+    def _project_bwd_fake(
+        means,
+        quats,
+        scales,
+        viewmats,
+        Ks,
+        width,
+        height,
+        eps2d,
+        near_plane,
+        far_plane,  # noqa: ANN001, ANN202
+        radii,
+        v_means2d,
+        v_depths,
+        v_conics,
+        v_comps,
+    ):
+        return (
+            torch.empty_like(means),
+            torch.empty_like(quats),
+            torch.empty_like(scales),
+            torch.empty_like(viewmats),
+        )
+
+    def _project_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
+        means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane = inputs
+        ctx.args = (width, height, eps2d, near_plane, far_plane)
+        ctx.save_for_backward(means, quats, scales, viewmats, Ks, output[0])
+
+    def _project_backward(ctx, v_radii, v_means2d, v_depths, v_conics, v_comps):  # noqa: ANN001, ANN202
+        means, quats, scales, viewmats, Ks, radii = ctx.saved_tensors
+        C, N = radii.shape
+
+        def z(g, *shape):  # noqa: ANN001, ANN002, ANN202
+            return means.new_zeros(C, N, *shape) if g is None else g.contiguous()
+
+        gm, gq, gs, gv = torch.ops.gsworkbench.splat_project_backward(
+            means,
+            quats,
+            scales,
+            viewmats,
+            Ks,
+            *ctx.args,
+            radii,
+            z(v_means2d, 2),
+            z(v_depths),
+            z(v_conics, 3),
+            z(v_comps),
+        )
+        return gm, gq, gs, gv, None, None, None, None, None, None
+
+    torch.library.register_autograd(lib + "splat_project", _project_backward, setup_context=_project_setup)
+
+    @torch.library.register_fake(lib + "splat_sh_to_color")
+    def _sh_fake(coeffs, dirs, degree):  # noqa: ANN001, ANN202
+        return dirs.new_empty(dirs.shape[0], dirs.shape[1], 3)
+
+    @torch.library.register_fake(lib + "splat_sh_to_color_backward")
+    def _sh_bwd_fake(v_colors, coeffs, dirs, degree):  # noqa: ANN001, ANN202
+        return torch.empty_like(coeffs), torch.empty_like(dirs)
+
+    def _sh_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
+        coeffs, dirs, degree = inputs
+        ctx.degree = degree
+        ctx.save_for_backward(coeffs, dirs)
+
+    def _sh_backward(ctx, v_colors):  # noqa: ANN001, ANN202
+        coeffs, dirs = ctx.saved_tensors
+        gc, gd = torch.ops.gsworkbench.splat_sh_to_color_backward(
+            v_colors.contiguous(), coeffs, dirs, ctx.degree
+        )
+        return gc, gd, None
+
+    torch.library.register_autograd(lib + "splat_sh_to_color", _sh_backward, setup_context=_sh_setup)
+
+    @torch.library.register_fake(lib + "splat_isect_tiles")
+    def _isect_fake(means2d, radii, depths, tile_size, tile_width, tile_height):  # noqa: ANN001, ANN202
+        C, N = radii.shape
+        m = torch.library.get_ctx().new_dynamic_size()
+        return (
+            radii.new_empty(C, N),
+            radii.new_empty(m, dtype=torch.int64),
+            radii.new_empty(m),
+            radii.new_empty(C, tile_height, tile_width),
+        )
+
+    @torch.library.register_fake(lib + "splat_rasterize")
+    def _raster_fake(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids):  # noqa: ANN001, ANN202
+        C, D = colors.shape[0], colors.shape[2]
+        return (
+            colors.new_empty(C, height, width, D),
+            colors.new_empty(C, height, width, 1),
+            colors.new_empty(C, height, width),
+            colors.new_empty(C, height, width, dtype=torch.int32),
+        )
+
+    @torch.library.register_fake(lib + "splat_rasterize_backward")
+    def _raster_bwd_fake(
+        means2d,
+        conics,
+        colors,
+        opacities,
+        width,
+        height,
+        tile_size,
+        tile_offsets,  # noqa: ANN001, ANN202
+        flatten_ids,
+        transmittances,
+        last_ids,
+        v_colors,
+        v_alphas,
+    ):
+        return (
+            torch.empty_like(means2d),
+            torch.empty_like(conics),
+            torch.empty_like(colors),
+            torch.empty_like(opacities),
+        )
+
+    def _raster_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
+        means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids = inputs
+        ctx.args = (width, height, tile_size)
+        ctx.save_for_backward(
+            means2d, conics, colors, opacities, tile_offsets, flatten_ids, output[2], output[3]
+        )
+
+    def _raster_backward(ctx, v_colors, v_alphas, v_trans, v_last):  # noqa: ANN001, ANN202
+        means2d, conics, colors, opacities, tile_offsets, flatten_ids, trans, last = ctx.saved_tensors
+        if v_trans is not None and bool(v_trans.ne(0).any()):
+            raise NotImplementedError(
+                "splat_rasterize: gradients through the transmittance output are not supported"
+            )
+        C, H, W = trans.shape
+        if v_colors is None:
+            v_colors = colors.new_zeros(C, H, W, colors.shape[2])
+        if v_alphas is None:
+            v_alphas = colors.new_zeros(C, H, W, 1)
+        gm, gc, gcol, go = torch.ops.gsworkbench.splat_rasterize_backward(
+            means2d,
+            conics,
+            colors,
+            opacities,
+            *ctx.args,
+            tile_offsets,
+            flatten_ids,
+            trans,
+            last,
+            v_colors.contiguous(),
+            v_alphas.contiguous(),
+        )
+        return gm, gc, gcol, go, None, None, None, None, None
+
+    torch.library.register_autograd(lib + "splat_rasterize", _raster_backward, setup_context=_raster_setup)
+
+
+if has_ext():
+    _register()
+
+
+def project_gaussians(
+    means: torch.Tensor,
+    quats: torch.Tensor,
+    scales: torch.Tensor,
+    viewmats: torch.Tensor,
+    Ks: torch.Tensor,
+    width: int,
+    height: int,
+    eps2d: float = 0.3,
+    near_plane: float = 0.01,
+    far_plane: float = 1e10,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Ext EWA projection; same contract as :func:`gsworkbench.splat._torch_impl.project_gaussians`."""
+    require_ext()
+    return torch.ops.gsworkbench.splat_project(
+        means.contiguous(),
+        quats.contiguous(),
+        scales.contiguous(),
+        viewmats.contiguous(),
+        Ks.contiguous(),
+        int(width),
+        int(height),
+        float(eps2d),
+        float(near_plane),
+        float(far_plane),
+    )
+
+
+def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
+    """Ext SH to colour: coeffs [N,K,3], dirs [C,N,3] -> colours [C,N,3]."""
+    require_ext()
+    return torch.ops.gsworkbench.splat_sh_to_color(coeffs.contiguous(), dirs.contiguous(), int(degree))
+
+
+def isect_tiles(
+    means2d: torch.Tensor,
+    radii: torch.Tensor,
+    depths: torch.Tensor,
+    tile_size: int,
+    tile_width: int,
+    tile_height: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles`."""
+    require_ext()
+    return torch.ops.gsworkbench.splat_isect_tiles(
+        means2d.detach().contiguous(),
+        radii.contiguous(),
+        depths.detach().contiguous(),
+        int(tile_size),
+        int(tile_width),
+        int(tile_height),
+    )
+
+
+def rasterize_to_pixels(
+    means2d: torch.Tensor,
+    conics: torch.Tensor,
+    colors: torch.Tensor,
+    opacities: torch.Tensor,
+    width: int,
+    height: int,
+    tile_size: int,
+    tile_offsets: torch.Tensor,
+    flatten_ids: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ext tile rasterization: colours [C,H,W,D] and alphas [C,H,W,1]; differentiable."""
+    require_ext()
+    out = torch.ops.gsworkbench.splat_rasterize(
+        means2d.contiguous(),
+        conics.contiguous(),
+        colors.contiguous(),
+        opacities.contiguous(),
+        int(width),
+        int(height),
+        int(tile_size),
+        tile_offsets.contiguous(),
+        flatten_ids.contiguous(),
+    )
+    return out[0], out[1]

@@ -1,0 +1,253 @@
+"""``rasterize``: gsplat-compatible differentiable 3DGS rendering, with checked inputs and a backend.
+
+Pipeline (each stage a separate, timeable function of the backend):
+1. ``project_gaussians`` (EWA), 2. ``sh_to_color``, 3. ``isect_tiles`` (depth-sorted keys),
+4. ``rasterize_to_pixels``; gradients flow back through all of them (autograd for ``torch``, the
+analytic backward ops for ``ext``).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from gsworkbench import gaussians
+from gsworkbench.splat import _torch_impl
+from gsworkbench.validation import check_choice, check_same_device_dtype, check_same_size, check_tensor
+
+BACKENDS = ("torch", "ext")
+RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
+RASTERIZE_MODES = ("classic", "antialiased")
+
+
+def backend_module(backend: str) -> ModuleType:
+    """The module holding the four stage functions of ``backend``."""
+    check_choice("backend", backend, BACKENDS)
+    if backend == "torch":
+        return _torch_impl
+    from gsworkbench._ext import require_ext
+    from gsworkbench.splat import ops
+
+    require_ext()
+    return ops
+
+
+def _check_int(name: str, value: object, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {value!r}")
+    return value
+
+
+def check_rasterize_inputs(
+    means: torch.Tensor,
+    quats: torch.Tensor,
+    scales: torch.Tensor,
+    opacities: torch.Tensor,
+    colors: torch.Tensor,
+    viewmats: torch.Tensor,
+    Ks: torch.Tensor,
+    width: int,
+    height: int,
+    sh_degree: int | None,
+    near_plane: float,
+    far_plane: float,
+    backgrounds: torch.Tensor | None,
+    render_mode: str,
+    rasterize_mode: str,
+    tile_size: int,
+    backend: str,
+) -> None:
+    """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad sizes or modes."""
+    check_choice("backend", backend, BACKENDS)
+    check_choice("render_mode", render_mode, RENDER_MODES)
+    check_choice("rasterize_mode", rasterize_mode, RASTERIZE_MODES)
+    _check_int("width", width, 1)
+    _check_int("height", height, 1)
+    _check_int("tile_size", tile_size, 1)
+    if tile_size > 64:
+        raise ValueError(f"tile_size must be <= 64, got {tile_size}")
+    if not (0 < float(near_plane) < float(far_plane)):
+        raise ValueError(f"need 0 < near_plane < far_plane, got {near_plane}, {far_plane}")
+    check_tensor("means", means, (None, 3))
+    check_tensor("quats", quats, (None, 4))
+    check_tensor("scales", scales, (None, 3))
+    check_tensor("opacities", opacities, (None,))
+    check_tensor("viewmats", viewmats, (None, 4, 4))
+    check_tensor("Ks", Ks, (None, 3, 3))
+    if sh_degree is not None:
+        _check_int("sh_degree", sh_degree, 0)
+        check_tensor("colors", colors, (None, None, 3))
+        k = gaussians.num_sh_bases(sh_degree)
+        if colors.shape[1] < k:
+            raise ValueError(
+                f"sh_degree {sh_degree} needs colors [N,K,3] with K >= {k}, got {list(colors.shape)}"
+            )
+        n_colors = ("colors", colors, 0)
+    elif colors.dim() == 3:
+        check_tensor("colors", colors, (None, None, None))
+        check_same_size("C (number of cameras)", ("viewmats", viewmats, 0), ("colors", colors, 0))
+        n_colors = ("colors", colors, 1)
+    else:
+        check_tensor("colors", colors, (None, None))
+        n_colors = ("colors", colors, 0)
+    if colors.shape[-1] < 1:
+        raise ValueError("colors must have at least one channel")
+    check_same_size(
+        "N (number of Gaussians)",
+        ("means", means, 0),
+        ("quats", quats, 0),
+        ("scales", scales, 0),
+        ("opacities", opacities, 0),
+        n_colors,
+    )
+    check_same_size("C (number of cameras)", ("viewmats", viewmats, 0), ("Ks", Ks, 0))
+    if viewmats.shape[0] < 1:
+        raise ValueError("need at least one camera (viewmats [C,4,4] with C >= 1)")
+    tensors = dict(
+        means=means, quats=quats, scales=scales, opacities=opacities, colors=colors, viewmats=viewmats, Ks=Ks
+    )
+    if backgrounds is not None:
+        if render_mode in ("D", "ED"):
+            raise ValueError(f"backgrounds apply to colour channels; render_mode {render_mode!r} has none")
+        check_tensor("backgrounds", backgrounds, (None, colors.shape[-1]))
+        check_same_size("C (number of cameras)", ("viewmats", viewmats, 0), ("backgrounds", backgrounds, 0))
+        tensors["backgrounds"] = backgrounds
+    check_same_device_dtype(**tensors)
+    o = opacities.detach()
+    if o.numel() and not bool(((o >= 0) & (o <= 1)).all()):
+        raise ValueError("opacities must lie in [0, 1] (activated, not logits)")
+    if scales.numel() and not bool((scales.detach() >= 0).all()):
+        raise ValueError("scales must be non-negative (linear scales, not log-scales)")
+    f = torch.stack([Ks[:, 0, 0], Ks[:, 1, 1]]).detach()
+    if not bool((f > 0).all()):
+        raise ValueError("Ks must have positive focal lengths fx, fy")
+    if means.is_cuda and backend == "ext" and not has_cuda_kernels():
+        raise ValueError("backend 'ext' on CUDA tensors needs the extension built with its CUDA kernels")
+
+
+def has_cuda_kernels() -> bool:
+    """True when the extension has the rasterizer's CUDA kernels (a CUDA build)."""
+    from gsworkbench._ext import has_ext
+
+    return has_ext() and torch._C._dispatch_has_kernel_for_dispatch_key(
+        "gsworkbench::splat_rasterize", "CUDA"
+    )
+
+
+def rasterize(
+    means: torch.Tensor,
+    quats: torch.Tensor,
+    scales: torch.Tensor,
+    opacities: torch.Tensor,
+    colors: torch.Tensor,
+    viewmats: torch.Tensor,
+    Ks: torch.Tensor,
+    width: int,
+    height: int,
+    *,
+    sh_degree: int | None = None,
+    near_plane: float = 0.01,
+    far_plane: float = 1e10,
+    backgrounds: torch.Tensor | None = None,
+    render_mode: str = "RGB",
+    rasterize_mode: str = "classic",
+    tile_size: int = 16,
+    eps2d: float = 0.3,
+    backend: str = "ext",
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    """Renders N Gaussians into C pinhole cameras (gsplat's ``rasterization`` conventions).
+
+    Args:
+        means [N,3] (world), quats [N,4] (wxyz, unnormalised), scales [N,3] (linear, world units),
+        opacities [N] in [0,1]; colors [N,D] or [C,N,D] (any D), or SH coefficients [N,K,3] with
+        ``sh_degree`` (colour = SH(dir) + 0.5 clamped at 0, dir = mean - camera centre);
+        viewmats [C,4,4] world-to-camera (x right, y down, z forward); Ks [C,3,3] pinhole
+        intrinsics (pixels); width, height (pixels).
+        backgrounds: [C,D] colours composited behind the Gaussians (colour channels only).
+        render_mode: "RGB" (colours), "D" (accumulated depth sum w_i z_i), "ED" (expected depth,
+        D / alpha), "RGB+D", "RGB+ED" (depth appended as the last channel).
+        rasterize_mode: "classic", or "antialiased" (opacity times sqrt(det cov2d / det blurred)).
+        backend: "ext" (compiled kernels, analytic backward) or "torch" (pure-torch reference).
+
+    Returns:
+        render_colors [C,H,W,D'] (D' = D, 1, or D+1 with depth), render_alphas [C,H,W,1], meta
+        (radii, means2d, depths, conics, opacities, tiles_per_gauss, isect_ids, flatten_ids,
+        tile_offsets, n_isects, tile_width, tile_height, ...).
+    """
+    check_rasterize_inputs(
+        means,
+        quats,
+        scales,
+        opacities,
+        colors,
+        viewmats,
+        Ks,
+        width,
+        height,
+        sh_degree,
+        near_plane,
+        far_plane,
+        backgrounds,
+        render_mode,
+        rasterize_mode,
+        tile_size,
+        backend,
+    )
+    impl = backend_module(backend)
+    C, N = viewmats.shape[0], means.shape[0]
+    radii, means2d, depths, conics, comps = impl.project_gaussians(
+        means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
+    )
+    opac = opacities[None].expand(C, N)
+    if rasterize_mode == "antialiased":
+        opac = opac * comps
+    if render_mode in ("D", "ED"):
+        feats = depths[..., None]
+    else:
+        if sh_degree is not None:
+            dirs = means[None] - _torch_impl.camera_centers(viewmats)[:, None]
+            feats = impl.sh_to_color(colors, dirs, sh_degree)
+        elif colors.dim() == 2:
+            feats = colors[None].expand(C, N, colors.shape[-1])
+        else:
+            feats = colors
+        if render_mode in ("RGB+D", "RGB+ED"):
+            feats = torch.cat([feats, depths[..., None]], dim=-1)
+    tile_width = (width + tile_size - 1) // tile_size
+    tile_height = (height + tile_size - 1) // tile_size
+    tiles_per_gauss, isect_ids, flatten_ids, tile_offsets = impl.isect_tiles(
+        means2d, radii, depths, tile_size, tile_width, tile_height
+    )
+    render_colors, render_alphas = impl.rasterize_to_pixels(
+        means2d, conics, feats, opac, width, height, tile_size, tile_offsets, flatten_ids
+    )
+    if render_mode in ("ED", "RGB+ED"):
+        render_colors = torch.cat(
+            [render_colors[..., :-1], render_colors[..., -1:] / render_alphas.clamp_min(1e-10)], dim=-1
+        )
+    if backgrounds is not None:
+        nc = backgrounds.shape[-1]
+        bg = (1 - render_alphas) * backgrounds[:, None, None, :]
+        render_colors = torch.cat([render_colors[..., :nc] + bg, render_colors[..., nc:]], dim=-1)
+    meta = dict(
+        radii=radii,
+        means2d=means2d,
+        depths=depths,
+        conics=conics,
+        opacities=opac,
+        compensations=comps,
+        tiles_per_gauss=tiles_per_gauss,
+        isect_ids=isect_ids,
+        flatten_ids=flatten_ids,
+        tile_offsets=tile_offsets,
+        n_isects=int(flatten_ids.numel()),
+        tile_width=tile_width,
+        tile_height=tile_height,
+        tile_size=tile_size,
+        width=width,
+        height=height,
+        n_cameras=C,
+    )
+    return render_colors, render_alphas, meta

@@ -1,0 +1,198 @@
+"""Source of notebooks/03_rendering.ipynb: run `python tools/notebook_03.py` to regenerate."""
+
+from make_notebook import make_notebook
+
+cells = [
+    ("md", """
+# 03 · Rendering 3D Gaussian splats on the CPU
+
+Renders a synthetic splat scene with the differentiable tile rasterizer `gsworkbench.splat.rasterize`
+(gsplat conventions): an orbit of views, their expected depth and alpha, then a notebook-sized run of the
+`render` benchmark (ext against the pure-torch reference): the per-stage time breakdown and frames per
+second against Gaussian count and resolution. The last cell is an interactive camera (ipywidgets); run
+headless, it renders its default view once. Tables and plots go to `results/`.
+"""),
+    ("code", """
+from gsworkbench.notebooks import ParameterGuard
+guard = ParameterGuard()
+"""),
+    ("parameters", """
+num_gaussians = 20000
+sh_degree = 3
+width = 256
+height = 256
+orbit_views = 8
+distance = 3.0
+elevation = 20.0
+backend = "ext"
+seed = 0
+bench_nums = "2000,20000,100000"
+bench_sizes = "128,256,512"
+bench_backends = "ext,torch"
+bench_torch_max_num = 2000
+bench_torch_max_size = 256
+bench_min_run_time = 0.3
+results_dir = ""
+"""),
+    ("code", """
+params = guard.check(globals())
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+from pathlib import Path
+
+from gsworkbench.bench import run_cases
+from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.splat import orbit_cameras, rasterize
+from gsworkbench.splat.bench import STAGES, render_cases, summarize_render
+from gsworkbench.splats import synthetic_splats
+
+run_dir = Path(results_dir) if results_dir else new_run_dir("03_rendering")
+write_metadata(run_dir, params)
+torch.manual_seed(seed)
+print("results:", run_dir, "| threads:", torch.get_num_threads())
+"""),
+    ("md", "## An orbit of views (one call, all cameras)"),
+    ("code", """
+scene = synthetic_splats(num_gaussians, sh_degree, seed=seed)
+viewmats, Ks = orbit_cameras(orbit_views, width, height, distance=distance, elevation_deg=elevation)
+with torch.no_grad():
+    img, alpha, meta = rasterize(
+        scene.means, scene.quats, scene.scales, scene.opacities, scene.sh, viewmats, Ks, width, height,
+        sh_degree=sh_degree, render_mode="RGB+ED", backend=backend,
+    )
+rgb, depth = img[..., :3].clamp(0, 1), img[..., 3]
+print(f"{num_gaussians} Gaussians, {orbit_views} views of {width}x{height}:",
+      f"{meta['n_isects']} tile intersections")
+cols = min(4, orbit_views)
+rows = (orbit_views + cols - 1) // cols
+fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 3 * rows * height / width), squeeze=False)
+for i, ax in enumerate(axes.flat):
+    ax.axis("off")
+    if i < orbit_views:
+        ax.imshow(rgb[i].numpy())
+        ax.set_title(f"azimuth {360 * i / orbit_views:.0f}°", fontsize=9)
+save_figure(run_dir / "orbit.png", fig)
+plt.show()
+"""),
+    ("md", "## Expected depth and alpha"),
+    ("code", """
+n_show = min(3, orbit_views)
+fig, axes = plt.subplots(2, n_show, figsize=(3.2 * n_show, 6 * height / width), squeeze=False)
+for i in range(n_show):
+    d = torch.where(alpha[i, ..., 0] > 0.05, depth[i], torch.nan)
+    axes[0, i].imshow(d.numpy(), cmap="viridis")
+    axes[0, i].set_title(f"view {i}: expected depth", fontsize=9)
+    im = axes[1, i].imshow(alpha[i, ..., 0].numpy(), cmap="gray", vmin=0, vmax=1)
+    axes[1, i].set_title(f"view {i}: alpha", fontsize=9)
+    for ax in axes[:, i]:
+        ax.axis("off")
+save_figure(run_dir / "depth_alpha.png", fig)
+plt.show()
+"""),
+    ("md", "## Benchmark: ext against the torch reference (a notebook-sized `render` grid)"),
+    ("code", """
+nums = [int(x) for x in bench_nums.split(",") if x]
+sizes = [(int(s), int(s)) for s in bench_sizes.split(",") if s]
+backends = [b for b in bench_backends.split(",") if b]
+
+def skip(p):
+    if p["backend"] == "torch" and (p["num"] > bench_torch_max_num or p["width"] > bench_torch_max_size):
+        return "torch reference: outside the notebook's size limits"
+    return None
+
+cases = render_cases(nums, sizes, [sh_degree], backends, STAGES, skip=skip)
+bench = summarize_render(run_cases(cases, min_run_time=bench_min_run_time, progress=False))
+write_table(run_dir / "render_bench.csv", bench)
+show = bench[bench.stage.isin(["forward", "forward+backward"])].dropna(subset=["median_s"])
+cols = ["backend", "num", "width", "height", "stage", "median_s", "fps", "n_isects", "peak_mem_mb",
+        "speedup_vs_torch"]
+show[cols]
+"""),
+    ("code", """
+stage_order = ["project", "sh", "isect", "rasterize", "backward (fb - f)"]
+fig, axes = plt.subplots(1, len(backends), figsize=(6 * len(backends), 3.8), squeeze=False)
+for ax, b in zip(axes[0], backends):
+    sub = bench[(bench.backend == b) & bench.stage.isin(stage_order)].dropna(subset=["median_s"])
+    if sub.empty:
+        ax.set_visible(False)
+        continue
+    sub = sub.assign(config=sub.num.astype(int).astype(str) + " @ " + sub.width.astype(int).astype(str) + "²")
+    table = sub.pivot_table(index="config", columns="stage", values="median_s", sort=False) * 1e3
+    table = table[[s for s in stage_order if s in table]]
+    table.plot.bar(stacked=True, ax=ax, rot=30)
+    ax.set(ylabel="ms (median)", title=f"{b}: time per stage, SH degree {sh_degree}", yscale="linear")
+    ax.legend(fontsize=8)
+save_figure(run_dir / "stage_breakdown.png", fig)
+plt.show()
+"""),
+    ("code", """
+fwd = bench[(bench.stage == "forward")].dropna(subset=["median_s"])
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+for (b, w), g in fwd.groupby(["backend", "width"]):
+    axes[0].plot(g.num, g.fps, "o-", label=f"{b}, {w}²")
+for (b, n), g in fwd.groupby(["backend", "num"]):
+    axes[1].plot(g.width * g.height, g.fps, "o-", label=f"{b}, N={n}")
+axes[0].set(xscale="log", yscale="log", xlabel="Gaussians", ylabel="FPS (forward)",
+            title="FPS against Gaussian count")
+axes[1].set(xscale="log", yscale="log", xlabel="pixels", ylabel="FPS (forward)",
+            title="FPS against resolution")
+for ax in axes:
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+save_figure(run_dir / "fps.png", fig)
+plt.show()
+"""),
+    ("md", """
+## Interactive camera
+
+Drag the sliders to orbit the scene (needs a live kernel with ipywidgets). Run headless (papermill,
+nbval), the cell renders the default view once and does not wait for input.
+"""),
+    ("code", """
+from gsworkbench.splat import intrinsics_from_fov, look_at, orbit_eye
+
+K1 = intrinsics_from_fov(width, height, 60.0)[None]
+
+def render_view(azimuth=30.0, elevation=20.0, distance=3.0):
+    vm = look_at(orbit_eye(azimuth, elevation, distance))[None]
+    with torch.no_grad():
+        im, _, _ = rasterize(scene.means, scene.quats, scene.scales, scene.opacities, scene.sh, vm, K1,
+                             width, height, sh_degree=sh_degree, backend=backend)
+    fig, ax = plt.subplots(figsize=(4, 4 * height / width))
+    ax.imshow(im[0].clamp(0, 1).numpy())
+    ax.axis("off")
+    plt.show()
+
+try:
+    import ipywidgets as widgets
+    from IPython.display import display
+except ImportError:
+    widgets = None
+if widgets is not None:
+    display(widgets.interactive(
+        render_view,
+        azimuth=widgets.FloatSlider(value=30.0, min=0.0, max=360.0, step=5.0, continuous_update=False),
+        elevation=widgets.FloatSlider(value=20.0, min=-80.0, max=80.0, step=5.0, continuous_update=False),
+        distance=widgets.FloatSlider(value=3.0, min=1.5, max=8.0, step=0.1, continuous_update=False),
+    ))
+else:
+    render_view()
+"""),
+]
+
+make_notebook(
+    "notebooks/03_rendering.ipynb",
+    cells,
+    {
+        "num_gaussians": 500,
+        "width": 64,
+        "height": 48,
+        "orbit_views": 4,
+        "bench_nums": "500,2000",
+        "bench_sizes": "64",
+        "bench_torch_max_num": 500,
+        "bench_min_run_time": 0.02,
+    },
+)
