@@ -43,8 +43,15 @@ def require_ext() -> None:
         raise ExtensionMissingError(f"{BUILD_HINT} (import error: {err})")
 
 
-def has_cuda_kernels() -> bool:
-    """True when the extension was built with its CUDA kernels."""
+@functools.lru_cache(maxsize=32)
+def has_kernel(op: str, device_type: str) -> bool:
+    """True when op ``gsworkbench::<op>`` has a kernel for ``device_type`` ("cpu", "cuda") in this build."""
     import torch
 
-    return has_ext() and torch._C._dispatch_has_kernel_for_dispatch_key("gsworkbench::field_forward", "CUDA")
+    key = {"cpu": "CPU", "cuda": "CUDA"}.get(device_type)
+    return has_ext() and key is not None and torch._C._dispatch_has_kernel_for_dispatch_key(f"gsworkbench::{op}", key)
+
+
+def has_cuda_kernels() -> bool:
+    """True when the extension was built with its CUDA kernels."""
+    return has_kernel("field_forward", "cuda")

@@ -9,6 +9,7 @@ never loses what it already wrote.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -16,10 +17,10 @@ import platform
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib import metadata as _md
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "numpy", "numba", "pandas", "matplotlib", "papermill", "plyfile", "gsworkbench")
@@ -42,14 +43,19 @@ def new_run_dir(kind: str, root: str | os.PathLike[str] | None = None) -> Path:
 # ---- atomic writes ---------------------------------------------------------------------------
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Writes ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file that appears at ``path`` only once the ``with`` block finishes without error.
+
+    It is a temporary file in the same folder, flushed, fsynced and renamed into place; on any error
+    the temporary is removed and an existing ``path`` is left as it was.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -57,7 +63,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    return path
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Writes ``data`` to ``path`` atomically (see :func:`atomic_writer`)."""
+    with atomic_writer(path) as f:
+        f.write(data)
+    return Path(path)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:

@@ -11,16 +11,20 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Norm-wise relative error of ``a`` against the reference ``b`` (float64)."""
+    """Norm-wise relative error |a - b| / |b| of ``a`` against the reference ``b``, in float64."""
     a, b = a.detach().double(), b.detach().double()
-    denom = b.norm()
-    return float((a - b).norm() / denom) if denom > 0 else float((a - b).norm())
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def fresh_seed() -> int:
+    """A new random seed per call, or ``$GSW_TEST_SEED`` to replay a failure (tests print it)."""
+    return int(os.environ.get("GSW_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
 
 
 @pytest.fixture
 def seed(request: pytest.FixtureRequest) -> int:
     """A fresh seed per test run (set GSW_TEST_SEED to replay one); shown in failure reports."""
-    s = int(os.environ.get("GSW_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
+    s = fresh_seed()
     request.node.user_properties.append(("seed", s))
     torch.manual_seed(s)
     return s

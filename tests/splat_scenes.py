@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import torch
+from conftest import fresh_seed, rel_err  # noqa: F401  (re-exported for the splat tests)
 
 from gsworkbench.splat import intrinsics_from_fov, look_at
 
 ARG_NAMES = ("means", "quats", "scales", "opacities", "colors", "viewmats")
-
-
-def fresh_seed() -> int:
-    """A new random seed per call, or ``$GSW_TEST_SEED`` to replay a failure (tests print it)."""
-    return int(os.environ.get("GSW_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
 
 
 def random_scene(
@@ -104,9 +98,3 @@ def _call(scene: dict, leaves: dict, backend: str, **kwargs):  # noqa: ANN202
         backend=backend,
         **kwargs,
     )
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    """|a - b| / max(|b|, tiny) in the 2-norm."""
-    a, b = a.detach(), b.detach()
-    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import rel_err as rel
 
 from gsworkbench import gaussians
 from gsworkbench._ext import has_ext
@@ -15,11 +16,6 @@ from gsworkbench.transforms.frames import nearest_rotation
 
 BACKENDS = ["numpy", "numba", "torch"] + (["ext"] if has_ext() else [])
 FIELDS = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")
-
-
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach().double(), b.detach().double()
-    return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
 def random_rotation(g: torch.Generator) -> torch.Tensor:

@@ -28,29 +28,9 @@ namespace {
 
 using at::Tensor;
 
-// exp(-s) for s >= 0 (callers pass max(s, 0)), float: the polynomial of gsw::exp_nonpos, with the
-// rounding done by the 1.5 * 2^23 trick and bit casts, so GCC vectorizes it inside masked (if-converted)
-// loops (std::floor there blocks vectorization). Relative error < 1e-7; s > 87 gives exactly 0.
-inline float exp_neg(float s) {
-  const float x = -(s < 87.0f ? s : 87.0f);
-  const float t = x * 1.44269504088896341f;
-  const float big = 12582912.0f;
-  const float tb = t + big;  // round to nearest integer
-  const float fn = tb - big;
-  const int32_t n = __builtin_bit_cast(int32_t, tb) - 0x4B400000;
-  const float r = (x - fn * 0.693145751953125f) - fn * 1.42860682030941723212e-6f;
-  float p = 1.98412698412698413e-4f;
-  p = p * r + 1.38888888888888889e-3f;
-  p = p * r + 8.33333333333333333e-3f;
-  p = p * r + 4.16666666666666667e-2f;
-  p = p * r + 1.66666666666666667e-1f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const float scale = __builtin_bit_cast(float, (n + 127) << 23);
-  return s > 87.0f ? 0.0f : p * scale;
-}
-inline double exp_neg(double s) { return s > 700.0 ? 0.0 : std::exp(-s); }
+// exp(-s) for s >= 0 (callers pass max(s, 0)): gsw::exp_nonpos, vectorizable in masked loops.
+inline float exp_neg(float s) { return exp_nonpos(-s); }
+inline double exp_neg(double s) { return exp_nonpos(-s); }
 
 void check_float(const Tensor& x, const char* name, at::ScalarType dtype) {
   TORCH_CHECK(x.scalar_type() == dtype, "splat: ", name, " must have dtype ", dtype, ", got ", x.scalar_type());

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ import torch
 from plyfile import PlyData, PlyElement
 
 from gsworkbench import gaussians
+from gsworkbench.results import atomic_writer
 from gsworkbench.splats import SplatSet
 
 _REQUIRED = ["x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1", "scale_2",
@@ -126,16 +126,6 @@ def write_ply(path: str | os.PathLike[str], splats: SplatSet) -> Path:
     cols[:, o + 4 : o + 8] = f32(splats.quats)
     vertex = cols.view(np.dtype([(name, "<f4") for name in names])).reshape(n)
     data = PlyData([PlyElement.describe(vertex, "vertex")], text=False, byte_order="<")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            data.write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_writer(path) as f:
+        data.write(f)
     return path

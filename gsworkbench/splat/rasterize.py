@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from gsworkbench import gaussians
+from gsworkbench._ext import has_kernel
 from gsworkbench.splat import _torch_impl
 from gsworkbench.validation import check_choice, check_same_device_dtype, check_same_size, check_tensor
 
@@ -129,11 +130,7 @@ def check_rasterize_inputs(
 
 def has_cuda_kernels() -> bool:
     """True when the extension has the rasterizer's CUDA kernels (a CUDA build)."""
-    from gsworkbench._ext import has_ext
-
-    return has_ext() and torch._C._dispatch_has_kernel_for_dispatch_key(
-        "gsworkbench::splat_rasterize", "CUDA"
-    )
+    return has_kernel("splat_rasterize", "cuda")
 
 
 def rasterize(

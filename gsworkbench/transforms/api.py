@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 
-from gsworkbench._ext import has_ext
+from gsworkbench._ext import has_ext, has_kernel
 from gsworkbench.splats import SplatSet
 from gsworkbench.transforms import _numba_impl
 from gsworkbench.transforms.frames import Frames, make_frames
@@ -47,15 +46,9 @@ def resolve_backend(backend: str, splats: SplatSet) -> str:
     return backend
 
 
-@functools.lru_cache(maxsize=8)
 def has_ext_kernel(device_type: str) -> bool:
     """True when the built extension has a transform kernel for ``device_type`` ("cpu", "cuda")."""
-    if not has_ext():
-        return False
-    import gsworkbench.transforms.ops  # noqa: F401  (loads the library)
-
-    key = {"cpu": "CPU", "cuda": "CUDA"}.get(device_type)
-    return key is not None and torch._C._dispatch_has_kernel_for_dispatch_key("gsworkbench::transform_splats", key)
+    return has_kernel("transform_splats", device_type)
 
 
 def _check_out(out: Any, splats: SplatSet, frames: Frames) -> list[SplatSet] | None:
