@@ -75,11 +75,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& mea
   const auto viewmats = viewmats_.contiguous(), Ks = Ks_.contiguous();
   const int64_t N = means.size(0), C = viewmats.size(0);
   const auto opt = means.options();
-  auto radii = at::zeros({C, N}, opt.dtype(at::kInt));
-  auto means2d = at::zeros({C, N, 2}, opt);
-  auto depths = at::zeros({C, N}, opt);
-  auto conics = at::zeros({C, N, 3}, opt);
-  auto comps = at::zeros({C, N}, opt);
+  auto radii = at::empty({C, N}, opt.dtype(at::kInt));
+  auto means2d = at::empty({C, N, 2}, opt);
+  auto depths = at::empty({C, N}, opt);
+  auto conics = at::empty({C, N, 3}, opt);
+  auto comps = at::empty({C, N}, opt);
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_project_cpu", [&] {
     using T = scalar_t;
     const auto cams = load_cameras<T>(viewmats, Ks);
@@ -95,15 +95,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& mea
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t c = i / N, n = i % N;
         Projected<T> o;
-        if (!project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cams[c], width, height, T(eps2d), T(near_plane),
-                                T(far_plane), o))
-          continue;
-        r[i] = o.radius;
-        m2[2 * i] = o.mean2d[0];
-        m2[2 * i + 1] = o.mean2d[1];
-        d[i] = o.p[2];
-        for (int k = 0; k < 3; ++k) co[3 * i + k] = o.conic[k];
-        cp[i] = o.comp;
+        const bool ok = project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cams[c], width, height, T(eps2d),
+                                           T(near_plane), T(far_plane), o);
+        store_projected(ok, o, i, r, m2, d, co, cp);
       }
     });
   });

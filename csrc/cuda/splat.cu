@@ -54,20 +54,9 @@ __global__ void project_forward_kernel(const T* means, const T* quats, const T* 
   const int64_t c = i / N, n = i % N;
   const Camera<T> cam = load_camera(viewmats + 16 * c, Ks + 9 * c);
   Projected<T> o;
-  radii[i] = 0;
-  means2d[2 * i] = means2d[2 * i + 1] = T(0);
-  depths[i] = T(0);
-  conics[3 * i] = conics[3 * i + 1] = conics[3 * i + 2] = T(0);
-  comps[i] = T(0);
-  if (!project_forward<T>(means + 3 * n, quats + 4 * n, scales + 3 * n, cam, width, height, eps2d, near_plane,
-                          far_plane, o))
-    return;
-  radii[i] = o.radius;
-  means2d[2 * i] = o.mean2d[0];
-  means2d[2 * i + 1] = o.mean2d[1];
-  depths[i] = o.p[2];
-  for (int k = 0; k < 3; ++k) conics[3 * i + k] = o.conic[k];
-  comps[i] = o.comp;
+  const bool ok = project_forward<T>(means + 3 * n, quats + 4 * n, scales + 3 * n, cam, width, height, eps2d,
+                                     near_plane, far_plane, o);
+  store_projected(ok, o, i, radii, means2d, depths, conics, comps);
 }
 
 template <typename T>

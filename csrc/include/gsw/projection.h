@@ -107,6 +107,19 @@ struct Projected {
   int32_t radius;
 };
 
+// Writes projection i (radius, mean2d, depth, conic, compensation) into the stage's output arrays; a
+// culled Gaussian (ok == false) gets zeros. Shared by the CPU and CUDA projection kernels.
+template <typename T>
+GSW_HD void store_projected(bool ok, const Projected<T>& o, int64_t i, int32_t* radii, T* means2d, T* depths,
+                            T* conics, T* comps) {
+  radii[i] = ok ? o.radius : 0;
+  means2d[2 * i] = ok ? o.mean2d[0] : T(0);
+  means2d[2 * i + 1] = ok ? o.mean2d[1] : T(0);
+  depths[i] = ok ? o.p[2] : T(0);
+  for (int k = 0; k < 3; ++k) conics[3 * i + k] = ok ? o.conic[k] : T(0);
+  comps[i] = ok ? o.comp : T(0);
+}
+
 // Returns false when the pair is culled (then only p may be set).
 template <typename T>
 GSW_HD bool project_forward(const T* mean, const T* quat, const T* scale, const Camera<T>& cam, int64_t width,
