@@ -46,6 +46,21 @@ def check_finite(name: str, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def check_finite_all(**tensors: torch.Tensor) -> None:
+    """:func:`check_finite` for several tensors at once: one reduction per tensor and one sync in all.
+
+    Meant for hot paths (a renderer called every step); the error names the first offending tensor.
+    """
+    data = [t.detach() for t in tensors.values() if t.is_floating_point() and t.numel() and t.device.type != "meta"]
+    if not data:
+        return
+    sums = torch.stack([d.sum() for d in data])
+    if bool(torch.isfinite(sums).all()):
+        return
+    for name, t in tensors.items():  # slow path: which one (a finite tensor may only have overflowed)
+        check_finite(name, t)
+
+
 def check_same_size(size_name: str, *uses: tuple[str, torch.Tensor, int]) -> int:
     """Checks that dimension ``dim`` of every ``(label, tensor, dim)`` agrees; returns that size."""
     sizes = [(label, t.shape[d]) for label, t, d in uses]

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "gsw/blend.h"
@@ -199,20 +200,56 @@ void check_sh_inputs(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
   check_float(dirs, "dirs", dt);
 }
 
+// Calls fn(std::integral_constant<int, degree>{}): the SH loops then have fixed trip counts and the
+// loops over Gaussians below vectorize.
+template <typename Fn>
+void with_sh_degree(int64_t degree, Fn&& fn) {
+  switch (degree) {
+    case 0: return fn(std::integral_constant<int, 0>{});
+    case 1: return fn(std::integral_constant<int, 1>{});
+    case 2: return fn(std::integral_constant<int, 2>{});
+    default: return fn(std::integral_constant<int, 3>{});
+  }
+}
+
+template <typename T>
+void sh_forward_kernel(int64_t degree, const T* co, const T* d, T* o, int64_t C, int64_t N, int64_t K) {
+  with_sh_degree(degree, [&](auto deg) {
+    at::parallel_for(0, N, 1024, [&](int64_t n0, int64_t n1) {
+      for (int64_t c = 0; c < C; ++c) {
+        const T* dc = d + 3 * c * N;
+        T* oc = o + 3 * c * N;
+#pragma omp simd
+        for (int64_t n = n0; n < n1; ++n) sh_to_color_forward<T>(deg, co + n * K * 3, dc + 3 * n, oc + 3 * n);
+      }
+    });
+  });
+}
+
+template <typename T>
+void sh_backward_kernel(int64_t degree, const T* co, const T* d, const T* vc, T* gco, T* gd, int64_t C, int64_t N,
+                        int64_t K) {
+  with_sh_degree(degree, [&](auto deg) {
+    at::parallel_for(0, N, 1024, [&](int64_t n0, int64_t n1) {
+      for (int64_t c = 0; c < C; ++c) {  // cameras in turn: a Gaussian's coefficient rows belong to one lane
+        const int64_t off = 3 * c * N;
+#pragma omp simd
+        for (int64_t n = n0; n < n1; ++n)
+          sh_to_color_backward<T>(deg, co + n * K * 3, d + off + 3 * n, vc + off + 3 * n, gco + n * K * 3,
+                                  gd + off + 3 * n);
+      }
+    });
+  });
+}
+
 Tensor sh_to_color_cpu(const Tensor& coeffs_, const Tensor& dirs_, int64_t degree) {
   check_sh_inputs(coeffs_, dirs_, degree);
   const auto coeffs = coeffs_.contiguous(), dirs = dirs_.contiguous();
   const int64_t C = dirs.size(0), N = dirs.size(1), K = coeffs.size(1);
   auto out = at::empty({C, N, 3}, coeffs.options());
   AT_DISPATCH_FLOATING_TYPES(coeffs.scalar_type(), "splat_sh_to_color_cpu", [&] {
-    using T = scalar_t;
-    const T* co = coeffs.data_ptr<T>();
-    const T* d = dirs.data_ptr<T>();
-    T* o = out.data_ptr<T>();
-    at::parallel_for(0, C * N, 1024, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i)
-        sh_to_color_forward<T>(static_cast<int>(degree), co + (i % N) * K * 3, d + 3 * i, o + 3 * i);
-    });
+    sh_forward_kernel<scalar_t>(degree, coeffs.data_ptr<scalar_t>(), dirs.data_ptr<scalar_t>(),
+                                out.data_ptr<scalar_t>(), C, N, K);
   });
   return out;
 }
@@ -228,26 +265,15 @@ std::tuple<Tensor, Tensor> sh_to_color_backward_cpu(const Tensor& v_colors_, con
   auto v_dirs = at::zeros_like(dirs);
   AT_DISPATCH_FLOATING_TYPES(coeffs.scalar_type(), "splat_sh_to_color_backward_cpu", [&] {
     using T = scalar_t;
-    const T* co = coeffs.data_ptr<T>();
-    const T* d = dirs.data_ptr<T>();
-    const T* vc = v_colors.data_ptr<T>();
-    T* gco = v_coeffs.data_ptr<T>();
-    T* gd = v_dirs.data_ptr<T>();
-    const int k = static_cast<int>((degree + 1) * (degree + 1));
-    at::parallel_for(0, N, 256, [&](int64_t n0, int64_t n1) {
-      T tmp[48];
-      for (int64_t n = n0; n < n1; ++n) {
-        T* g = gco + n * K * 3;
-        for (int64_t c = 0; c < C; ++c) {
-          const int64_t i = c * N + n;
-          sh_to_color_backward<T>(static_cast<int>(degree), co + n * K * 3, d + 3 * i, vc + 3 * i, tmp, gd + 3 * i);
-          for (int j = 0; j < 3 * k; ++j) g[j] += tmp[j];
-        }
-      }
-    });
+    sh_backward_kernel<T>(degree, coeffs.data_ptr<T>(), dirs.data_ptr<T>(), v_colors.data_ptr<T>(),
+                          v_coeffs.data_ptr<T>(), v_dirs.data_ptr<T>(), C, N, K);
   });
   return {v_coeffs, v_dirs};
 }
+
+// Below these sizes the per-Gaussian and per-intersection passes run serially (thread wake-up under
+// OMP_WAIT_POLICY=PASSIVE costs tens of microseconds).
+constexpr int64_t kSerialGaussians = 16384, kSerialIsects = 32768;
 
 // ---- 3. tile intersection --------------------------------------------------------------------------
 
@@ -278,7 +304,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     const T* m = means2d.data_ptr<T>();
     const int32_t* r = radii.data_ptr<int32_t>();
     int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
-    at::parallel_for(0, C * N, 4096, [&](int64_t i0, int64_t i1) {
+    at::parallel_for(0, C * N, kSerialGaussians, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         int32_t* b = box.data() + 4 * i;
         b[0] = b[1] = b[2] = b[3] = 0;
@@ -300,7 +326,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
   // (tile start + the counts of the parts before), so the parallel scatter keeps Gaussian order.
   const int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
   const int64_t CT = C * ntiles, CN = C * N;
-  const int nth = std::max(1, omp_get_max_threads());
+  // small inputs run on one thread: waking a sleeping OpenMP thread costs more than the work
+  const int nth = CN < kSerialGaussians ? 1 : std::max(1, omp_get_max_threads());
   std::vector<int64_t> hist(static_cast<size_t>(nth) * CT, 0);
   auto for_boxes = [&](int64_t i, auto&& fn) {
     const int32_t* b = box.data() + 4 * i;
@@ -344,7 +371,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
   const float* d = depths.data_ptr<float>();
   int64_t* iid = isect_ids.data_ptr<int64_t>();
   int32_t* toff = tile_offsets.data_ptr<int32_t>();
-  at::parallel_for(0, C * ntiles, 16, [&](int64_t t0, int64_t t1) {
+  at::parallel_for(0, C * ntiles, M < kSerialIsects ? C * ntiles : 16, [&](int64_t t0, int64_t t1) {
     std::vector<uint64_t> keys;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t s = start[t], e = start[t + 1];
@@ -418,62 +445,265 @@ inline bool any_lane(const int32_t* m) {
 #endif
 }
 
-// Half-height of the region where a Gaussian's alpha can reach 1/255: rows farther than this from
-// mean2d.y cannot get alpha >= 1/255 at any x (min over x of sigma at offset dy is dy^2 / (2 cov_yy)).
-// Negative: the Gaussian never reaches 1/255. A 1% + 0.01 px margin keeps the test conservative.
+// Per-Gaussian support of alpha >= 1/255 (gsw/blend.h), in double, structure of arrays: the row
+// half-extent, and for the row-interval test (xtest = 1 where it is safe for the conic) the terms of
+// the support on the row at offset dy: x within mx + slope dy +- sqrt(disc) / a, where
+// disc = two_a_smax - det dy^2 (alpha_row_interval with the per-Gaussian parts hoisted).
+struct Supports {
+  std::vector<double> yext;
+  std::vector<float> slope, two_a_smax, det, a2, xtest;  // float: see TileChunks::mark
+};
+
 template <typename T>
-std::vector<T> alpha_row_extents(const T* conics, const T* opac, int64_t CN) {
-  std::vector<T> ext(static_cast<size_t>(CN));
-  at::parallel_for(0, CN, 4096, [&](int64_t i0, int64_t i1) {
+Supports alpha_supports(const T* conics, const T* opac, int64_t CN) {
+  Supports sp;
+  sp.yext.resize(static_cast<size_t>(CN));
+  for (auto* v : {&sp.slope, &sp.two_a_smax, &sp.det, &sp.a2, &sp.xtest}) v->resize(static_cast<size_t>(CN));
+  at::parallel_for(0, CN, 8192, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2];
-      const T det = ca * cc - cb * cb;
-      const T smax = std::log(T(255) * opac[i]);  // alpha = o exp(-s) >= 1/255  <=>  s <= log(255 o)
-      if (!(opac[i] * T(255) >= T(1))) {
-        ext[i] = T(-1);
-      } else if (!(det > T(0)) || !(ca > T(0))) {
-        ext[i] = std::numeric_limits<T>::infinity();
-      } else {
-        const T cov_yy = ca / det;
-        ext[i] = std::sqrt(T(2) * std::max(smax, T(0)) * cov_yy) * T(1.01) + T(0.01);
-      }
+      const double ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2];
+      const double smax = alpha_sigma_max<double>(opac[i]);
+      const bool xt = smax >= 0.0 && alpha_row_interval_exact<double>(ca, cb, cc);
+      sp.yext[i] = alpha_row_extent<double>(ca, cb, cc, smax);
+      sp.xtest[i] = xt ? 1.0f : 0.0f;
+      sp.slope[i] = xt ? float(cb / ca) : 0.0f;
+      sp.two_a_smax[i] = xt ? float(2.0 * ca * smax) : 0.0f;
+      sp.det[i] = xt ? float(ca * cc - cb * cb) : 0.0f;
+      sp.a2[i] = xt ? float(ca * ca) : 0.0f;
     }
   });
-  return ext;
+  return sp;
 }
 
-// Pixel coordinates of lane j of chunk q of tile (tx, ty); inside = within the image.
+// The pixel lanes of one tile's chunks: lane j of chunk q is pixel p = q kLanes + j of the tile (row
+// major), at offset (p % ts, p / ts) from the tile corner; lanes with p >= ts^2 are padding.
+struct ChunkLayout {
+  int64_t nchunks;
+  std::vector<int32_t> ox, oy;  // [nchunks * kLanes]
+  std::vector<uint8_t> pad;
+  ChunkLayout(int64_t ts) : nchunks((ts * ts + kLanes - 1) / kLanes) {
+    ox.resize(nchunks * kLanes);
+    oy.resize(nchunks * kLanes);
+    pad.resize(nchunks * kLanes);
+    for (int64_t p = 0; p < nchunks * kLanes; ++p) {
+      pad[p] = p >= ts * ts;
+      ox[p] = static_cast<int32_t>(pad[p] ? 0 : p % ts);
+      oy[p] = static_cast<int32_t>(pad[p] ? 0 : p / ts);
+    }
+  }
+};
+
+// Pixel coordinates of the lanes of one chunk; inside = within the image (not padding).
 struct ChunkGeom {
   int64_t x[kLanes], y[kLanes];
   bool inside[kLanes];
-  int64_t ymin, ymax;
   bool any_inside;
 };
 
-inline void chunk_geometry(int64_t tx, int64_t ty, int64_t q, int64_t ts, int64_t W, int64_t H, ChunkGeom& cg) {
-  cg.ymin = INT64_MAX;
-  cg.ymax = INT64_MIN;
-  cg.any_inside = false;
-  for (int j = 0; j < kLanes; ++j) {
-    const int64_t p = q * kLanes + j;
-    const bool in_tile = p < ts * ts;
-    cg.x[j] = tx * ts + (in_tile ? p % ts : 0);
-    cg.y[j] = ty * ts + (in_tile ? p / ts : 0);
-    cg.inside[j] = in_tile && cg.x[j] < W && cg.y[j] < H;
-    if (cg.inside[j]) {
-      cg.any_inside = true;
-      cg.ymin = std::min(cg.ymin, cg.y[j]);
-      cg.ymax = std::max(cg.ymax, cg.y[j]);
+// The chunks of one tile: lane geometry, and per chunk the box of its inside pixel centres (double,
+// structure of arrays) against which a Gaussian's support is tested, all chunks of a row at once.
+class TileChunks {
+ public:
+  TileChunks(const ChunkLayout& lay, int64_t ts)
+      : lay_(lay), n_(lay.nchunks), ts_(ts), geo_(n_), ylo_(padded()), yhi_(padded()), xmid_(padded()),
+        xhw_(padded()), row_(padded()), in_(padded()), flag_(padded()) {}
+
+  void build(int64_t tx, int64_t ty, int64_t W, int64_t H) {
+    y0_ = ty * ts_;
+    rows_ = std::min(ts_, H - y0_);
+    const int64_t x0t = tx * ts_;
+    for (int64_t q = 0; q < n_; ++q) {
+      ChunkGeom& cg = geo_[q];
+      int64_t x0 = INT64_MAX, x1 = INT64_MIN, y0 = INT64_MAX, y1 = INT64_MIN;
+      cg.any_inside = false;
+      for (int j = 0; j < kLanes; ++j) {
+        const int64_t p = q * kLanes + j;
+        cg.x[j] = x0t + lay_.ox[p];
+        cg.y[j] = y0_ + lay_.oy[p];
+        const bool in = !lay_.pad[p] && cg.x[j] < W && cg.y[j] < H;
+        cg.inside[j] = in;
+        cg.any_inside = cg.any_inside || in;
+        x0 = in ? std::min(x0, cg.x[j]) : x0;
+        x1 = in ? std::max(x1, cg.x[j]) : x1;
+        y0 = in ? std::min(y0, cg.y[j]) : y0;
+        y1 = in ? std::max(y1, cg.y[j]) : y1;
+      }
+      in_[q] = cg.any_inside ? 1.0f : 0.0f;
+      xmid_[q] = cg.any_inside ? 0.5f * float(x0 + x1) + 0.5f : 0.0f;  // pixel centres x0 + 0.5 .. x1 + 0.5
+      xhw_[q] = cg.any_inside ? 0.5f * float(x1 - x0) : 0.0f;
+      ylo_[q] = cg.any_inside ? float(y0) + 0.5f : 0.0f;
+      yhi_[q] = cg.any_inside ? float(y1) + 0.5f : 0.0f;
+      row_[q] = y0 == y1 ? 1.0f : 0.0f;
     }
+  }
+
+  const ChunkGeom& geo(int64_t q) const { return geo_[q]; }
+  bool flagged(int64_t q) const { return flag_[q] != 0.0f; }
+
+  // Marks the chunks that Gaussian i (centre mx, my) can reach: flagged(q) for q in [qlo, qhi]. False
+  // when no row of the tile is within its row extent (then nothing is marked). The test runs in
+  // float, on whole blocks of kLanes chunks: its rounding (relative 1e-7 of terms bounded by the
+  // conditioning limit of alpha_row_interval_exact) is far inside the support's relaxation.
+  bool mark(double mx, double my, const Supports& sp, int64_t i, int64_t& qlo, int64_t& qhi) {
+    const double yext = sp.yext[i];
+    const double lo = my - yext - 0.5 - double(y0_), hi = my + yext - 0.5 - double(y0_);  // rows lo <= r <= hi
+    if (!(hi >= 0.0) || !(lo <= double(rows_ - 1))) return false;
+    const int64_t rlo = lo <= 0.0 ? 0 : static_cast<int64_t>(std::ceil(lo));
+    const int64_t rhi = hi >= double(rows_ - 1) ? rows_ - 1 : static_cast<int64_t>(std::floor(hi));
+    if (rlo > rhi) return false;
+    qlo = rlo * ts_ / kLanes;
+    qhi = std::min(n_ - 1, ((rhi + 1) * ts_ - 1) / kLanes);
+    const float xt = sp.xtest[i], slope = sp.slope[i], tas = sp.two_a_smax[i], det = sp.det[i], a2 = sp.a2[i];
+    const float fx = float(mx), fy = float(my);
+    const float fext = yext < 3e38 ? float(yext) : 3e38f;
+    for (int64_t q0 = qlo - qlo % kLanes; q0 <= qhi; q0 += kLanes) {
+      const float *ylo = ylo_.data() + q0, *yhi = yhi_.data() + q0, *xmid = xmid_.data() + q0;
+      const float *xhw = xhw_.data() + q0, *row = row_.data() + q0, *in = in_.data() + q0;
+      float* flag = flag_.data() + q0;
+#pragma omp simd
+      for (int j = 0; j < kLanes; ++j) {
+        const float rd = fy < ylo[j] ? ylo[j] - fy : (fy > yhi[j] ? fy - yhi[j] : 0.0f);
+        // one-row chunk: the support's x-interval on the row, centre mx + slope dy, half-width
+        // sqrt(disc) / a, meets [xmid - xhw, xmid + xhw] (squared comparison: no sqrt, no division)
+        const float dy = fy - ylo[j];
+        const float disc = tas - det * dy * dy;
+        const float dc = std::abs(fx + slope * dy - xmid[j]) - xhw[j];
+        const float inx = (disc >= 0.0f ? 1.0f : 0.0f) * (dc <= 0.0f || dc * dc * a2 <= disc ? 1.0f : 0.0f);
+        const float use_x = row[j] * xt;
+        flag[j] = in[j] * (rd <= fext ? 1.0f : 0.0f) * (use_x * inx + (1.0f - use_x));
+      }
+    }
+    return true;
+  }
+
+ private:
+  size_t padded() const { return static_cast<size_t>((n_ + kLanes - 1) / kLanes * kLanes); }
+  const ChunkLayout& lay_;
+  int64_t n_, ts_, y0_ = 0, rows_ = 0;
+  std::vector<ChunkGeom> geo_;
+  std::vector<float> ylo_, yhi_, xmid_, xhw_, row_, in_, flag_;  // padded to whole kLanes blocks
+};
+
+// Alpha (clamped at 0.99) and vis = exp(-max(sigma, 0)) of one Gaussian at the kLanes pixel centres
+// of a chunk (gsw/blend.h); alpha is 0 where sigma < 0 (such pixels are skipped, as alpha < 1/255 is).
+// The forward and the backward both call this one function, so they agree on every alpha bit for bit.
+template <typename T>
+inline void chunk_alpha_vis(const T* px, const T* py, T mx, T my, T ca, T cb, T cc, T op, T* alpha, T* vis) {
+#pragma omp simd
+  for (int j = 0; j < kLanes; ++j) {
+    const T dx = mx - px[j], dy = my - py[j];
+    const T sg = blend_sigma(dx, dy, ca, cb, cc);
+    const T v = exp_neg(sg > T(0) ? sg : T(0));
+    T a = op * v;
+    a = a < T(kAlphaMax) ? a : T(kAlphaMax);
+    alpha[j] = sg >= T(0) ? a : T(0);
+    vis[j] = v;
   }
 }
 
-// Distance from y to the interval of pixel centres [ymin + 0.5, ymax + 0.5].
+// Sum of the kLanes values at v.
 template <typename T>
-inline T row_distance(T y, int64_t ymin, int64_t ymax) {
-  const T lo = T(ymin) + T(0.5), hi = T(ymax) + T(0.5);
-  return y < lo ? lo - y : (y > hi ? y - hi : T(0));
+inline T lane_sum(const T* v) {
+  T s = 0;
+  for (int j = 0; j < kLanes; ++j) s += v[j];
+  return s;
 }
+#if defined(__AVX512F__)
+template <>
+inline float lane_sum<float>(const float* v) {
+  return _mm512_reduce_add_ps(_mm512_load_ps(v));
+}
+#endif
+
+// The inputs of the per-chunk compositing loop.
+template <typename T>
+struct BlendInputs {
+  const T *means2d, *conics, *colors, *opac;
+  const int32_t* fid;
+  int64_t D;
+};
+
+// Front-to-back compositing of a chunk: the Gaussians of list[0..len) (indices into fid, depth order)
+// into colour sums acc[D][kLanes], transmittance Tr and last contributor (index into fid, -1: none).
+// Lanes with done = 1 (outside the image) never change. Stops when every lane is done.
+template <typename T>
+void composite_chunk(const BlendInputs<T>& in, const int32_t* list, int64_t len, const T* px, const T* py, T* done,
+                     T* acc, T* Tr, int32_t* last) {
+  const int64_t D = in.D;
+  alignas(64) T alpha[kLanes], vis[kLanes], w[kLanes];
+  alignas(64) int32_t conm[kLanes], actm[kLanes];
+  for (int64_t l = 0; l < len; ++l) {
+    const int32_t kk = list[l];
+    const int64_t i = in.fid[kk];
+    const T* co = in.conics + 3 * i;
+    chunk_alpha_vis(px, py, in.means2d[2 * i], in.means2d[2 * i + 1], co[0], co[1], co[2], in.opac[i], alpha, vis);
+#pragma omp simd
+    for (int j = 0; j < kLanes; ++j) {
+      // Conditions as 0/1 floats combined by products: GCC does not vectorize chains of boolean &&
+      // here (mixed mask widths) under -fno-trapping-math.
+      const T a = alpha[j];
+      const T okf = (a >= T(kAlphaMin) ? T(1) : T(0)) * (T(1) - done[j]);
+      const T nT = Tr[j] * (T(1) - a);
+      const T termf = okf * (nT <= T(kTransmittanceMin) ? T(1) : T(0));
+      const T conf = okf - termf;
+      done[j] += termf;
+      w[j] = (a * Tr[j]) * conf;
+      Tr[j] = conf > T(0) ? nT : Tr[j];
+      last[j] = conf > T(0) ? kk : last[j];
+      conm[j] = conf > T(0) ? 1 : 0;
+      actm[j] = done[j] == T(0) ? 1 : 0;
+    }
+    if (any_lane(conm)) {
+      for (int64_t ch = 0; ch < D; ++ch) {
+        const T col = in.colors[D * i + ch];
+        T* a = acc + ch * kLanes;
+#pragma omp simd
+        for (int j = 0; j < kLanes; ++j) a[j] += w[j] * col;
+      }
+    }
+    if (!any_lane(actm)) break;
+  }
+}
+
+#if defined(__AVX512F__)
+// float: the same compositing with the chunk's state in registers and lane masks in mask registers
+// (the generic loop's 0/1-float products compile to slow mask/integer round trips).
+template <>
+void composite_chunk<float>(const BlendInputs<float>& in, const int32_t* list, int64_t len, const float* px,
+                            const float* py, float* done, float* acc, float* Tr_, int32_t* last_) {
+  const int64_t D = in.D;
+  alignas(64) float alpha[kLanes], vis[kLanes];
+  __m512 Tr = _mm512_load_ps(Tr_);
+  __m512i last = _mm512_load_si512(reinterpret_cast<const void*>(last_));
+  __mmask16 active = _mm512_cmp_ps_mask(_mm512_load_ps(done), _mm512_setzero_ps(), _CMP_EQ_OQ);
+  const __m512 one = _mm512_set1_ps(1.0f), amin = _mm512_set1_ps(kAlphaMin);
+  const __m512 tmin = _mm512_set1_ps(kTransmittanceMin);
+  for (int64_t l = 0; l < len && active; ++l) {
+    const int32_t kk = list[l];
+    const int64_t i = in.fid[kk];
+    const float* co = in.conics + 3 * i;
+    chunk_alpha_vis(px, py, in.means2d[2 * i], in.means2d[2 * i + 1], co[0], co[1], co[2], in.opac[i], alpha, vis);
+    const __m512 a = _mm512_load_ps(alpha);
+    const __mmask16 ok = _mm512_mask_cmp_ps_mask(active, a, amin, _CMP_GE_OQ);
+    if (!ok) continue;
+    const __m512 nT = _mm512_mul_ps(Tr, _mm512_sub_ps(one, a));
+    const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, nT, tmin, _CMP_LE_OQ);
+    const __mmask16 con = static_cast<__mmask16>(ok & ~term);
+    active = static_cast<__mmask16>(active & ~term);
+    const __m512 w = _mm512_maskz_mul_ps(con, a, Tr);
+    Tr = _mm512_mask_mov_ps(Tr, con, nT);
+    last = _mm512_mask_mov_epi32(last, con, _mm512_set1_epi32(kk));
+    const float* col = in.colors + D * i;
+    for (int64_t ch = 0; ch < D; ++ch) {
+      float* ap = acc + ch * kLanes;
+      _mm512_storeu_ps(ap, _mm512_fmadd_ps(w, _mm512_set1_ps(col[ch]), _mm512_loadu_ps(ap)));
+    }
+  }
+  _mm512_store_ps(Tr_, Tr);
+  _mm512_store_si512(reinterpret_cast<void*>(last_), last);
+  _mm512_store_ps(done, _mm512_mask_blend_ps(active, one, _mm512_setzero_ps()));
+}
+#endif
 
 template <typename T>
 void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
@@ -481,22 +711,40 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
                               T* out_T, int32_t* out_last) {
   const int64_t D = g.D, ntiles = g.tw * g.th;
   const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
-  const std::vector<T> yext = alpha_row_extents(conics, opac, g.C * g.N);
+  const Supports sp = alpha_supports(conics, opac, g.C * g.N);
+  const ChunkLayout layout(g.ts);
+  const BlendInputs<T> in{means2d, conics, colors, opac, fid, D};
 #pragma omp parallel
   {
     DenormalsOff ftz;
     std::vector<T> acc_buf(static_cast<size_t>(D * kLanes));
     T* acc = acc_buf.data();
+    TileChunks tc(layout, g.ts);
+    // per chunk, the tile's intersections (indices into fid) whose support meets the chunk, in order
+    std::vector<int32_t> lists;
+    std::vector<int64_t> len(nchunks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
       const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
       const int64_t s = toff[t];
       const int64_t e = (t + 1 < g.C * ntiles) ? toff[t + 1] : g.M;
+      const int64_t cap = e - s;
+      if (static_cast<int64_t>(lists.size()) < nchunks * cap) lists.resize(static_cast<size_t>(nchunks * cap));
+      std::fill(len.begin(), len.end(), 0);
+      tc.build(tx, ty, g.W, g.H);
+      for (int64_t k = s; k < e; ++k) {
+        const int64_t i = fid[k];
+        int64_t qlo, qhi;
+        if (!tc.mark(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
+        for (int64_t q = qlo; q <= qhi; ++q) {  // branch-free append
+          lists[q * cap + len[q]] = static_cast<int32_t>(k);
+          len[q] += tc.flagged(q) ? 1 : 0;
+        }
+      }
       for (int64_t q = 0; q < nchunks; ++q) {
-        ChunkGeom cg;
-        chunk_geometry(tx, ty, q, g.ts, g.W, g.H, cg);
+        const ChunkGeom& cg = tc.geo(q);
         if (!cg.any_inside) continue;
-        alignas(64) T px[kLanes], py[kLanes], Tr[kLanes], done[kLanes], w[kLanes];
+        alignas(64) T px[kLanes], py[kLanes], Tr[kLanes], done[kLanes];
         alignas(64) int32_t last[kLanes];
         for (int j = 0; j < kLanes; ++j) {
           px[j] = T(cg.x[j]) + T(0.5);
@@ -506,42 +754,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           last[j] = -1;
         }
         std::fill(acc, acc + D * kLanes, T(0));
-        for (int64_t k = s; k < e; ++k) {
-          const int64_t i = fid[k];
-          const T mx = means2d[2 * i], my = means2d[2 * i + 1];
-          if (row_distance(my, cg.ymin, cg.ymax) > yext[i]) continue;
-          const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2], op = opac[i];
-          const int32_t kk = static_cast<int32_t>(k);
-          alignas(64) int32_t conm[kLanes], actm[kLanes];
-#pragma omp simd
-          for (int j = 0; j < kLanes; ++j) {
-            // Conditions as 0/1 floats combined by products: GCC does not vectorize chains of
-            // boolean && here (mixed mask widths) under -fno-trapping-math.
-            const T dx = mx - px[j], dy = my - py[j];
-            const T sg = blend_sigma(dx, dy, ca, cb, cc);
-            T a = op * exp_neg(sg > T(0) ? sg : T(0));
-            a = a < T(kAlphaMax) ? a : T(kAlphaMax);
-            const T okf = (sg >= T(0) ? T(1) : T(0)) * (a >= T(kAlphaMin) ? T(1) : T(0)) * (T(1) - done[j]);
-            const T nT = Tr[j] * (T(1) - a);
-            const T termf = okf * (nT <= T(kTransmittanceMin) ? T(1) : T(0));
-            const T conf = okf - termf;
-            done[j] += termf;
-            w[j] = (a * Tr[j]) * conf;
-            Tr[j] = conf > T(0) ? nT : Tr[j];
-            last[j] = conf > T(0) ? kk : last[j];
-            conm[j] = conf > T(0) ? 1 : 0;
-            actm[j] = done[j] == T(0) ? 1 : 0;
-          }
-          if (any_lane(conm)) {
-            for (int64_t ch = 0; ch < D; ++ch) {
-              const T col = colors[D * i + ch];
-              T* a = acc + ch * kLanes;
-#pragma omp simd
-              for (int j = 0; j < kLanes; ++j) a[j] += w[j] * col;
-            }
-          }
-          if (!any_lane(actm)) break;
-        }
+        composite_chunk(in, lists.data() + q * cap, len[q], px, py, done, acc, Tr, last);
         for (int j = 0; j < kLanes; ++j) {
           if (!cg.inside[j]) continue;
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
@@ -578,6 +791,118 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d_,
   return {out_color, out_alpha, out_T, out_last};
 }
 
+// ---- backward: one Gaussian at one chunk ----------------------------------------------------------
+// Per-lane state of a chunk in the backward (all pointers to kLanes values, or D * kLanes for the
+// per-channel rows): pixel centres, running transmittance Tr (final T at the start, T before the
+// current Gaussian after it), final T, dL/d(alpha out), last contributor, dL/d(colour out), and buf,
+// the colour composited behind the current Gaussian (per unit of its transmittance).
+template <typename T>
+struct ChunkBwd {
+  const T *px, *py;
+  T* Tr;
+  const T *Tf, *va;
+  const int32_t* last;
+  const T* vr;
+  T* buf;
+};
+
+// One Gaussian's per-lane gradient sums over the chunks of a tile.
+template <typename T>
+struct alignas(64) GaussGrad {
+  T mx[kLanes], my[kLanes], ca[kLanes], cb[kLanes], cc[kLanes], op[kLanes];
+};
+
+// The Gaussian's parameters and colour (D values).
+template <typename T>
+struct GaussIn {
+  T mx, my, ca, cb, cc, op;
+  int32_t kk;  // its index in the tile list (fid)
+  const T* col;
+  int64_t D;
+};
+
+// Gradients of alpha (given dL/dalpha vA per lane, zero where clamped) into gg (gsw/blend.h).
+template <typename T>
+inline void alpha_vjp_lanes(const ChunkBwd<T>& st, const GaussIn<T>& p, const T* vis, const T* vA, GaussGrad<T>& gg) {
+#pragma omp simd
+  for (int j = 0; j < kLanes; ++j) {
+    const T v = p.op * vis[j] < T(kAlphaMax) ? vA[j] : T(0);
+    blend_alpha_vjp(p.mx - st.px[j], p.my - st.py[j], p.ca, p.cb, p.cc, p.op, vis[j], v, gg.mx[j], gg.my[j], gg.ca[j],
+                    gg.cb[j], gg.cc[j], gg.op[j]);
+  }
+}
+
+// Backward of Gaussian p at chunk st: undoes its blend (Tr, buf), adds its colour gradient to gcol
+// (D * kLanes) and its alpha gradients to gg. Returns false when it contributed to no pixel here.
+template <typename T>
+bool backward_pair(const GaussIn<T>& p, const ChunkBwd<T>& st, T* gcol, GaussGrad<T>& gg) {
+  alignas(64) T alpha[kLanes], vis[kLanes], fac[kLanes], ra[kLanes], Ti[kLanes], vA[kLanes];
+  alignas(64) int32_t validm[kLanes];
+  chunk_alpha_vis(st.px, st.py, p.mx, p.my, p.ca, p.cb, p.cc, p.op, alpha, vis);
+#pragma omp simd
+  for (int j = 0; j < kLanes; ++j) {
+    const T a = alpha[j];
+    const T validf = (p.kk <= st.last[j] ? T(1) : T(0)) * (a >= T(kAlphaMin) ? T(1) : T(0));  // 0/1
+    validm[j] = validf > T(0) ? 1 : 0;
+    const T r = T(1) / (T(1) - a);
+    const T tb = st.Tr[j] * r;
+    st.Tr[j] = validf > T(0) ? tb : st.Tr[j];
+    Ti[j] = tb * validf;
+    ra[j] = r * validf;
+    fac[j] = (a * tb) * validf;
+    vA[j] = (st.Tf[j] * r * st.va[j]) * validf;
+  }
+  if (!any_lane(validm)) return false;
+  for (int64_t ch = 0; ch < p.D; ++ch) {
+    const T col = p.col[ch];
+    T* b = st.buf + ch * kLanes;
+    const T* v = st.vr + ch * kLanes;
+    T* gc = gcol + ch * kLanes;
+#pragma omp simd
+    for (int j = 0; j < kLanes; ++j) {
+      vA[j] += (col * Ti[j] - b[j] * ra[j]) * v[j];
+      gc[j] += fac[j] * v[j];
+      b[j] += col * fac[j];
+    }
+  }
+  alpha_vjp_lanes(st, p, vis, vA, gg);
+  return true;
+}
+
+#if defined(__AVX512F__)
+// float: the same, with the lane masks in mask registers (see composite_chunk<float>).
+template <>
+bool backward_pair<float>(const GaussIn<float>& p, const ChunkBwd<float>& st, float* gcol, GaussGrad<float>& gg) {
+  alignas(64) float alpha[kLanes], vis[kLanes], vA[kLanes];
+  chunk_alpha_vis(st.px, st.py, p.mx, p.my, p.ca, p.cb, p.cc, p.op, alpha, vis);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 a = _mm512_load_ps(alpha);
+  const __mmask16 valid =
+      _mm512_cmp_ps_mask(a, _mm512_set1_ps(kAlphaMin), _CMP_GE_OQ) &
+      _mm512_cmp_epi32_mask(_mm512_set1_epi32(p.kk), _mm512_load_si512(reinterpret_cast<const void*>(st.last)),
+                            _MM_CMPINT_LE);
+  if (!valid) return false;
+  const __m512 r = _mm512_div_ps(one, _mm512_sub_ps(one, a));
+  const __m512 tr = _mm512_load_ps(st.Tr);
+  const __m512 tb = _mm512_mul_ps(tr, r);
+  _mm512_store_ps(st.Tr, _mm512_mask_mov_ps(tr, valid, tb));
+  const __m512 fac = _mm512_maskz_mul_ps(valid, a, tb);
+  __m512 va = _mm512_maskz_mul_ps(valid, _mm512_mul_ps(_mm512_load_ps(st.Tf), r), _mm512_load_ps(st.va));
+  for (int64_t ch = 0; ch < p.D; ++ch) {
+    const __m512 col = _mm512_set1_ps(p.col[ch]);
+    float* bp = st.buf + ch * kLanes;
+    float* gp = gcol + ch * kLanes;
+    const __m512 b = _mm512_load_ps(bp), v = _mm512_load_ps(st.vr + ch * kLanes);
+    va = _mm512_mask3_fmadd_ps(_mm512_fmsub_ps(col, tb, _mm512_mul_ps(b, r)), v, va, valid);
+    _mm512_store_ps(gp, _mm512_fmadd_ps(fac, v, _mm512_load_ps(gp)));
+    _mm512_store_ps(bp, _mm512_fmadd_ps(col, fac, b));
+  }
+  _mm512_store_ps(vA, va);
+  alpha_vjp_lanes(st, p, vis, vA, gg);
+  return true;
+}
+#endif
+
 template <typename T>
 void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
                                const T* opac, const int32_t* toff, const int32_t* fid, const T* Tfinal,
@@ -589,7 +914,8 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
   const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
   const int64_t P = nchunks * kLanes;
   const int64_t K = 6 + D;  // per-Gaussian accumulators: mean2d (2), conic (3), opacity (1), colour (D)
-  const std::vector<T> yext = alpha_row_extents(conics, opac, CN);
+  const Supports sp = alpha_supports(conics, opac, CN);
+  const ChunkLayout layout(g.ts);
   const int nthreads = omp_get_max_threads();
   std::vector<T> sums(static_cast<size_t>(nthreads) * CN * K);
 #pragma omp parallel num_threads(nthreads)
@@ -602,21 +928,22 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
       T v[kLanes];
     };
     std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_Tf(nchunks), s_va(nchunks);
-    std::vector<Lanes> s_vr(nchunks * D), s_buf(nchunks * D), s_gcol(D);
+    std::vector<Lanes> s_vr(nchunks * D), s_buf(nchunks * D), gcol(D);
+    GaussGrad<T> gg;
     struct alignas(64) ILanes {
       int32_t v[kLanes];
     };
     std::vector<ILanes> s_last(nchunks);
-    std::vector<ChunkGeom> geo(nchunks);
+    TileChunks tc(layout, g.ts);
     std::vector<int32_t> chunk_last(nchunks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
       const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
       const int64_t s = toff[t];
       int32_t maxlast = -1;
+      tc.build(tx, ty, g.W, g.H);
       for (int64_t q = 0; q < nchunks; ++q) {
-        ChunkGeom& cg = geo[q];
-        chunk_geometry(tx, ty, q, g.ts, g.W, g.H, cg);
+        const ChunkGeom& cg = tc.geo(q);
         int32_t cl = -1;
         for (int j = 0; j < kLanes; ++j) {
           s_px[q].v[j] = T(cg.x[j]) + T(0.5);
@@ -639,90 +966,31 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
       (void)P;
       for (int64_t k = maxlast; k >= s; --k) {
         const int64_t i = fid[k];
-        const T mx = means2d[2 * i], my_ = means2d[2 * i + 1];
-        const T ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2], op = opac[i];
-        const int32_t kk = static_cast<int32_t>(k);
-        alignas(64) T gmx[kLanes] = {}, gmy[kLanes] = {}, gca[kLanes] = {}, gcb[kLanes] = {}, gcc[kLanes] = {},
-                      gop[kLanes] = {};
+        int64_t qlo, qhi;
+        if (!tc.mark(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
+        const T* co = conics + 3 * i;
+        const GaussIn<T> p{means2d[2 * i], means2d[2 * i + 1], co[0], co[1], co[2], opac[i],
+                           static_cast<int32_t>(k), colors + D * i, D};
         bool touched = false;
-        for (int64_t q = 0; q < nchunks; ++q) {
-          const ChunkGeom& cg = geo[q];
-          if (kk > chunk_last[q] || row_distance(my_, cg.ymin, cg.ymax) > yext[i]) continue;
-          const T* px = s_px[q].v;
-          const T* py = s_py[q].v;
-          T* Tr = s_Tr[q].v;
-          const T* Tf = s_Tf[q].v;
-          const T* va = s_va[q].v;
-          const int32_t* last = s_last[q].v;
-          alignas(64) T fac[kLanes], ra[kLanes], Ti[kLanes], vA[kLanes], visv[kLanes], dxv[kLanes], dyv[kLanes];
-          alignas(64) int32_t validm[kLanes];
-#pragma omp simd
-          for (int j = 0; j < kLanes; ++j) {
-            const T dx = mx - px[j], dy = my_ - py[j];
-            const T sg = blend_sigma(dx, dy, ca, cb, cc);
-            const T vis = exp_neg(sg > T(0) ? sg : T(0));
-            T a = op * vis;
-            a = a < T(kAlphaMax) ? a : T(kAlphaMax);
-            const T validf = (kk <= last[j] ? T(1) : T(0)) * (sg >= T(0) ? T(1) : T(0)) *
-                             (a >= T(kAlphaMin) ? T(1) : T(0));  // 0/1 (see the forward)
-            dxv[j] = dx;
-            dyv[j] = dy;
-            visv[j] = vis;
-            validm[j] = validf > T(0) ? 1 : 0;
-            const T r = T(1) / (T(1) - a);
-            const T tb = Tr[j] * r;
-            Tr[j] = validf > T(0) ? tb : Tr[j];
-            Ti[j] = tb * validf;
-            ra[j] = r * validf;
-            fac[j] = (a * tb) * validf;
-            vA[j] = (Tf[j] * r * va[j]) * validf;
-          }
-          if (!any_lane(validm)) continue;
+        for (int64_t q = qlo; q <= qhi; ++q) {
+          if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
           if (!touched) {
-            for (int64_t ch = 0; ch < D; ++ch) std::fill(s_gcol[ch].v, s_gcol[ch].v + kLanes, T(0));
-            touched = true;
+            std::memset(static_cast<void*>(&gg), 0, sizeof(gg));
+            std::memset(static_cast<void*>(gcol.data()), 0, sizeof(Lanes) * gcol.size());
           }
-          for (int64_t ch = 0; ch < D; ++ch) {
-            const T col = colors[D * i + ch];
-            T* b = s_buf[q * D + ch].v;
-            const T* v = s_vr[q * D + ch].v;
-            T* gc = s_gcol[ch].v;
-#pragma omp simd
-            for (int j = 0; j < kLanes; ++j) {
-              vA[j] += (col * Ti[j] - b[j] * ra[j]) * v[j];
-              gc[j] += fac[j] * v[j];
-              b[j] += col * fac[j];
-            }
-          }
-#pragma omp simd
-          for (int j = 0; j < kLanes; ++j) {
-            const T vis = visv[j];
-            const T v = op * vis < T(kAlphaMax) ? vA[j] : T(0);
-            blend_alpha_vjp(dxv[j], dyv[j], ca, cb, cc, op, vis, v, gmx[j], gmy[j], gca[j], gcb[j], gcc[j], gop[j]);
-          }
+          const ChunkBwd<T> st{s_px[q].v, s_py[q].v, s_Tr[q].v, s_Tf[q].v, s_va[q].v, s_last[q].v,
+                               s_vr[q * D].v, s_buf[q * D].v};
+          touched = backward_pair(p, st, gcol.data()->v, gg) || touched;
         }
         if (!touched) continue;
         T* acc = my + i * K;
-        T r0 = 0, r1 = 0, r2 = 0, r3 = 0, r4 = 0, r5 = 0;
-        for (int j = 0; j < kLanes; ++j) {
-          r0 += gmx[j];
-          r1 += gmy[j];
-          r2 += gca[j];
-          r3 += gcb[j];
-          r4 += gcc[j];
-          r5 += gop[j];
-        }
-        acc[0] += r0;
-        acc[1] += r1;
-        acc[2] += r2;
-        acc[3] += r3;
-        acc[4] += r4;
-        acc[5] += r5;
-        for (int64_t ch = 0; ch < D; ++ch) {
-          T sc = 0;
-          for (int j = 0; j < kLanes; ++j) sc += s_gcol[ch].v[j];
-          acc[6 + ch] += sc;
-        }
+        acc[0] += lane_sum(gg.mx);
+        acc[1] += lane_sum(gg.my);
+        acc[2] += lane_sum(gg.ca);
+        acc[3] += lane_sum(gg.cb);
+        acc[4] += lane_sum(gg.cc);
+        acc[5] += lane_sum(gg.op);
+        for (int64_t ch = 0; ch < D; ++ch) acc[6 + ch] += lane_sum(gcol[ch].v);
       }
     }
   }

@@ -102,7 +102,7 @@ __global__ void sh_backward_kernel(const T* v_colors, const T* coeffs, const T* 
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= C * N) return;
   const int64_t n = i % N;
-  T tmp[48];
+  T tmp[48] = {};
   T vd[3] = {0, 0, 0};
   sh_to_color_backward<T>(degree, coeffs + n * K * 3, dirs + 3 * i, v_colors + 3 * i, tmp, vd);
   const int k = (degree + 1) * (degree + 1);

@@ -62,11 +62,14 @@ def _register() -> None:
     def _project_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
         means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane = inputs
         ctx.args = (width, height, eps2d, near_plane, far_plane)
+        ctx.set_materialize_grads(False)  # unused outputs' gradients arrive as None, not zero tensors
         ctx.save_for_backward(means, quats, scales, viewmats, Ks, output[0])
 
     def _project_backward(ctx, v_radii, v_means2d, v_depths, v_conics, v_comps):  # noqa: ANN001, ANN202
         means, quats, scales, viewmats, Ks, radii = ctx.saved_tensors
         C, N = radii.shape
+        if v_means2d is None and v_depths is None and v_conics is None and v_comps is None:
+            return None, None, None, None, None, None, None, None, None, None
 
         def z(g, *shape):  # noqa: ANN001, ANN002, ANN202
             return means.new_zeros(C, N, *shape) if g is None else g.contiguous()
@@ -99,10 +102,13 @@ def _register() -> None:
     def _sh_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
         coeffs, dirs, degree = inputs
         ctx.degree = degree
+        ctx.set_materialize_grads(False)
         ctx.save_for_backward(coeffs, dirs)
 
     def _sh_backward(ctx, v_colors):  # noqa: ANN001, ANN202
         coeffs, dirs = ctx.saved_tensors
+        if v_colors is None:
+            return None, None, None
         gc, gd = torch.ops.gsworkbench.splat_sh_to_color_backward(
             v_colors.contiguous(), coeffs, dirs, ctx.degree
         )
@@ -157,6 +163,7 @@ def _register() -> None:
     def _raster_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
         means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids = inputs
         ctx.args = (width, height, tile_size)
+        ctx.set_materialize_grads(False)
         ctx.save_for_backward(
             means2d, conics, colors, opacities, tile_offsets, flatten_ids, output[2], output[3]
         )
@@ -168,6 +175,8 @@ def _register() -> None:
                 "splat_rasterize: gradients through the transmittance output are not supported"
             )
         C, H, W = trans.shape
+        if v_colors is None and v_alphas is None:
+            return None, None, None, None, None, None, None, None, None
         if v_colors is None:
             v_colors = colors.new_zeros(C, H, W, colors.shape[2])
         if v_alphas is None:

@@ -16,7 +16,13 @@ import torch
 from gsworkbench import gaussians
 from gsworkbench._ext import has_kernel
 from gsworkbench.splat import _torch_impl
-from gsworkbench.validation import check_choice, check_same_device_dtype, check_same_size, check_tensor
+from gsworkbench.validation import (
+    check_choice,
+    check_finite_all,
+    check_same_device_dtype,
+    check_same_size,
+    check_tensor,
+)
 
 BACKENDS = ("torch", "ext")
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
@@ -71,15 +77,15 @@ def check_rasterize_inputs(
         raise ValueError(f"tile_size must be <= 64, got {tile_size}")
     if not (0 < float(near_plane) < float(far_plane)):
         raise ValueError(f"need 0 < near_plane < far_plane, got {near_plane}, {far_plane}")
-    check_tensor("means", means, (None, 3))
-    check_tensor("quats", quats, (None, 4))
-    check_tensor("scales", scales, (None, 3))
-    check_tensor("opacities", opacities, (None,))
-    check_tensor("viewmats", viewmats, (None, 4, 4))
-    check_tensor("Ks", Ks, (None, 3, 3))
+    check_tensor("means", means, (None, 3), finite=False)
+    check_tensor("quats", quats, (None, 4), finite=False)
+    check_tensor("scales", scales, (None, 3), finite=False)
+    check_tensor("opacities", opacities, (None,), finite=False)
+    check_tensor("viewmats", viewmats, (None, 4, 4), finite=False)
+    check_tensor("Ks", Ks, (None, 3, 3), finite=False)
     if sh_degree is not None:
         _check_int("sh_degree", sh_degree, 0)
-        check_tensor("colors", colors, (None, None, 3))
+        check_tensor("colors", colors, (None, None, 3), finite=False)
         k = gaussians.num_sh_bases(sh_degree)
         if colors.shape[1] < k:
             raise ValueError(
@@ -87,11 +93,11 @@ def check_rasterize_inputs(
             )
         n_colors = ("colors", colors, 0)
     elif colors.dim() == 3:
-        check_tensor("colors", colors, (None, None, None))
+        check_tensor("colors", colors, (None, None, None), finite=False)
         check_same_size("C (number of cameras)", ("viewmats", viewmats, 0), ("colors", colors, 0))
         n_colors = ("colors", colors, 1)
     else:
-        check_tensor("colors", colors, (None, None))
+        check_tensor("colors", colors, (None, None), finite=False)
         n_colors = ("colors", colors, 0)
     if colors.shape[-1] < 1:
         raise ValueError("colors must have at least one channel")
@@ -112,20 +118,31 @@ def check_rasterize_inputs(
     if backgrounds is not None:
         if render_mode in ("D", "ED"):
             raise ValueError(f"backgrounds apply to colour channels; render_mode {render_mode!r} has none")
-        check_tensor("backgrounds", backgrounds, (None, colors.shape[-1]))
+        check_tensor("backgrounds", backgrounds, (None, colors.shape[-1]), finite=False)
         check_same_size("C (number of cameras)", ("viewmats", viewmats, 0), ("backgrounds", backgrounds, 0))
         tensors["backgrounds"] = backgrounds
     check_same_device_dtype(**tensors)
-    o = opacities.detach()
-    if o.numel() and not bool(((o >= 0) & (o <= 1)).all()):
-        raise ValueError("opacities must lie in [0, 1] (activated, not logits)")
-    if scales.numel() and not bool((scales.detach() >= 0).all()):
-        raise ValueError("scales must be non-negative (linear scales, not log-scales)")
-    f = torch.stack([Ks[:, 0, 0], Ks[:, 1, 1]]).detach()
-    if not bool((f > 0).all()):
-        raise ValueError("Ks must have positive focal lengths fx, fy")
+    check_finite_all(**tensors)
+    _check_value_ranges(opacities, scales, Ks)
     if means.is_cuda and backend == "ext" and not has_cuda_kernels():
         raise ValueError("backend 'ext' on CUDA tensors needs the extension built with its CUDA kernels")
+
+
+def _check_value_ranges(opacities: torch.Tensor, scales: torch.Tensor, Ks: torch.Tensor) -> None:
+    """Opacities in [0, 1], scales >= 0, positive focal lengths; one device sync for all three."""
+    o, s, k = opacities.detach(), scales.detach(), Ks.detach()
+    vals = [torch.minimum(k[:, 0, 0], k[:, 1, 1]).amin()]
+    if o.numel():
+        vals += list(torch.aminmax(o))
+    if s.numel():
+        vals.append(s.amin())
+    v = torch.stack(vals).tolist()
+    if o.numel() and not (v[1] >= 0 and v[2] <= 1):
+        raise ValueError("opacities must lie in [0, 1] (activated, not logits)")
+    if s.numel() and not v[-1] >= 0:
+        raise ValueError("scales must be non-negative (linear scales, not log-scales)")
+    if not v[0] > 0:
+        raise ValueError("Ks must have positive focal lengths fx, fy")
 
 
 def has_cuda_kernels() -> bool:

@@ -8,8 +8,13 @@
 
 #include "gsw/common.h"
 
+#include <cmath>
+
 namespace gsw {
 namespace splat {
+
+using std::log;
+using std::sqrt;
 
 constexpr float kAlphaMax = 0.99f;
 constexpr float kAlphaMin = 1.0f / 255.0f;
@@ -33,6 +38,50 @@ GSW_HD void blend_alpha_vjp(T dx, T dy, T ca, T cb, T cc, T opacity, T vis, T v_
   vmx += v_sigma * (ca * dx + cb * dy);
   vmy += v_sigma * (cb * dx + cc * dy);
   vop += vis * v_alpha;
+}
+
+// ---- Support of alpha >= 1/255 (where a Gaussian can contribute at all) ------------------------------
+// alpha = o exp(-sigma) >= 1/255  <=>  sigma <= log(255 o). Kernels use the support to skip pixels a
+// Gaussian cannot reach; the per-pixel test above still decides, so the support only has to contain
+// every contributing pixel. Its threshold is relaxed by 2% + 0.02 for that: float rounding of sigma in
+// the per-pixel test is far below it for the Gaussians the row-interval test is used on (see
+// alpha_row_interval_exact).
+
+// Relaxed sigma threshold of the support; negative when alpha never reaches 1/255.
+template <typename T>
+GSW_HD T alpha_sigma_max(T opacity) {
+  return opacity * T(255) >= T(1) ? log(T(255) * opacity) * T(1.02) + T(0.02) : T(-1);
+}
+
+// Half-height of the support: rows with |dy| > extent cannot be reached at any x (the minimum over dx
+// of sigma at offset dy is dy^2 det / (2 a) = dy^2 / (2 cov_yy)). Negative: empty support; infinite:
+// a degenerate conic (no culling).
+template <typename T>
+GSW_HD T alpha_row_extent(T ca, T cb, T cc, T smax) {
+  const T det = ca * cc - cb * cb;
+  if (!(smax >= T(0))) return T(-1);
+  if (!(det > T(0)) || !(ca > T(0))) return T(1) / T(0);
+  return sqrt(T(2) * smax * ca / det);
+}
+
+// True when the row interval below is numerically safe for this conic: the per-pixel sigma suffers
+// cancellation of order a c / det, so very elongated Gaussians are only culled by rows.
+template <typename T>
+GSW_HD bool alpha_row_interval_exact(T ca, T cb, T cc) {
+  const T det = ca * cc - cb * cb;
+  return ca > T(0) && det > T(0) && ca * cc <= T(1e4) * det;
+}
+
+// The support on the row at offset dy = mean_y - y: pixel x within offset +- half of mean_x, where
+// sigma(dx, dy) = 0.5 a dx^2 + b dx dy + 0.5 c dy^2 <= smax (dx = mean_x - x). Returns the
+// discriminant: negative when the row misses the support. Branch-free (vectorizes); needs a > 0.
+template <typename T>
+GSW_HD T alpha_row_interval(T dy, T ca, T cb, T cc, T smax, T& offset, T& half) {
+  const T bdy = cb * dy;
+  const T disc = bdy * bdy - ca * (cc * dy * dy - T(2) * smax);
+  offset = bdy / ca;
+  half = sqrt(disc > T(0) ? disc : T(0)) / ca;
+  return disc;
 }
 
 }  // namespace splat

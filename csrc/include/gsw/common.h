@@ -12,6 +12,13 @@
 #define GSW_HD inline __attribute__((always_inline))
 #endif
 
+// Full unrolling of short fixed loops (lets the CPU compiler vectorize loops over Gaussians).
+#if defined(__CUDACC__)
+#define GSW_UNROLL _Pragma("unroll")
+#else
+#define GSW_UNROLL _Pragma("GCC unroll 64")
+#endif
+
 #if !defined(__CUDA_ARCH__) && (defined(__x86_64__) || defined(__i386__))
 #include <xmmintrin.h>
 #define GSW_HAS_MXCSR 1

@@ -79,37 +79,43 @@ GSW_HD void sh_to_color_forward(int degree, const T* coeffs, const T* dir, T* co
   T b[16];
   sh_basis<T>(degree, dir[0] / n, dir[1] / n, dir[2] / n, b, nullptr);
   const int k = (degree + 1) * (degree + 1);
+  GSW_UNROLL
   for (int ch = 0; ch < 3; ++ch) {
     T s = 0;
+    GSW_UNROLL
     for (int i = 0; i < k; ++i) s += b[i] * coeffs[3 * i + ch];
     s += T(0.5);
     color[ch] = s > T(0) ? s : T(0);
   }
 }
 
-// Backward: writes v_coeffs[K*3] (rows >= (d+1)^2 untouched: the caller zeroes them) and adds the
-// direction gradient to v_dir[3].
+// Backward: adds the gradients to v_coeffs[K*3] (rows < (d+1)^2) and to v_dir[3]. Branch-free, with
+// the loops fully unrolled, so a CPU loop over Gaussians calling it vectorizes.
 template <typename T>
 GSW_HD void sh_to_color_backward(int degree, const T* coeffs, const T* dir, const T* v_color, T* v_coeffs,
                                  T* v_dir) {
   T n = sqrt(dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]);
-  const bool clamped = n < T(1e-12);
-  n = clamped ? T(1e-12) : n;
+  const T unclamped = n < T(1e-12) ? T(0) : T(1);  // a T flag, not bool: keeps the SIMD masks one width
+  n = n < T(1e-12) ? T(1e-12) : n;
   const T d[3] = {dir[0] / n, dir[1] / n, dir[2] / n};
   T b[16], g[48];
   sh_basis<T>(degree, d[0], d[1], d[2], b, g);
   const int k = (degree + 1) * (degree + 1);
   T v[3];
+  GSW_UNROLL
   for (int ch = 0; ch < 3; ++ch) {
     T s = 0;
+    GSW_UNROLL
     for (int i = 0; i < k; ++i) s += b[i] * coeffs[3 * i + ch];
-    v[ch] = s + T(0.5) > T(0) ? v_color[ch] : T(0);
+    v[ch] = v_color[ch] * (s + T(0.5) > T(0) ? T(1) : T(0));  // product, not a conditional load (SIMD)
   }
   T vd[3] = {0, 0, 0};
+  GSW_UNROLL
   for (int i = 0; i < k; ++i) {
     T vb = 0;
+    GSW_UNROLL
     for (int ch = 0; ch < 3; ++ch) {
-      v_coeffs[3 * i + ch] = b[i] * v[ch];
+      v_coeffs[3 * i + ch] += b[i] * v[ch];
       vb += coeffs[3 * i + ch] * v[ch];
     }
     vd[0] += vb * g[3 * i];
@@ -117,11 +123,9 @@ GSW_HD void sh_to_color_backward(int degree, const T* coeffs, const T* dir, cons
     vd[2] += vb * g[3 * i + 2];
   }
   if (degree == 0) return;
-  if (clamped) {
-    for (int a = 0; a < 3; ++a) v_dir[a] += vd[a] / n;
-    return;
-  }
-  const T dot = d[0] * vd[0] + d[1] * vd[1] + d[2] * vd[2];
+  // d/d(dir) of dir/|dir|: (I - d d^T) / n; a clamped norm is a constant (branch-free for SIMD)
+  const T dot = unclamped * (d[0] * vd[0] + d[1] * vd[1] + d[2] * vd[2]);
+  GSW_UNROLL
   for (int a = 0; a < 3; ++a) v_dir[a] += (vd[a] - d[a] * dot) / n;
 }
 
