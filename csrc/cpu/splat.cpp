@@ -65,7 +65,62 @@ void check_projection_inputs(const Tensor& means, const Tensor& quats, const Ten
   check_float(Ks, "Ks", dt);
 }
 
+// Below these sizes the per-Gaussian and per-intersection passes run serially (thread wake-up under
+// OMP_WAIT_POLICY=PASSIVE costs tens of microseconds).
+constexpr int64_t kSerialGaussians = 16384, kSerialIsects = 32768;
+
 // ---- 1. projection ---------------------------------------------------------------------------------
+
+// The projection loops run over Gaussians for one camera at a time with branch-free per-Gaussian math
+// (gsw/projection.h), which the compiler vectorizes (ivdep: the Gaussians are independent).
+template <typename T>
+void project_forward_kernel(const T* mu, const T* q, const T* s, const std::vector<Camera<T>>& cams, int64_t N,
+                            int64_t width, int64_t height, T eps2d, T near_plane, T far_plane, int32_t* r, T* m2,
+                            T* d, T* co, T* cp) {
+  at::parallel_for(0, N, kSerialGaussians, [&](int64_t n0, int64_t n1) {
+    for (size_t c = 0; c < cams.size(); ++c) {
+      const Camera<T> cam = cams[c];
+      const int64_t off = static_cast<int64_t>(c) * N;
+#pragma GCC ivdep
+      for (int64_t n = n0; n < n1; ++n) {
+        Projected<T> o;
+        const bool ok =
+            project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, width, height, eps2d, near_plane, far_plane, o);
+        store_projected(ok, o, off + n, r, m2, d, co, cp);
+      }
+    }
+  });
+}
+
+// Gaussians [n0, n1) of one camera (n1 - n0 <= kProjBlock): adds their mean, quaternion and scale
+// gradients, and writes their viewmat gradients to vw[k * kProjBlock + n - n0] (k < 12; 0 if culled).
+constexpr int64_t kProjBlock = 256;
+
+template <typename T>
+void project_backward_block(const T* mu, const T* q, const T* s, const Camera<T>& cam, int64_t width, int64_t height,
+                            T eps2d, T near_plane, T far_plane, const int32_t* r, const T* vm2, const T* vd,
+                            const T* vco, const T* vcp, T* gm, T* gq, T* gs, T* vw, int64_t n0, int64_t n1,
+                            int64_t off) {
+#pragma GCC ivdep
+  for (int64_t n = n0; n < n1; ++n) {
+    const int64_t i = off + n;
+    Projected<T> o;
+    const T okf = (project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, width, height, eps2d, near_plane,
+                                      far_plane, o)
+                       ? T(1)
+                       : T(0)) *
+                  T(r[i] > 0 ? 1 : 0);
+    const bool ok = okf > T(0);
+    T vW[9] = {}, vt[3] = {}, vmu[3] = {}, vq[4] = {}, vs[3] = {};
+    project_backward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, eps2d, o, vm2 + 2 * i, vd[i], vco + 3 * i, vcp[i], vmu,
+                        vq, vs, vW, vt);
+    for (int k = 0; k < 3; ++k) gm[3 * n + k] += ok ? vmu[k] : T(0);
+    for (int k = 0; k < 4; ++k) gq[4 * n + k] += ok ? vq[k] : T(0);
+    for (int k = 0; k < 3; ++k) gs[3 * n + k] += ok ? vs[k] : T(0);
+    for (int k = 0; k < 9; ++k) vw[k * kProjBlock + (n - n0)] = ok ? vW[k] : T(0);
+    for (int k = 0; k < 3; ++k) vw[(9 + k) * kProjBlock + (n - n0)] = ok ? vt[k] : T(0);
+  }
+}
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& means_, const Tensor& quats_,
                                                                const Tensor& scales_, const Tensor& viewmats_,
@@ -83,24 +138,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& mea
   auto comps = at::empty({C, N}, opt);
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_project_cpu", [&] {
     using T = scalar_t;
-    const auto cams = load_cameras<T>(viewmats, Ks);
-    const T* mu = means.data_ptr<T>();
-    const T* q = quats.data_ptr<T>();
-    const T* s = scales.data_ptr<T>();
-    int32_t* r = radii.data_ptr<int32_t>();
-    T* m2 = means2d.data_ptr<T>();
-    T* d = depths.data_ptr<T>();
-    T* co = conics.data_ptr<T>();
-    T* cp = comps.data_ptr<T>();
-    at::parallel_for(0, C * N, 1024, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t c = i / N, n = i % N;
-        Projected<T> o;
-        const bool ok = project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cams[c], width, height, T(eps2d),
-                                           T(near_plane), T(far_plane), o);
-        store_projected(ok, o, i, r, m2, d, co, cp);
-      }
-    });
+    project_forward_kernel<T>(means.data_ptr<T>(), quats.data_ptr<T>(), scales.data_ptr<T>(),
+                              load_cameras<T>(viewmats, Ks), N, width, height, T(eps2d), T(near_plane), T(far_plane),
+                              radii.data_ptr<int32_t>(), means2d.data_ptr<T>(), depths.data_ptr<T>(),
+                              conics.data_ptr<T>(), comps.data_ptr<T>());
   });
   return {radii, means2d, depths, conics, comps};
 }
@@ -124,25 +165,24 @@ void project_backward_kernel(const Tensor& means, const Tensor& quats, const Ten
   T* gm = v_means.data_ptr<T>();
   T* gq = v_quats.data_ptr<T>();
   T* gs = v_scales.data_ptr<T>();
-  const int nthreads = omp_get_max_threads();
+  const int nthreads = C * N >= kSerialGaussians ? omp_get_max_threads() : 1;
   std::vector<double> vview(static_cast<size_t>(nthreads) * C * 12, 0.0);
+  const int64_t nblocks = (N + kProjBlock - 1) / kProjBlock;
 #pragma omp parallel num_threads(nthreads)
   {
     double* my = vview.data() + static_cast<size_t>(omp_get_thread_num()) * C * 12;
+    std::vector<T> vw(static_cast<size_t>(12 * kProjBlock));
 #pragma omp for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
+    for (int64_t b = 0; b < nblocks; ++b) {
+      const int64_t n0 = b * kProjBlock, n1 = std::min(N, n0 + kProjBlock);
       for (int64_t c = 0; c < C; ++c) {
-        const int64_t i = c * N + n;
-        if (r[i] <= 0) continue;
-        Projected<T> o;
-        if (!project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cams[c], width, height, T(eps2d),
-                                T(near_plane), T(far_plane), o))
-          continue;
-        T vW[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, vt[3] = {0, 0, 0};
-        project_backward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cams[c], T(eps2d), o, vm2 + 2 * i, vd[i],
-                            vco + 3 * i, vcp[i], gm + 3 * n, gq + 4 * n, gs + 3 * n, vW, vt);
-        for (int k = 0; k < 9; ++k) my[12 * c + k] += vW[k];
-        for (int k = 0; k < 3; ++k) my[12 * c + 9 + k] += vt[k];
+        project_backward_block<T>(mu, q, s, cams[c], width, height, T(eps2d), T(near_plane), T(far_plane), r, vm2, vd,
+                                  vco, vcp, gm, gq, gs, vw.data(), n0, n1, c * N);
+        for (int k = 0; k < 12; ++k) {
+          double sum = 0;
+          for (int64_t j = 0; j < n1 - n0; ++j) sum += vw[k * kProjBlock + j];
+          my[12 * c + k] += sum;
+        }
       }
     }
   }
@@ -271,9 +311,28 @@ std::tuple<Tensor, Tensor> sh_to_color_backward_cpu(const Tensor& v_colors_, con
   return {v_coeffs, v_dirs};
 }
 
-// Below these sizes the per-Gaussian and per-intersection passes run serially (thread wake-up under
-// OMP_WAIT_POLICY=PASSIVE costs tens of microseconds).
-constexpr int64_t kSerialGaussians = 16384, kSerialIsects = 32768;
+// Sorts (depth key << 32 | Gaussian id) keys by depth key, ties in their incoming (ascending id)
+// order: an LSD radix sort on the four bytes of the depth key, skipping bytes all keys share. Unlike
+// a comparison sort it has no data-dependent branches, which mispredict heavily on depth keys.
+inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tmp) {
+  const size_t n = keys.size();
+  if (n < 2) return;
+  tmp.resize(n);
+  uint32_t count[256];
+  for (int shift = 32; shift < 64; shift += 8) {
+    std::fill(count, count + 256, 0u);
+    for (size_t k = 0; k < n; ++k) ++count[(keys[k] >> shift) & 0xff];
+    if (count[(keys[0] >> shift) & 0xff] == n) continue;  // one bucket: this byte orders nothing
+    uint32_t run = 0;
+    for (int b = 0; b < 256; ++b) {
+      const uint32_t c = count[b];
+      count[b] = run;
+      run += c;
+    }
+    for (size_t k = 0; k < n; ++k) tmp[count[(keys[k] >> shift) & 0xff]++] = keys[k];
+    keys.swap(tmp);
+  }
+}
 
 // ---- 3. tile intersection --------------------------------------------------------------------------
 
@@ -372,14 +431,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
   int64_t* iid = isect_ids.data_ptr<int64_t>();
   int32_t* toff = tile_offsets.data_ptr<int32_t>();
   at::parallel_for(0, C * ntiles, M < kSerialIsects ? C * ntiles : 16, [&](int64_t t0, int64_t t1) {
-    std::vector<uint64_t> keys;
+    std::vector<uint64_t> keys, tmp;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t s = start[t], e = start[t + 1];
       toff[t] = static_cast<int32_t>(s);
       keys.resize(static_cast<size_t>(e - s));
       for (int64_t k = s; k < e; ++k)
         keys[k - s] = (static_cast<uint64_t>(depth_key(d[fid[k]])) << 32) | static_cast<uint32_t>(fid[k]);
-      std::sort(keys.begin(), keys.end());
+      sort_by_depth(keys, tmp);
       for (int64_t k = s; k < e; ++k) {
         const uint64_t key = keys[k - s];
         fid[k] = static_cast<int32_t>(key & 0xffffffffu);

@@ -40,18 +40,24 @@ GSW_HD Camera<T> load_camera(const T* viewmat, const T* K) {
 // Row-major 3x3 helpers.
 template <typename T>
 GSW_HD void mat3_mul(const T* A, const T* B, T* out) {
+  GSW_UNROLL
   for (int i = 0; i < 3; ++i)
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j) out[3 * i + j] = A[3 * i] * B[j] + A[3 * i + 1] * B[3 + j] + A[3 * i + 2] * B[6 + j];
 }
 template <typename T>
 GSW_HD void mat3_mul_bt(const T* A, const T* B, T* out) {  // A B^T
+  GSW_UNROLL
   for (int i = 0; i < 3; ++i)
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j)
       out[3 * i + j] = A[3 * i] * B[3 * j] + A[3 * i + 1] * B[3 * j + 1] + A[3 * i + 2] * B[3 * j + 2];
 }
 template <typename T>
 GSW_HD void mat3_mul_at(const T* A, const T* B, T* out) {  // A^T B
+  GSW_UNROLL
   for (int i = 0; i < 3; ++i)
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j) out[3 * i + j] = A[i] * B[j] + A[3 + i] * B[3 + j] + A[6 + i] * B[6 + j];
 }
 
@@ -60,6 +66,7 @@ template <typename T>
 GSW_HD T quat_normalize(const T* q, T* qn) {
   T n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
   n = n < T(1e-12) ? T(1e-12) : n;
+  GSW_UNROLL
   for (int i = 0; i < 4; ++i) qn[i] = q[i] / n;
   return n;
 }
@@ -98,7 +105,7 @@ struct Projected {
   T covc[9];     // camera covariance W Sigma W^T
   T J[6];        // 2x3 Jacobian (row-major)
   T tx, ty;      // clamped camera x, y used in J
-  bool clip_x, clip_y;
+  T clip_x, clip_y;  // 1 where x/z (y/z) was clamped, else 0 (T, not bool: keeps SIMD masks one width)
   T a, b, c;     // blurred 2D covariance
   T det_orig, det;
   T comp;
@@ -116,22 +123,28 @@ GSW_HD void store_projected(bool ok, const Projected<T>& o, int64_t i, int32_t* 
   means2d[2 * i] = ok ? o.mean2d[0] : T(0);
   means2d[2 * i + 1] = ok ? o.mean2d[1] : T(0);
   depths[i] = ok ? o.p[2] : T(0);
+  GSW_UNROLL
   for (int k = 0; k < 3; ++k) conics[3 * i + k] = ok ? o.conic[k] : T(0);
   comps[i] = ok ? o.comp : T(0);
 }
 
-// Returns false when the pair is culled (then only p may be set).
+// Returns false when the pair is culled. Branch-free (a culled pair's fields are finite but
+// meaningless; p[2] is then 1), so CPU loops over Gaussians vectorize.
 template <typename T>
 GSW_HD bool project_forward(const T* mean, const T* quat, const T* scale, const Camera<T>& cam, int64_t width,
                             int64_t height, T eps2d, T near_plane, T far_plane, Projected<T>& o) {
+  GSW_UNROLL
   for (int i = 0; i < 3; ++i)
     o.p[i] = cam.W[3 * i] * mean[0] + cam.W[3 * i + 1] * mean[1] + cam.W[3 * i + 2] * mean[2] + cam.t[i];
+  const T in_depth = o.p[2] >= near_plane && o.p[2] <= far_plane ? T(1) : T(0);
+  o.p[2] = in_depth > T(0) ? o.p[2] : T(1);  // keeps the culled pair's arithmetic finite
   const T z = o.p[2];
-  if (!(z >= near_plane && z <= far_plane)) return false;
   T qn[4];
   quat_normalize(quat, qn);
   rotmat_from_unit_quat(qn, o.Rq);
+  GSW_UNROLL
   for (int i = 0; i < 3; ++i)
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j) o.M[3 * i + j] = o.Rq[3 * i + j] * scale[j];
   mat3_mul_bt(o.M, o.M, o.Sigma);
   T tmp[9];
@@ -143,12 +156,12 @@ GSW_HD bool project_forward(const T* mean, const T* quat, const T* scale, const 
   const T lim_xn = cam.cx / cam.fx + T(0.3) * tan_fovx;
   const T lim_yp = (T(height) - cam.cy) / cam.fy + T(0.3) * tan_fovy;
   const T lim_yn = cam.cy / cam.fy + T(0.3) * tan_fovy;
-  const T xz = o.p[0] / z, yz = o.p[1] / z;
-  o.clip_x = xz < -lim_xn || xz > lim_xp;
-  o.clip_y = yz < -lim_yn || yz > lim_yp;
+  const T iz = T(1) / z;
+  const T xz = o.p[0] * iz, yz = o.p[1] * iz;
+  o.clip_x = xz < -lim_xn || xz > lim_xp ? T(1) : T(0);
+  o.clip_y = yz < -lim_yn || yz > lim_yp ? T(1) : T(0);
   o.tx = z * (xz < -lim_xn ? -lim_xn : (xz > lim_xp ? lim_xp : xz));
   o.ty = z * (yz < -lim_yn ? -lim_yn : (yz > lim_yp ? lim_yp : yz));
-  const T iz = T(1) / z;
   o.J[0] = cam.fx * iz;
   o.J[1] = 0;
   o.J[2] = -cam.fx * o.tx * iz * iz;
@@ -157,7 +170,9 @@ GSW_HD bool project_forward(const T* mean, const T* quat, const T* scale, const 
   o.J[5] = -cam.fy * o.ty * iz * iz;
   // cov2 = J covc J^T
   T JC[6];
+  GSW_UNROLL
   for (int i = 0; i < 2; ++i)
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j)
       JC[3 * i + j] = o.J[3 * i] * o.covc[j] + o.J[3 * i + 1] * o.covc[3 + j] + o.J[3 * i + 2] * o.covc[6 + j];
   const T a0 = JC[0] * o.J[0] + JC[1] * o.J[1] + JC[2] * o.J[2];
@@ -167,10 +182,11 @@ GSW_HD bool project_forward(const T* mean, const T* quat, const T* scale, const 
   o.a = a0 + eps2d;
   o.b = b0;
   o.c = c0 + eps2d;
-  o.det = o.a * o.c - o.b * o.b;
-  if (!(o.det > T(0))) return false;
+  const T det = o.a * o.c - o.b * o.b;
+  const T pos_det = det > T(0) ? T(1) : T(0);
+  o.det = pos_det > T(0) ? det : T(1);
   const T ratio = o.det_orig / o.det;
-  o.comp = ratio > T(0) ? sqrt(ratio) : T(0);
+  o.comp = ratio > T(0) ? sqrt(ratio > T(0) ? ratio : T(0)) : T(0);
   const T idet = T(1) / o.det;
   o.conic[0] = o.c * idet;
   o.conic[1] = -o.b * idet;
@@ -180,15 +196,16 @@ GSW_HD bool project_forward(const T* mean, const T* quat, const T* scale, const 
   T disc = bm * bm - o.det;
   disc = disc < T(0.01) ? T(0.01) : disc;
   const T v1 = bm + sqrt(disc);
-  const T r = ceil(T(3) * sqrt(v1));
+  T r = ceil(T(3) * sqrt(v1 > T(0) ? v1 : T(0)));
+  r = r < T(1073741824) ? r : T(1073741824);  // keeps the int32 cast defined (degenerate pairs only)
   o.radius = static_cast<int32_t>(r);
   o.mean2d[0] = cam.fx * o.p[0] * iz + cam.cx;
   o.mean2d[1] = cam.fy * o.p[1] * iz + cam.cy;
-  if (!(r > T(0))) return false;
-  if (o.mean2d[0] + r <= T(0) || o.mean2d[0] - r >= T(width) || o.mean2d[1] + r <= T(0) ||
-      o.mean2d[1] - r >= T(height))
-    return false;
-  return true;
+  const T on_image = o.mean2d[0] + r > T(0) && o.mean2d[0] - r < T(width) && o.mean2d[1] + r > T(0) &&
+                             o.mean2d[1] - r < T(height)
+                         ? T(1)
+                         : T(0);
+  return in_depth * pos_det * (r > T(0) ? T(1) : T(0)) * on_image > T(0);
 }
 
 // Backward of one visible pair. Adds to v_mean[3], v_quat[4], v_scale[3] and to vW[9], vt[3] (the
@@ -208,8 +225,8 @@ GSW_HD void project_backward(const T* mean, const T* quat, const T* scale, const
   T G01 = -(CV00 * C1 + CV01 * C2);
   T G11 = -(CV10 * C1 + CV11 * C2);
   // compensation = sqrt(det_orig / det)
-  if (o.comp > T(0) && v_comp != T(0)) {
-    const T vr = v_comp * T(0.5) / o.comp;
+  {
+    const T vr = o.comp > T(0) ? v_comp * T(0.5) / (o.comp > T(0) ? o.comp : T(1)) : T(0);
     const T ao = o.a - eps2d, co = o.c - eps2d;
     const T id = T(1) / o.det, r = o.det_orig * id * id;
     G00 += vr * (co * id - r * o.c);
@@ -219,13 +236,19 @@ GSW_HD void project_backward(const T* mean, const T* quat, const T* scale, const
   // cov2 = J covc J^T (G symmetric): G_covc = J^T G J, G_J = 2 G J covc
   const T G[4] = {G00, G01, G01, G11};
   T GJ[6];  // G J  (2x3)
+  GSW_UNROLL
   for (int i = 0; i < 2; ++i)
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j) GJ[3 * i + j] = G[2 * i] * o.J[j] + G[2 * i + 1] * o.J[3 + j];
   T Gc[9];
+  GSW_UNROLL
   for (int i = 0; i < 3; ++i)
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j) Gc[3 * i + j] = o.J[i] * GJ[j] + o.J[3 + i] * GJ[3 + j];
   T vJ[6];
+  GSW_UNROLL
   for (int i = 0; i < 2; ++i)
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j)
       vJ[3 * i + j] = 2 * (GJ[3 * i] * o.covc[j] + GJ[3 * i + 1] * o.covc[3 + j] + GJ[3 * i + 2] * o.covc[6 + j]);
   // camera-space mean gradient
@@ -237,17 +260,21 @@ GSW_HD void project_backward(const T* mean, const T* quat, const T* scale, const
   vp[2] += -cam.fx * iz2 * vJ[0] + 2 * cam.fx * o.tx * iz3 * vJ[2] - cam.fy * iz2 * vJ[4] +
            2 * cam.fy * o.ty * iz3 * vJ[5];
   const T v_tx = -cam.fx * iz2 * vJ[2], v_ty = -cam.fy * iz2 * vJ[5];
-  if (o.clip_x) vp[2] += v_tx * o.tx * iz; else vp[0] += v_tx;
-  if (o.clip_y) vp[2] += v_ty * o.ty * iz; else vp[1] += v_ty;
+  vp[2] += o.clip_x * (v_tx * o.tx * iz) + o.clip_y * (v_ty * o.ty * iz);
+  vp[0] += (T(1) - o.clip_x) * v_tx;
+  vp[1] += (T(1) - o.clip_y) * v_ty;
   // covc = W Sigma W^T: G_Sigma = W^T Gc W, G_W += 2 Gc W Sigma
   T tmp[9], GS[9], WS[9];
   mat3_mul_at(cam.W, Gc, tmp);
   mat3_mul(tmp, cam.W, GS);
   mat3_mul(cam.W, o.Sigma, WS);
   mat3_mul(Gc, WS, tmp);
+  GSW_UNROLL
   for (int k = 0; k < 9; ++k) vW[k] += 2 * tmp[k];
   // p = W mean + t
+  GSW_UNROLL
   for (int i = 0; i < 3; ++i) {
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j) vW[3 * i + j] += vp[i] * mean[j];
     vt[i] += vp[i];
     v_mean[i] += cam.W[i] * vp[0] + cam.W[3 + i] * vp[1] + cam.W[6 + i] * vp[2];
@@ -256,16 +283,20 @@ GSW_HD void project_backward(const T* mean, const T* quat, const T* scale, const
   T GM[9];
   mat3_mul(GS, o.M, GM);
   T GR[9];
+  GSW_UNROLL
   for (int i = 0; i < 3; ++i)
+    GSW_UNROLL
     for (int j = 0; j < 3; ++j) GR[3 * i + j] = 2 * GM[3 * i + j] * scale[j];
+  GSW_UNROLL
   for (int j = 0; j < 3; ++j)
     v_scale[j] += 2 * (GM[j] * o.Rq[j] + GM[3 + j] * o.Rq[3 + j] + GM[6 + j] * o.Rq[6 + j]);
   T qn[4], vqn[4];
   const T n = quat_normalize(quat, qn);
   rotmat_from_unit_quat_vjp(qn, GR, vqn);
   const T dot = qn[0] * vqn[0] + qn[1] * vqn[1] + qn[2] * vqn[2] + qn[3] * vqn[3];
-  const bool clamped = n <= T(1e-12);
-  for (int i = 0; i < 4; ++i) v_quat[i] += clamped ? vqn[i] / n : (vqn[i] - qn[i] * dot) / n;
+  const T unclamped = n <= T(1e-12) ? T(0) : T(1);
+  GSW_UNROLL
+  for (int i = 0; i < 4; ++i) v_quat[i] += (vqn[i] - qn[i] * (unclamped * dot)) / n;
 }
 
 }  // namespace splat
