@@ -271,7 +271,12 @@ void sh_backward_kernel(int64_t degree, const T* co, const T* d, const T* vc, T*
                         int64_t K) {
   with_sh_degree(degree, [&](auto deg) {
     at::parallel_for(0, N, 1024, [&](int64_t n0, int64_t n1) {
-      for (int64_t c = 0; c < C; ++c) {  // cameras in turn: a Gaussian's coefficient rows belong to one lane
+      // cameras in turn (a Gaussian's coefficient rows belong to one lane): the first writes the rows
+      // the degree uses, the others add to them
+#pragma omp simd
+      for (int64_t n = n0; n < n1; ++n)
+        sh_to_color_backward<T, true>(deg, co + n * K * 3, d + 3 * n, vc + 3 * n, gco + n * K * 3, gd + 3 * n);
+      for (int64_t c = 1; c < C; ++c) {
         const int64_t off = 3 * c * N;
 #pragma omp simd
         for (int64_t n = n0; n < n1; ++n)
@@ -301,7 +306,9 @@ std::tuple<Tensor, Tensor> sh_to_color_backward_cpu(const Tensor& v_colors_, con
   const auto v_colors = v_colors_.to(coeffs.scalar_type()).contiguous();
   const int64_t C = dirs.size(0), N = dirs.size(1), K = coeffs.size(1);
   TORCH_CHECK(v_colors.numel() == C * N * 3, "splat_sh_to_color_backward: v_colors must be [C,N,3]");
-  auto v_coeffs = at::zeros_like(coeffs);
+  // rows the degree uses are written by the kernel; only unused rows (K > (degree + 1)^2) need zeros
+  const bool all_rows = K == (degree + 1) * (degree + 1);
+  auto v_coeffs = all_rows ? at::empty_like(coeffs) : at::zeros_like(coeffs);
   auto v_dirs = at::zeros_like(dirs);
   AT_DISPATCH_FLOATING_TYPES(coeffs.scalar_type(), "splat_sh_to_color_backward_cpu", [&] {
     using T = scalar_t;
@@ -928,37 +935,116 @@ bool backward_pair(const GaussIn<T>& p, const ChunkBwd<T>& st, T* gcol, GaussGra
   return true;
 }
 
-#if defined(__AVX512F__)
-// float: the same, with the lane masks in mask registers (see composite_chunk<float>).
-template <>
-bool backward_pair<float>(const GaussIn<float>& p, const ChunkBwd<float>& st, float* gcol, GaussGrad<float>& gg) {
-  alignas(64) float alpha[kLanes], vis[kLanes], vA[kLanes];
-  chunk_alpha_vis(st.px, st.py, p.mx, p.my, p.ca, p.cb, p.cc, p.op, alpha, vis);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 a = _mm512_load_ps(alpha);
-  const __mmask16 valid =
-      _mm512_cmp_ps_mask(a, _mm512_set1_ps(kAlphaMin), _CMP_GE_OQ) &
-      _mm512_cmp_epi32_mask(_mm512_set1_epi32(p.kk), _mm512_load_si512(reinterpret_cast<const void*>(st.last)),
-                            _MM_CMPINT_LE);
-  if (!valid) return false;
-  const __m512 r = _mm512_div_ps(one, _mm512_sub_ps(one, a));
-  const __m512 tr = _mm512_load_ps(st.Tr);
-  const __m512 tb = _mm512_mul_ps(tr, r);
-  _mm512_store_ps(st.Tr, _mm512_mask_mov_ps(tr, valid, tb));
-  const __m512 fac = _mm512_maskz_mul_ps(valid, a, tb);
-  __m512 va = _mm512_maskz_mul_ps(valid, _mm512_mul_ps(_mm512_load_ps(st.Tf), r), _mm512_load_ps(st.va));
-  for (int64_t ch = 0; ch < p.D; ++ch) {
-    const __m512 col = _mm512_set1_ps(p.col[ch]);
-    float* bp = st.buf + ch * kLanes;
-    float* gp = gcol + ch * kLanes;
-    const __m512 b = _mm512_load_ps(bp), v = _mm512_load_ps(st.vr + ch * kLanes);
-    va = _mm512_mask3_fmadd_ps(_mm512_fmsub_ps(col, tb, _mm512_mul_ps(b, r)), v, va, valid);
-    _mm512_store_ps(gp, _mm512_fmadd_ps(fac, v, _mm512_load_ps(gp)));
-    _mm512_store_ps(bp, _mm512_fmadd_ps(col, fac, b));
+// The per-tile backward state of all chunks (kLanes values per chunk; D rows per chunk for vr, buf),
+// and one Gaussian's colour-gradient lanes gcol (D rows).
+template <typename T>
+struct TileBwd {
+  const T *px, *py;
+  T* Tr;
+  const T *Tf, *va;
+  const int32_t* last;
+  const T* vr;
+  T *buf, *gcol;
+  int64_t D;
+  ChunkBwd<T> chunk(int64_t q) const {
+    return {px + q * kLanes, py + q * kLanes, Tr + q * kLanes, Tf + q * kLanes, va + q * kLanes,
+            last + q * kLanes, vr + q * D * kLanes, buf + q * D * kLanes};
   }
-  _mm512_store_ps(vA, va);
-  alpha_vjp_lanes(st, p, vis, vA, gg);
-  return true;
+};
+
+// Backward of Gaussian p (back to front) over the chunks q in [qlo, qhi] that its support meets and
+// that it can have contributed to (p.kk <= the chunk's largest last contributor): adds its summed
+// gradients (mean2d, conic, opacity, colour) to acc[0 .. 6 + D).
+template <typename T>
+void backward_gaussian(const GaussIn<T>& p, const TileBwd<T>& tb, const TileChunks& tc, const int32_t* chunk_last,
+                       int64_t qlo, int64_t qhi, GaussGrad<T>& gg, T* acc) {
+  bool touched = false;
+  for (int64_t q = qlo; q <= qhi; ++q) {
+    if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
+    if (!touched) {
+      std::memset(static_cast<void*>(&gg), 0, sizeof(gg));
+      std::fill(tb.gcol, tb.gcol + p.D * kLanes, T(0));
+    }
+    touched = backward_pair(p, tb.chunk(q), tb.gcol, gg) || touched;
+  }
+  if (!touched) return;
+  acc[0] += lane_sum(gg.mx);
+  acc[1] += lane_sum(gg.my);
+  acc[2] += lane_sum(gg.ca);
+  acc[3] += lane_sum(gg.cb);
+  acc[4] += lane_sum(gg.cc);
+  acc[5] += lane_sum(gg.op);
+  for (int64_t ch = 0; ch < p.D; ++ch) acc[6 + ch] += lane_sum(tb.gcol + ch * kLanes);
+}
+
+#if defined(__AVX512F__)
+// 16 float lanes with arithmetic operators, so the shared per-pixel math (gsw/blend.h) runs on AVX-512
+// registers as it is.
+struct F16 {
+  __m512 v;
+  F16(float x) : v(_mm512_set1_ps(x)) {}  // NOLINT: implicit, like a scalar T
+  explicit F16(__m512 x) : v(x) {}
+};
+inline F16 operator+(F16 a, F16 b) { return F16(_mm512_add_ps(a.v, b.v)); }
+inline F16 operator-(F16 a, F16 b) { return F16(_mm512_sub_ps(a.v, b.v)); }
+inline F16 operator*(F16 a, F16 b) { return F16(_mm512_mul_ps(a.v, b.v)); }
+inline F16 operator-(F16 a) { return F16(_mm512_sub_ps(_mm512_setzero_ps(), a.v)); }
+inline F16& operator+=(F16& a, F16 b) { return a = a + b; }
+
+// float: the same, with the lane masks in mask registers (see composite_chunk<float>) and the
+// Gaussian's gradient sums in registers across its chunks.
+template <>
+void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
+                              const int32_t* chunk_last, int64_t qlo, int64_t qhi, GaussGrad<float>&, float* acc) {
+  const int64_t D = p.D;
+  const __m512 one = _mm512_set1_ps(1.0f), amin = _mm512_set1_ps(kAlphaMin), amax = _mm512_set1_ps(kAlphaMax);
+  const __m512 opv = _mm512_set1_ps(p.op), mxv = _mm512_set1_ps(p.mx), myv = _mm512_set1_ps(p.my);
+  const __m512i kkv = _mm512_set1_epi32(p.kk);
+  F16 gmx(0.0f), gmy(0.0f), gca(0.0f), gcb(0.0f), gcc(0.0f), gop(0.0f);
+  bool touched = false;
+  alignas(64) float alpha[kLanes], vis[kLanes];
+  for (int64_t q = qlo; q <= qhi; ++q) {
+    if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
+    const ChunkBwd<float> st = tb.chunk(q);
+    chunk_alpha_vis(st.px, st.py, p.mx, p.my, p.ca, p.cb, p.cc, p.op, alpha, vis);
+    const __m512 a = _mm512_load_ps(alpha);
+    const __mmask16 valid =
+        _mm512_cmp_ps_mask(a, amin, _CMP_GE_OQ) &
+        _mm512_cmp_epi32_mask(kkv, _mm512_load_si512(reinterpret_cast<const void*>(st.last)), _MM_CMPINT_LE);
+    if (!valid) continue;
+    if (!touched) {
+      std::fill(tb.gcol, tb.gcol + D * kLanes, 0.0f);
+      touched = true;
+    }
+    const __m512 r = _mm512_div_ps(one, _mm512_sub_ps(one, a));
+    const __m512 tr = _mm512_load_ps(st.Tr);
+    const __m512 tbf = _mm512_mul_ps(tr, r);  // transmittance before this Gaussian
+    _mm512_store_ps(st.Tr, _mm512_mask_mov_ps(tr, valid, tbf));
+    const __m512 fac = _mm512_maskz_mul_ps(valid, a, tbf);
+    __m512 va = _mm512_maskz_mul_ps(valid, _mm512_mul_ps(_mm512_load_ps(st.Tf), r), _mm512_load_ps(st.va));
+    for (int64_t ch = 0; ch < D; ++ch) {
+      const __m512 col = _mm512_set1_ps(p.col[ch]);
+      float* bp = st.buf + ch * kLanes;
+      float* gp = tb.gcol + ch * kLanes;
+      const __m512 b = _mm512_load_ps(bp), v = _mm512_load_ps(st.vr + ch * kLanes);
+      va = _mm512_mask3_fmadd_ps(_mm512_fmsub_ps(col, tbf, _mm512_mul_ps(b, r)), v, va, valid);
+      _mm512_store_ps(gp, _mm512_fmadd_ps(fac, v, _mm512_load_ps(gp)));
+      _mm512_store_ps(bp, _mm512_fmadd_ps(col, fac, b));
+    }
+    const __m512 visv = _mm512_load_ps(vis);
+    const __mmask16 unclamped = _mm512_cmp_ps_mask(_mm512_mul_ps(opv, visv), amax, _CMP_LT_OQ);
+    blend_alpha_vjp<F16>(F16(_mm512_sub_ps(mxv, _mm512_load_ps(st.px))), F16(_mm512_sub_ps(myv, _mm512_load_ps(st.py))),
+                         F16(p.ca), F16(p.cb), F16(p.cc), F16(opv), F16(visv), F16(_mm512_maskz_mov_ps(unclamped, va)),
+                         gmx, gmy, gca, gcb, gcc, gop);
+  }
+  if (!touched) return;
+  acc[0] += _mm512_reduce_add_ps(gmx.v);
+  acc[1] += _mm512_reduce_add_ps(gmy.v);
+  acc[2] += _mm512_reduce_add_ps(gca.v);
+  acc[3] += _mm512_reduce_add_ps(gcb.v);
+  acc[4] += _mm512_reduce_add_ps(gcc.v);
+  acc[5] += _mm512_reduce_add_ps(gop.v);
+  for (int64_t ch = 0; ch < D; ++ch) acc[6 + ch] += _mm512_reduce_add_ps(_mm512_load_ps(tb.gcol + ch * kLanes));
 }
 #endif
 
@@ -994,6 +1080,8 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
     };
     std::vector<ILanes> s_last(nchunks);
     TileChunks tc(layout, g.ts);
+    const TileBwd<T> tb{s_px.data()->v, s_py.data()->v, s_Tr.data()->v, s_Tf.data()->v, s_va.data()->v,
+                        s_last.data()->v, s_vr.data()->v, s_buf.data()->v, gcol.data()->v, D};
     std::vector<int32_t> chunk_last(nchunks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
@@ -1030,41 +1118,25 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
         const T* co = conics + 3 * i;
         const GaussIn<T> p{means2d[2 * i], means2d[2 * i + 1], co[0], co[1], co[2], opac[i],
                            static_cast<int32_t>(k), colors + D * i, D};
-        bool touched = false;
-        for (int64_t q = qlo; q <= qhi; ++q) {
-          if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
-          if (!touched) {
-            std::memset(static_cast<void*>(&gg), 0, sizeof(gg));
-            std::memset(static_cast<void*>(gcol.data()), 0, sizeof(Lanes) * gcol.size());
-          }
-          const ChunkBwd<T> st{s_px[q].v, s_py[q].v, s_Tr[q].v, s_Tf[q].v, s_va[q].v, s_last[q].v,
-                               s_vr[q * D].v, s_buf[q * D].v};
-          touched = backward_pair(p, st, gcol.data()->v, gg) || touched;
-        }
-        if (!touched) continue;
-        T* acc = my + i * K;
-        acc[0] += lane_sum(gg.mx);
-        acc[1] += lane_sum(gg.my);
-        acc[2] += lane_sum(gg.ca);
-        acc[3] += lane_sum(gg.cb);
-        acc[4] += lane_sum(gg.cc);
-        acc[5] += lane_sum(gg.op);
-        for (int64_t ch = 0; ch < D; ++ch) acc[6 + ch] += lane_sum(gcol[ch].v);
+        backward_gaussian(p, tb, tc, chunk_last.data(), qlo, qhi, gg, my + i * K);
       }
+    }
+    // the threads' sums (complete after the loop's barrier), reduced by the same team
+    std::vector<T> v(static_cast<size_t>(K));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < CN; ++i) {
+      std::fill(v.begin(), v.end(), T(0));
+      for (int th = 0; th < nthreads; ++th) {
+        const T* src = sums.data() + (static_cast<size_t>(th) * CN + i) * K;
+        for (int64_t k = 0; k < K; ++k) v[k] += src[k];
+      }
+      g_means2d[2 * i] = v[0];
+      g_means2d[2 * i + 1] = v[1];
+      for (int k = 0; k < 3; ++k) g_conics[3 * i + k] = v[2 + k];
+      g_opac[i] = v[5];
+      for (int64_t ch = 0; ch < D; ++ch) g_colors[D * i + ch] = v[6 + ch];
     }
   }
-  at::parallel_for(0, CN, 1024, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      for (int64_t k = 0; k < K; ++k) {
-        T v = 0;
-        for (int th = 0; th < nthreads; ++th) v += sums[(static_cast<size_t>(th) * CN + i) * K + k];
-        if (k < 2) g_means2d[2 * i + k] = v;
-        else if (k < 5) g_conics[3 * i + k - 2] = v;
-        else if (k == 5) g_opac[i] = v;
-        else g_colors[D * i + k - 6] = v;
-      }
-    }
-  });
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(

@@ -89,9 +89,10 @@ GSW_HD void sh_to_color_forward(int degree, const T* coeffs, const T* dir, T* co
   }
 }
 
-// Backward: adds the gradients to v_coeffs[K*3] (rows < (d+1)^2) and to v_dir[3]. Branch-free, with
-// the loops fully unrolled, so a CPU loop over Gaussians calling it vectorizes.
-template <typename T>
+// Backward: adds the gradients to v_coeffs[K*3] (rows < (d+1)^2; kAssign: writes them instead) and to
+// v_dir[3]. Branch-free, with the loops fully unrolled, so a CPU loop over Gaussians calling it
+// vectorizes.
+template <typename T, bool kAssign = false>
 GSW_HD void sh_to_color_backward(int degree, const T* coeffs, const T* dir, const T* v_color, T* v_coeffs,
                                  T* v_dir) {
   T n = sqrt(dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]);
@@ -115,7 +116,7 @@ GSW_HD void sh_to_color_backward(int degree, const T* coeffs, const T* dir, cons
     T vb = 0;
     GSW_UNROLL
     for (int ch = 0; ch < 3; ++ch) {
-      v_coeffs[3 * i + ch] += b[i] * v[ch];
+      v_coeffs[3 * i + ch] = (kAssign ? T(0) : v_coeffs[3 * i + ch]) + b[i] * v[ch];
       vb += coeffs[3 * i + ch] * v[ch];
     }
     vd[0] += vb * g[3 * i];
