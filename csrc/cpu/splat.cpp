@@ -545,8 +545,7 @@ Supports alpha_supports(const T* conics, const T* opac, int64_t CN) {
 // major), at offset (p % ts, p / ts) from the tile corner; lanes with p >= ts^2 are padding.
 struct ChunkLayout {
   int64_t nchunks;
-  std::vector<int32_t> ox, oy;  // [nchunks * kLanes]
-  std::vector<uint8_t> pad;
+  std::vector<int32_t> ox, oy, pad;  // [nchunks * kLanes]; pad: 1 for padding lanes
   ChunkLayout(int64_t ts) : nchunks((ts * ts + kLanes - 1) / kLanes) {
     ox.resize(nchunks * kLanes);
     oy.resize(nchunks * kLanes);
@@ -559,10 +558,10 @@ struct ChunkLayout {
   }
 };
 
-// Pixel coordinates of the lanes of one chunk; inside = within the image (not padding).
-struct ChunkGeom {
-  int64_t x[kLanes], y[kLanes];
-  bool inside[kLanes];
+// Pixel coordinates of the lanes of one chunk; in = 1 within the image (not padding). int32 lanes
+// throughout, so the loops that fill and read them vectorize.
+struct alignas(64) ChunkGeom {
+  int32_t x[kLanes], y[kLanes], in[kLanes];
   bool any_inside;
 };
 
@@ -577,28 +576,32 @@ class TileChunks {
   void build(int64_t tx, int64_t ty, int64_t W, int64_t H) {
     y0_ = ty * ts_;
     rows_ = std::min(ts_, H - y0_);
-    const int64_t x0t = tx * ts_;
+    const int32_t x0t = static_cast<int32_t>(tx * ts_), y0t = static_cast<int32_t>(y0_);
+    const int32_t w = static_cast<int32_t>(W), h = static_cast<int32_t>(H);
     for (int64_t q = 0; q < n_; ++q) {
       ChunkGeom& cg = geo_[q];
-      int64_t x0 = INT64_MAX, x1 = INT64_MIN, y0 = INT64_MAX, y1 = INT64_MIN;
-      cg.any_inside = false;
+      const int32_t *ox = lay_.ox.data() + q * kLanes, *oy = lay_.oy.data() + q * kLanes;
+      const int32_t* pad = lay_.pad.data() + q * kLanes;
+      int32_t any = 0, x0 = INT32_MAX, x1 = INT32_MIN, y0 = INT32_MAX, y1 = INT32_MIN;
+#pragma omp simd reduction(| : any) reduction(min : x0, y0) reduction(max : x1, y1)
       for (int j = 0; j < kLanes; ++j) {
-        const int64_t p = q * kLanes + j;
-        cg.x[j] = x0t + lay_.ox[p];
-        cg.y[j] = y0_ + lay_.oy[p];
-        const bool in = !lay_.pad[p] && cg.x[j] < W && cg.y[j] < H;
-        cg.inside[j] = in;
-        cg.any_inside = cg.any_inside || in;
-        x0 = in ? std::min(x0, cg.x[j]) : x0;
-        x1 = in ? std::max(x1, cg.x[j]) : x1;
-        y0 = in ? std::min(y0, cg.y[j]) : y0;
-        y1 = in ? std::max(y1, cg.y[j]) : y1;
+        const int32_t x = x0t + ox[j], y = y0t + oy[j];
+        const int32_t in = (1 - pad[j]) & (x < w ? 1 : 0) & (y < h ? 1 : 0);
+        cg.x[j] = x;
+        cg.y[j] = y;
+        cg.in[j] = in;
+        any |= in;
+        x0 = std::min(x0, in ? x : INT32_MAX);
+        x1 = std::max(x1, in ? x : INT32_MIN);
+        y0 = std::min(y0, in ? y : INT32_MAX);
+        y1 = std::max(y1, in ? y : INT32_MIN);
       }
-      in_[q] = cg.any_inside ? 1.0f : 0.0f;
-      xmid_[q] = cg.any_inside ? 0.5f * float(x0 + x1) + 0.5f : 0.0f;  // pixel centres x0 + 0.5 .. x1 + 0.5
-      xhw_[q] = cg.any_inside ? 0.5f * float(x1 - x0) : 0.0f;
-      ylo_[q] = cg.any_inside ? float(y0) + 0.5f : 0.0f;
-      yhi_[q] = cg.any_inside ? float(y1) + 0.5f : 0.0f;
+      cg.any_inside = any != 0;
+      in_[q] = any ? 1.0f : 0.0f;
+      xmid_[q] = any ? 0.5f * (float(x0) + float(x1)) + 0.5f : 0.0f;  // pixel centres x0 + 0.5 .. x1 + 0.5
+      xhw_[q] = any ? 0.5f * (float(x1) - float(x0)) : 0.0f;
+      ylo_[q] = any ? float(y0) + 0.5f : 0.0f;
+      yhi_[q] = any ? float(y1) + 0.5f : 0.0f;
       row_[q] = y0 == y1 ? 1.0f : 0.0f;
     }
   }
@@ -812,17 +815,18 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         if (!cg.any_inside) continue;
         alignas(64) T px[kLanes], py[kLanes], Tr[kLanes], done[kLanes];
         alignas(64) int32_t last[kLanes];
+#pragma omp simd
         for (int j = 0; j < kLanes; ++j) {
           px[j] = T(cg.x[j]) + T(0.5);
           py[j] = T(cg.y[j]) + T(0.5);
           Tr[j] = T(1);
-          done[j] = cg.inside[j] ? T(0) : T(1);
+          done[j] = T(1 - cg.in[j]);
           last[j] = -1;
         }
         std::fill(acc, acc + D * kLanes, T(0));
         composite_chunk(in, lists.data() + q * cap, len[q], px, py, done, acc, Tr, last);
         for (int j = 0; j < kLanes; ++j) {
-          if (!cg.inside[j]) continue;
+          if (!cg.in[j]) continue;
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
           for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * kLanes + j];
           out_alpha[pix] = T(1) - Tr[j];
@@ -1095,7 +1099,7 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
         for (int j = 0; j < kLanes; ++j) {
           s_px[q].v[j] = T(cg.x[j]) + T(0.5);
           s_py[q].v[j] = T(cg.y[j]) + T(0.5);
-          const bool in = cg.inside[j];
+          const bool in = cg.in[j] != 0;
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
           s_Tr[q].v[j] = in ? Tfinal[pix] : T(1);
           s_Tf[q].v[j] = s_Tr[q].v[j];
