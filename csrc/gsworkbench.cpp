@@ -13,6 +13,10 @@ PyObject* PyInit__C(void) {
 }
 
 TORCH_LIBRARY(gsworkbench, m) {
+  // ---- input checks (gsworkbench/validation.py) ----
+  // per tensor (number of non-finite values, min, max) -> float64 [n, 3]
+  m.def("tensor_stats(Tensor[] tensors) -> Tensor");
+
   // ---- field (gsworkbench/field/ops.py) ----
   // points [B,3], means [N,3], factors [N,3,3] lower Cholesky, weights [N] -> values [B]
   m.def("field_forward(Tensor points, Tensor means, Tensor factors, Tensor weights) -> Tensor");

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
+from gsworkbench._ext import has_kernel
+
 FLOAT_DTYPES = (torch.float32, torch.float64)
 
 
@@ -46,19 +48,32 @@ def check_finite(name: str, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def check_finite_all(**tensors: torch.Tensor) -> None:
-    """:func:`check_finite` for several tensors at once: one reduction per tensor and one sync in all.
+def value_stats(tensors: Sequence[torch.Tensor]) -> list[tuple[bool, float, float]]:
+    """Per floating-point tensor: (all values finite, min, max), with one device sync for all of them.
 
-    Meant for hot paths (a renderer called every step); the error names the first offending tensor.
+    min/max of an empty tensor are +inf/-inf; they are meaningless when a value is not finite. CPU
+    tensors go through the extension's one-pass ``tensor_stats`` op when it is built (a hot-path input
+    check costs microseconds); otherwise torch reductions, the reference the tests compare it with.
     """
-    data = [t.detach() for t in tensors.values() if t.is_floating_point() and t.numel() and t.device.type != "meta"]
-    if not data:
-        return
-    sums = torch.stack([d.sum() for d in data])
-    if bool(torch.isfinite(sums).all()):
-        return
-    for name, t in tensors.items():  # slow path: which one (a finite tensor may only have overflowed)
-        check_finite(name, t)
+    ts = [t.detach() for t in tensors]
+    if ts and all(t.device.type == "cpu" for t in ts) and has_kernel("tensor_stats", "cpu"):
+        rows = torch.ops.gsworkbench.tensor_stats(ts).tolist()
+    else:
+        rows = value_stats_torch(ts)
+    return [(r[0] == 0, r[1], r[2]) for r in rows]
+
+
+def value_stats_torch(tensors: Sequence[torch.Tensor]) -> list[list[float]]:
+    """Reference of :func:`value_stats`: rows (number of non-finite values, min, max) by torch reductions."""
+    rows = []
+    for t in tensors:
+        t = t.detach()
+        if t.numel():
+            lo, hi = torch.aminmax(t)
+            rows.append(torch.stack([(~torch.isfinite(t)).sum().to(torch.float64), lo.double(), hi.double()]))
+        else:
+            rows.append(torch.tensor([0.0, float("inf"), float("-inf")], dtype=torch.float64, device=t.device))
+    return torch.stack(rows).tolist() if rows else []
 
 
 def check_same_size(size_name: str, *uses: tuple[str, torch.Tensor, int]) -> int:

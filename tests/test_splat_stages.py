@@ -32,6 +32,14 @@ def test_projection_means2d_is_pinhole() -> None:
     torch.testing.assert_close(depths[0][vis], p[vis, 2])
 
 
+def test_view_dirs_point_from_camera_centre_to_mean() -> None:
+    s = random_scene(15, cameras=2)
+    vm = s["viewmats"]
+    centres = torch.stack([torch.linalg.inv(v)[:3, 3] for v in vm])  # camera position in the world
+    dirs = _torch_impl.view_dirs(s["means"], vm)
+    assert rel_err(dirs, s["means"][None] - centres[:, None]) < 1e-5
+
+
 def test_projection_conic_inverts_blurred_covariance() -> None:
     # an axis-aligned Gaussian on the optical axis: cov2d = f^2/z^2 diag(sx^2, sy^2) + 0.3
     f, z, sx, sy = 50.0, 4.0, 0.2, 0.1

@@ -88,11 +88,10 @@ def project_gaussians(
     )
 
 
-def camera_centers(viewmats: torch.Tensor) -> torch.Tensor:
-    """World positions [C,3] of the cameras of world-to-camera matrices [C,4,4]: -R^T t."""
-    R = viewmats[:, :3, :3]
-    t = viewmats[:, :3, 3]
-    return -(R.transpose(-1, -2) @ t[..., None])[..., 0]
+def view_dirs(means: torch.Tensor, viewmats: torch.Tensor) -> torch.Tensor:
+    """SH view directions [C,N,3]: each mean [N,3] minus each camera centre (-R^T t of the world-to-camera
+    viewmats [C,4,4]), computed as means + t^T R (one matmul; cheap to differentiate)."""
+    return means[None] + viewmats[:, None, :3, 3] @ viewmats[:, :3, :3]
 
 
 def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:

@@ -80,7 +80,7 @@ def _make_setup(name: str, num: int, width: int, height: int, sh_degree: int, ba
         ts = 16
         tw, th = (width + ts - 1) // ts, (height + ts - 1) // ts
         radii, m2, depths, conics, _ = impl.project_gaussians(means, quats, scales, vm, Ks, width, height)
-        dirs = means[None] - _torch_impl.camera_centers(vm)[:, None]
+        dirs = _torch_impl.view_dirs(means, vm)
         colors = impl.sh_to_color(sh, dirs, sh_degree)
         _, _, fid, toff = impl.isect_tiles(m2, radii, depths, ts, tw, th)
         o = opac[None].expand(1, -1).contiguous()

@@ -18,10 +18,10 @@ from gsworkbench._ext import has_kernel
 from gsworkbench.splat import _torch_impl
 from gsworkbench.validation import (
     check_choice,
-    check_finite_all,
     check_same_device_dtype,
     check_same_size,
     check_tensor,
+    value_stats,
 )
 
 BACKENDS = ("torch", "ext")
@@ -122,26 +122,26 @@ def check_rasterize_inputs(
         check_same_size("C (number of cameras)", ("viewmats", viewmats, 0), ("backgrounds", backgrounds, 0))
         tensors["backgrounds"] = backgrounds
     check_same_device_dtype(**tensors)
-    check_finite_all(**tensors)
-    _check_value_ranges(opacities, scales, Ks)
+    _check_values(tensors)
     if means.is_cuda and backend == "ext" and not has_cuda_kernels():
         raise ValueError("backend 'ext' on CUDA tensors needs the extension built with its CUDA kernels")
 
 
-def _check_value_ranges(opacities: torch.Tensor, scales: torch.Tensor, Ks: torch.Tensor) -> None:
-    """Opacities in [0, 1], scales >= 0, positive focal lengths; one device sync for all three."""
-    o, s, k = opacities.detach(), scales.detach(), Ks.detach()
-    vals = [torch.minimum(k[:, 0, 0], k[:, 1, 1]).amin()]
-    if o.numel():
-        vals += list(torch.aminmax(o))
-    if s.numel():
-        vals.append(s.amin())
-    v = torch.stack(vals).tolist()
-    if o.numel() and not (v[1] >= 0 and v[2] <= 1):
+def _check_values(tensors: dict[str, torch.Tensor]) -> None:
+    """Finite values everywhere, opacities in [0, 1], scales >= 0, positive focal lengths: one pass and
+    one device sync for all of them (:func:`gsworkbench.validation.value_stats`)."""
+    focal = torch.diagonal(tensors["Ks"].detach(), dim1=-2, dim2=-1)[:, :2]
+    stats = value_stats([*tensors.values(), focal])
+    for name, (finite, _, _) in zip(tensors, stats):
+        if not finite:
+            raise ValueError(f"{name} contains non-finite values (NaN or Inf)")
+    by_name = dict(zip(tensors, stats))
+    _, omin, omax = by_name["opacities"]  # +inf/-inf when empty: passes
+    if not (omin >= 0 and omax <= 1):
         raise ValueError("opacities must lie in [0, 1] (activated, not logits)")
-    if s.numel() and not v[-1] >= 0:
+    if not by_name["scales"][1] >= 0:
         raise ValueError("scales must be non-negative (linear scales, not log-scales)")
-    if not v[0] > 0:
+    if not stats[-1][1] > 0:
         raise ValueError("Ks must have positive focal lengths fx, fy")
 
 
@@ -221,7 +221,7 @@ def rasterize(
         feats = depths[..., None]
     else:
         if sh_degree is not None:
-            dirs = means[None] - _torch_impl.camera_centers(viewmats)[:, None]
+            dirs = _torch_impl.view_dirs(means, viewmats)
             feats = impl.sh_to_color(colors, dirs, sh_degree)
         elif colors.dim() == 2:
             feats = colors[None].expand(C, N, colors.shape[-1])
