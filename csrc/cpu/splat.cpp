@@ -319,8 +319,8 @@ std::tuple<Tensor, Tensor> sh_to_color_backward_cpu(const Tensor& v_colors_, con
 }
 
 // Sorts (depth key << 32 | Gaussian id) keys by depth key, ties in their incoming (ascending id)
-// order: an LSD radix sort on the four bytes of the depth key, skipping bytes all keys share. Unlike
-// a comparison sort it has no data-dependent branches, which mispredict heavily on depth keys.
+// order: an LSD radix sort on the four bytes of the depth key, skipping bytes all keys share (no
+// data-dependent branches, which mispredict heavily in a comparison sort of depths).
 inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tmp) {
   const size_t n = keys.size();
   if (n < 2) return;
@@ -387,11 +387,19 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       }
     });
   });
-  // Counting sort by tile (stable in Gaussian order), then each tile's run by (depth, Gaussian id).
-  // nth contiguous parts of the Gaussians: per-part tile histograms, then per-part write cursors
-  // (tile start + the counts of the parts before), so the parallel scatter keeps Gaussian order.
+  // The visible Gaussians sorted once by depth (ties by index), then a counting sort by tile that is
+  // stable in that order: each tile's run comes out sorted by (depth, Gaussian id), with no per-tile
+  // sort. nth contiguous parts of the depth order: per-part tile histograms, then per-part write
+  // cursors (tile start + the counts of the parts before), so the parallel scatter keeps the order.
   const int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
+  const float* d = depths.data_ptr<float>();
   const int64_t CT = C * ntiles, CN = C * N;
+  std::vector<uint64_t> order, tmp;
+  order.reserve(static_cast<size_t>(CN));
+  for (int64_t i = 0; i < CN; ++i)
+    if (cnt[i] != 0) order.push_back((static_cast<uint64_t>(depth_key(d[i])) << 32) | static_cast<uint32_t>(i));
+  sort_by_depth(order, tmp);
+  const int64_t V = static_cast<int64_t>(order.size());
   // small inputs run on one thread: waking a sleeping OpenMP thread costs more than the work
   const int nth = CN < kSerialGaussians ? 1 : std::max(1, omp_get_max_threads());
   std::vector<int64_t> hist(static_cast<size_t>(nth) * CT, 0);
@@ -406,8 +414,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     // nth fixed parts, whatever the team size: part p's histogram is also its write cursor below
     for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
       int64_t* h = hist.data() + static_cast<size_t>(p) * CT;
-      for (int64_t i = CN * p / nth; i < CN * (p + 1) / nth; ++i)
-        if (cnt[i] != 0) for_boxes(i, [&](int64_t t) { ++h[t]; });
+      for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j)
+        for_boxes(static_cast<int64_t>(order[j] & 0xffffffffu), [&](int64_t t) { ++h[t]; });
     }
   }
   std::vector<int64_t> start(static_cast<size_t>(CT) + 1, 0);
@@ -426,33 +434,24 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
   auto flatten_ids = at::empty({M}, radii.options());
   auto tile_offsets = at::empty({C, tile_height, tile_width}, radii.options());
   int32_t* fid = flatten_ids.data_ptr<int32_t>();
+  int64_t* iid = isect_ids.data_ptr<int64_t>();
+  int32_t* toff = tile_offsets.data_ptr<int32_t>();
+  for (int64_t t = 0; t < CT; ++t) toff[t] = static_cast<int32_t>(start[t]);
 #pragma omp parallel num_threads(nth)
   {
     for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
       int64_t* pos = hist.data() + static_cast<size_t>(p) * CT;
-      for (int64_t i = CN * p / nth; i < CN * (p + 1) / nth; ++i)
-        if (cnt[i] != 0) for_boxes(i, [&](int64_t t) { fid[pos[t]++] = static_cast<int32_t>(i); });
-    }
-  }
-  const float* d = depths.data_ptr<float>();
-  int64_t* iid = isect_ids.data_ptr<int64_t>();
-  int32_t* toff = tile_offsets.data_ptr<int32_t>();
-  at::parallel_for(0, C * ntiles, M < kSerialIsects ? C * ntiles : 16, [&](int64_t t0, int64_t t1) {
-    std::vector<uint64_t> keys, tmp;
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t s = start[t], e = start[t + 1];
-      toff[t] = static_cast<int32_t>(s);
-      keys.resize(static_cast<size_t>(e - s));
-      for (int64_t k = s; k < e; ++k)
-        keys[k - s] = (static_cast<uint64_t>(depth_key(d[fid[k]])) << 32) | static_cast<uint32_t>(fid[k]);
-      sort_by_depth(keys, tmp);
-      for (int64_t k = s; k < e; ++k) {
-        const uint64_t key = keys[k - s];
-        fid[k] = static_cast<int32_t>(key & 0xffffffffu);
-        iid[k] = (t << 32) | static_cast<int64_t>(key >> 32);
+      for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j) {
+        const int64_t i = static_cast<int64_t>(order[j] & 0xffffffffu);
+        const int64_t dkey = static_cast<int64_t>(order[j] >> 32);
+        for_boxes(i, [&](int64_t t) {
+          const int64_t k = pos[t]++;
+          fid[k] = static_cast<int32_t>(i);
+          iid[k] = (t << 32) | dkey;
+        });
       }
     }
-  });
+  }
   return {tiles_per_gauss, isect_ids, flatten_ids, tile_offsets};
 }
 
