@@ -72,7 +72,7 @@ def _register() -> None:
             return None, None, None, None, None, None, None, None, None, None
 
         def z(g, *shape):  # noqa: ANN001, ANN002, ANN202
-            return means.new_zeros(C, N, *shape) if g is None else g.contiguous()
+            return means.new_zeros(C, N, *shape) if g is None else g
 
         gm, gq, gs, gv = torch.ops.gsworkbench.splat_project_backward(
             means,
@@ -110,7 +110,7 @@ def _register() -> None:
         if v_colors is None:
             return None, None, None
         gc, gd = torch.ops.gsworkbench.splat_sh_to_color_backward(
-            v_colors.contiguous(), coeffs, dirs, ctx.degree
+            v_colors, coeffs, dirs, ctx.degree
         )
         return gc, gd, None
 
@@ -191,8 +191,8 @@ def _register() -> None:
             flatten_ids,
             trans,
             last,
-            v_colors.contiguous(),
-            v_alphas.contiguous(),
+            v_colors,
+            v_alphas,
         )
         return gm, gc, gcol, go, None, None, None, None, None
 
@@ -218,11 +218,11 @@ def project_gaussians(
     """Ext EWA projection; same contract as :func:`gsworkbench.splat._torch_impl.project_gaussians`."""
     require_ext()
     return torch.ops.gsworkbench.splat_project(
-        means.contiguous(),
-        quats.contiguous(),
-        scales.contiguous(),
-        viewmats.contiguous(),
-        Ks.contiguous(),
+        means,
+        quats,
+        scales,
+        viewmats,
+        Ks,
         int(width),
         int(height),
         float(eps2d),
@@ -234,7 +234,7 @@ def project_gaussians(
 def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
     """Ext SH to colour: coeffs [N,K,3], dirs [C,N,3] -> colours [C,N,3]."""
     require_ext()
-    return torch.ops.gsworkbench.splat_sh_to_color(coeffs.contiguous(), dirs.contiguous(), int(degree))
+    return torch.ops.gsworkbench.splat_sh_to_color(coeffs, dirs, int(degree))
 
 
 def isect_tiles(
@@ -248,9 +248,9 @@ def isect_tiles(
     """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles`."""
     require_ext()
     return torch.ops.gsworkbench.splat_isect_tiles(
-        means2d.detach().contiguous(),
-        radii.contiguous(),
-        depths.detach().contiguous(),
+        means2d.detach(),
+        radii,
+        depths.detach(),
         int(tile_size),
         int(tile_width),
         int(tile_height),
@@ -271,14 +271,14 @@ def rasterize_to_pixels(
     """Ext tile rasterization: colours [C,H,W,D] and alphas [C,H,W,1]; differentiable."""
     require_ext()
     out = torch.ops.gsworkbench.splat_rasterize(
-        means2d.contiguous(),
-        conics.contiguous(),
-        colors.contiguous(),
-        opacities.contiguous(),
+        means2d,
+        conics,
+        colors,
+        opacities,
         int(width),
         int(height),
         int(tile_size),
-        tile_offsets.contiguous(),
-        flatten_ids.contiguous(),
+        tile_offsets,
+        flatten_ids,
     )
     return out[0], out[1]
