@@ -514,27 +514,27 @@ inline bool any_lane(const int32_t* m) {
 // half-extent, and for the row-interval test (xtest = 1 where it is safe for the conic) the terms of
 // the support on the row at offset dy: x within mx + slope dy +- sqrt(disc) / a, where
 // disc = two_a_smax - det dy^2 (alpha_row_interval with the per-Gaussian parts hoisted).
-struct Supports {
-  std::vector<double> yext;
-  std::vector<float> slope, two_a_smax, det, a2, xtest;  // float: see TileChunks::mark
+struct Support {
+  double yext;
+  float slope, two_a_smax, det, a2, xtest;  // float: see TileChunks::mark
 };
+using Supports = std::vector<Support>;  // one record per Gaussian: one cache line read per mark
 
 template <typename T>
 Supports alpha_supports(const T* conics, const T* opac, int64_t CN) {
-  Supports sp;
-  sp.yext.resize(static_cast<size_t>(CN));
-  for (auto* v : {&sp.slope, &sp.two_a_smax, &sp.det, &sp.a2, &sp.xtest}) v->resize(static_cast<size_t>(CN));
+  Supports sp(static_cast<size_t>(CN));
   at::parallel_for(0, CN, 8192, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const double ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2];
       const double smax = alpha_sigma_max<double>(opac[i]);
       const bool xt = smax >= 0.0 && alpha_row_interval_exact<double>(ca, cb, cc);
-      sp.yext[i] = alpha_row_extent<double>(ca, cb, cc, smax);
-      sp.xtest[i] = xt ? 1.0f : 0.0f;
-      sp.slope[i] = xt ? float(cb / ca) : 0.0f;
-      sp.two_a_smax[i] = xt ? float(2.0 * ca * smax) : 0.0f;
-      sp.det[i] = xt ? float(ca * cc - cb * cb) : 0.0f;
-      sp.a2[i] = xt ? float(ca * ca) : 0.0f;
+      Support& r = sp[i];
+      r.yext = alpha_row_extent<double>(ca, cb, cc, smax);
+      r.xtest = xt ? 1.0f : 0.0f;
+      r.slope = xt ? float(cb / ca) : 0.0f;
+      r.two_a_smax = xt ? float(2.0 * ca * smax) : 0.0f;
+      r.det = xt ? float(ca * cc - cb * cb) : 0.0f;
+      r.a2 = xt ? float(ca * ca) : 0.0f;
     }
   });
   return sp;
@@ -612,8 +612,10 @@ class TileChunks {
   // when no row of the tile is within its row extent (then nothing is marked). The test runs in
   // float, on whole blocks of kLanes chunks: its rounding (relative 1e-7 of terms bounded by the
   // conditioning limit of alpha_row_interval_exact) is far inside the support's relaxation.
-  bool mark(double mx, double my, const Supports& sp, int64_t i, int64_t& qlo, int64_t& qhi) {
-    const double yext = sp.yext[i];
+  inline __attribute__((always_inline)) bool mark(double mx, double my, const Supports& sp, int64_t i, int64_t& qlo,
+                                                  int64_t& qhi) {
+    const Support& su = sp[i];
+    const double yext = su.yext;
     const double lo = my - yext - 0.5 - double(y0_), hi = my + yext - 0.5 - double(y0_);  // rows lo <= r <= hi
     if (!(hi >= 0.0) || !(lo <= double(rows_ - 1))) return false;
     const int64_t rlo = lo <= 0.0 ? 0 : static_cast<int64_t>(std::ceil(lo));
@@ -621,7 +623,7 @@ class TileChunks {
     if (rlo > rhi) return false;
     qlo = rlo * ts_ / kLanes;
     qhi = std::min(n_ - 1, ((rhi + 1) * ts_ - 1) / kLanes);
-    const float xt = sp.xtest[i], slope = sp.slope[i], tas = sp.two_a_smax[i], det = sp.det[i], a2 = sp.a2[i];
+    const float xt = su.xtest, slope = su.slope, tas = su.two_a_smax, det = su.det, a2 = su.a2;
     const float fx = float(mx), fy = float(my);
     const float fext = yext < 3e38 ? float(yext) : 3e38f;
     for (int64_t q0 = qlo - qlo % kLanes; q0 <= qhi; q0 += kLanes) {
