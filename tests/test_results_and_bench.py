@@ -63,6 +63,32 @@ def test_run_cases_and_store(tmp_path):
     assert json.loads((run / "metadata.json").read_text())["suite"] == "unit"
 
 
+def test_backends_on_one_input_are_timed_in_interleaved_rounds():
+    log = []
+
+    def make(tag, cost):
+        def setup():
+            log.append(("setup", tag))
+            return lambda: log.append(tag) or sum(range(cost))
+
+        return setup
+
+    cases = [
+        Case("x1", {"backend": "x", "n": 1}, make("x1", 10)),
+        Case("x2", {"backend": "x", "n": 2}, make("x2", 10)),
+        Case("y1", {"backend": "y", "n": 1}, make("y1", 10_000)),
+    ]
+    df = run_cases(cases, threads=1, min_run_time=0.02, progress=False)
+    assert list(df["case"]) == ["x1", "x2", "y1"]  # rows in the given order
+    assert [e for e in log if isinstance(e, tuple)] == [("setup", "x1"), ("setup", "y1"), ("setup", "x2")]
+    calls = [e for e in log if not isinstance(e, tuple)]
+    # x1 and y1 alternate block by block (after their warm-up and sizing calls): y1 runs between x1's blocks
+    first_y1, last_x1 = calls.index("y1"), len(calls) - 1 - calls[::-1].index("x1")
+    assert first_y1 < last_x1
+    assert (df.runs == 10).all() and (df.median_s > 0).all()
+    assert df.set_index("case").median_s["y1"] > df.set_index("case").median_s["x1"]
+
+
 def test_field_suite_quick_runs_every_backend():
     df = run_suite("field", quick=True, threads=1, min_run_time=0.01, progress=False)
     timed = df[df.median_s.notna()]

@@ -1,11 +1,17 @@
-"""Times benchmark cases with ``torch.utils.benchmark``: warm-up, then median, IQR and count."""
+"""Times benchmark cases with ``torch.utils.benchmark``: warm-up, then median, IQR and count.
+
+Cases that differ only in their ``backend`` (the comparisons every suite makes, e.g. ``ext`` against
+the ``torch`` reference on one input) are timed together in interleaved rounds: round r times a block
+of calls of each in turn. A drift in the machine's speed during the run (frequency, neighbours on a
+shared host) then affects each backend alike, so their ratio stays meaningful.
+"""
 
 from __future__ import annotations
 
 import gc
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pandas as pd
@@ -14,53 +20,89 @@ from torch.utils import benchmark
 
 from gsworkbench.bench.registry import Case, get_suite
 
+ROUNDS = 10
+
 
 def default_threads() -> int:
     """``$GSW_BENCH_THREADS``, else every core torch sees."""
     return int(os.environ.get("GSW_BENCH_THREADS", torch.get_num_threads()))
 
 
+def time_interleaved(
+    fns: list[Callable[[], Any]], *, threads: int, min_run_time: float = 0.5, warmup: int = 2, rounds: int = ROUNDS
+) -> list[dict[str, float]]:
+    """Median, IQR (seconds per call) and counts of each ``fn()``, timed in ``rounds`` interleaved blocks.
+
+    Each fn gets about ``min_run_time`` seconds in all: a block of calls per round, sized from one
+    timed call after the warm-up (at least one call per block).
+    """
+    timers = [benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads) for fn in fns]
+    numbers = []
+    for fn, timer in zip(fns, timers):
+        for _ in range(warmup):
+            fn()
+        one = timer.timeit(1).median
+        numbers.append(max(1, int(min_run_time / rounds / max(one, 1e-9))))
+    per_call: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for k, timer in enumerate(timers):
+            per_call[k].append(timer.timeit(numbers[k]).median)
+    out = []
+    for k, times in enumerate(per_call):
+        q = torch.tensor(times, dtype=torch.float64).quantile(torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
+        out.append({"median_s": float(q[1]), "iqr_s": float(q[2] - q[0]), "runs": rounds, "calls_per_run": numbers[k]})
+    return out
+
+
 def time_callable(fn: Any, *, threads: int, min_run_time: float = 0.5, warmup: int = 2) -> dict[str, float]:
-    """Median, IQR (seconds) and number of measurements of ``fn()``."""
-    for _ in range(warmup):
-        fn()
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
-    m = timer.blocked_autorange(min_run_time=min_run_time)
-    return {
-        "median_s": m.median,
-        "iqr_s": m.iqr,
-        "runs": len(m.times),
-        "calls_per_run": m.number_per_run,
-    }
+    """Median, IQR (seconds) and number of measurements of ``fn()`` (one case alone)."""
+    return time_interleaved([fn], threads=threads, min_run_time=min_run_time, warmup=warmup)[0]
+
+
+def _comparison_groups(cases: list[Case]) -> list[list[int]]:
+    """Indices of the cases grouped by their params other than ``backend``, in order of appearance."""
+    groups: dict[tuple, list[int]] = {}
+    for i, case in enumerate(cases):
+        key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if k != "backend"))
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
 
 
 def run_cases(
     cases: Iterable[Case], *, threads: int | None = None, min_run_time: float = 0.5, progress: bool = True
 ) -> pd.DataFrame:
-    """Runs each case; returns one row per case (its params, timings, threads, skip reason)."""
+    """Runs each case (comparable cases interleaved); one row per case, in the given order: its params,
+    timings, threads and skip reason."""
     threads = threads or default_threads()
     prev = torch.get_num_threads()
     torch.set_num_threads(threads)
-    rows = []
+    cases = list(cases)
+    rows: dict[int, dict[str, Any]] = {}
+    done = 0
     try:
-        cases = list(cases)
-        for i, case in enumerate(cases):
-            row: dict[str, Any] = {"case": case.name, **case.params, "threads": threads}
-            if case.skip:
-                row.update(skipped=case.skip)
-            else:
-                fn = case.setup()
-                row.update(time_callable(fn, threads=threads, min_run_time=min_run_time))
-                del fn
-                gc.collect()
-            if progress:
-                t = row.get("median_s")
-                shown = f"{t * 1e3:10.3f} ms" if t is not None else f"skipped: {row.get('skipped')}"
-                print(f"[{i + 1}/{len(cases)}] {case.name:<60} {shown}", file=sys.stderr, flush=True)
-            rows.append(row)
+        for group in _comparison_groups(cases):
+            timed = [i for i in group if not cases[i].skip]
+            fns = [cases[i].setup() for i in timed]
+            results = time_interleaved(fns, threads=threads, min_run_time=min_run_time) if fns else []
+            del fns
+            gc.collect()
+            timings = dict(zip(timed, results))
+            for i in group:
+                case = cases[i]
+                row: dict[str, Any] = {"case": case.name, **case.params, "threads": threads}
+                if case.skip:
+                    row.update(skipped=case.skip)
+                else:
+                    row.update(timings[i])
+                rows[i] = row
+                done += 1
+                if progress:
+                    t = row.get("median_s")
+                    shown = f"{t * 1e3:10.3f} ms" if t is not None else f"skipped: {row.get('skipped')}"
+                    print(f"[{done}/{len(cases)}] {case.name:<60} {shown}", file=sys.stderr, flush=True)
     finally:
         torch.set_num_threads(prev)
-    return pd.DataFrame(rows)
+    return pd.DataFrame([rows[i] for i in range(len(cases))])
 
 
 def run_suite(
