@@ -78,3 +78,16 @@ def test_dense_opaque_scene_terminates_early_and_matches() -> None:
     img, alpha, _, _ = render(scene, "ext")
     assert alpha.max() > 0.999
     _compare(scene)
+
+
+@needs_ext
+@pytest.mark.parametrize("opacity", [0.02, 0.9])
+def test_long_tile_lists_match(opacity: float) -> None:
+    # over a thousand Gaussians per tile: the ext forward walks tile lists in blocks of 256 (faint:
+    # through every block; nearly opaque: it stops after the first, once every pixel is done)
+    scene = random_scene(1500, cameras=1, width=32, height=24, sh_degree=None, scale=0.4)
+    scene["opacities"] = torch.full_like(scene["opacities"], opacity)
+    _, _, meta, _ = render(scene, "ext")
+    per_tile = torch.diff(meta["tile_offsets"].flatten(), append=torch.tensor([meta["n_isects"]]))
+    assert per_tile.max() > 1000
+    _compare(scene)

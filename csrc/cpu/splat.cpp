@@ -608,14 +608,11 @@ class TileChunks {
   const ChunkGeom& geo(int64_t q) const { return geo_[q]; }
   bool flagged(int64_t q) const { return flag_[q] != 0.0f; }
 
-  // Marks the chunks that Gaussian i (centre mx, my) can reach: flagged(q) for q in [qlo, qhi]. False
-  // when no row of the tile is within its row extent (then nothing is marked). The test runs in
-  // float, on whole blocks of kLanes chunks: its rounding (relative 1e-7 of terms bounded by the
-  // conditioning limit of alpha_row_interval_exact) is far inside the support's relaxation.
-  inline __attribute__((always_inline)) bool mark(double mx, double my, const Supports& sp, int64_t i, int64_t& qlo,
-                                                  int64_t& qhi) {
-    const Support& su = sp[i];
-    const double yext = su.yext;
+  // The chunks [qlo, qhi] holding the rows within Gaussian i's row extent (centre y my); false when
+  // there are none.
+  inline __attribute__((always_inline)) bool chunk_rows(double my, const Supports& sp, int64_t i, int64_t& qlo,
+                                                        int64_t& qhi) const {
+    const double yext = sp[i].yext;
     const double lo = my - yext - 0.5 - double(y0_), hi = my + yext - 0.5 - double(y0_);  // rows lo <= r <= hi
     if (!(hi >= 0.0) || !(lo <= double(rows_ - 1))) return false;
     const int64_t rlo = lo <= 0.0 ? 0 : static_cast<int64_t>(std::ceil(lo));
@@ -623,9 +620,19 @@ class TileChunks {
     if (rlo > rhi) return false;
     qlo = rlo * ts_ / kLanes;
     qhi = std::min(n_ - 1, ((rhi + 1) * ts_ - 1) / kLanes);
+    return true;
+  }
+
+  // Marks the chunks in [qlo, qhi] (from chunk_rows) that Gaussian i (centre mx, my) can reach:
+  // flagged(q). The test runs in float, on whole blocks of kLanes chunks: its rounding (relative 1e-7
+  // of terms bounded by the conditioning limit of alpha_row_interval_exact) is far inside the
+  // support's relaxation.
+  inline __attribute__((always_inline)) void mark_range(double mx, double my, const Supports& sp, int64_t i,
+                                                        int64_t qlo, int64_t qhi) {
+    const Support& su = sp[i];
     const float xt = su.xtest, slope = su.slope, tas = su.two_a_smax, det = su.det, a2 = su.a2;
     const float fx = float(mx), fy = float(my);
-    const float fext = yext < 3e38 ? float(yext) : 3e38f;
+    const float fext = su.yext < 3e38 ? float(su.yext) : 3e38f;
     for (int64_t q0 = qlo - qlo % kLanes; q0 <= qhi; q0 += kLanes) {
       const float *ylo = ylo_.data() + q0, *yhi = yhi_.data() + q0, *xmid = xmid_.data() + q0;
       const float *xhw = xhw_.data() + q0, *row = row_.data() + q0, *in = in_.data() + q0;
@@ -643,6 +650,12 @@ class TileChunks {
         flag[j] = in[j] * (rd <= fext ? 1.0f : 0.0f) * (use_x * inx + (1.0f - use_x));
       }
     }
+  }
+
+  // chunk_rows, then mark_range.
+  bool mark(double mx, double my, const Supports& sp, int64_t i, int64_t& qlo, int64_t& qhi) {
+    if (!chunk_rows(my, sp, i, qlo, qhi)) return false;
+    mark_range(mx, my, sp, i, qlo, qhi);
     return true;
   }
 
@@ -775,6 +788,9 @@ void composite_chunk<float>(const BlendInputs<float>& in, const int32_t* list, i
 }
 #endif
 
+// Intersections per block of the forward's per-chunk lists (see rasterize_forward_kernel).
+constexpr int64_t kBlendBlock = 256;
+
 template <typename T>
 void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
                               const T* opac, const int32_t* toff, const int32_t* fid, T* out_color, T* out_alpha,
@@ -787,52 +803,87 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
 #pragma omp parallel
   {
     DenormalsOff ftz;
-    std::vector<T> acc_buf(static_cast<size_t>(D * kLanes));
-    T* acc = acc_buf.data();
+    struct alignas(64) Lanes {
+      T v[kLanes];
+    };
+    struct alignas(64) ILanes {
+      int32_t v[kLanes];
+    };
+    // per-chunk state of one tile (kLanes lanes per chunk; D rows per chunk for the colour sums)
+    std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_done(nchunks), s_acc(nchunks * D);
+    std::vector<ILanes> s_last(nchunks);
+    std::vector<uint8_t> active(nchunks);
     TileChunks tc(layout, g.ts);
-    // per chunk, the tile's intersections (indices into fid) whose support meets the chunk, in order
-    std::vector<int32_t> lists;
+    // per chunk, the block's intersections (indices into fid) whose support meets the chunk, in order
+    std::vector<int32_t> lists(static_cast<size_t>(nchunks * kBlendBlock));
     std::vector<int64_t> len(nchunks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
       const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
       const int64_t s = toff[t];
       const int64_t e = (t + 1 < g.C * ntiles) ? toff[t + 1] : g.M;
-      const int64_t cap = e - s;
-      if (static_cast<int64_t>(lists.size()) < nchunks * cap) lists.resize(static_cast<size_t>(nchunks * cap));
-      std::fill(len.begin(), len.end(), 0);
       tc.build(tx, ty, g.W, g.H);
-      for (int64_t k = s; k < e; ++k) {
-        const int64_t i = fid[k];
-        int64_t qlo, qhi;
-        if (!tc.mark(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
-        for (int64_t q = qlo; q <= qhi; ++q) {  // branch-free append
-          lists[q * cap + len[q]] = static_cast<int32_t>(k);
-          len[q] += tc.flagged(q) ? 1 : 0;
+      int64_t n_active = 0;
+      uint64_t active_bits = 0;
+      for (int64_t q = 0; q < nchunks; ++q) {
+        const ChunkGeom& cg = tc.geo(q);
+        active[q] = cg.any_inside ? 1 : 0;
+        n_active += active[q];
+        if (q < 64 && active[q]) active_bits |= uint64_t(1) << q;
+#pragma omp simd
+        for (int j = 0; j < kLanes; ++j) {
+          s_px[q].v[j] = T(cg.x[j]) + T(0.5);
+          s_py[q].v[j] = T(cg.y[j]) + T(0.5);
+          s_Tr[q].v[j] = T(1);
+          s_done[q].v[j] = T(1 - cg.in[j]);
+          s_last[q].v[j] = -1;
+        }
+        std::memset(static_cast<void*>(&s_acc[q * D]), 0, sizeof(Lanes) * D);
+      }
+      // Blocks of the depth-sorted list: per-chunk lists of a block, then compositing of the chunks
+      // still active; a tile stops at the first block after which all its pixels are done (dense
+      // tiles never look at most of their list).
+      for (int64_t b0 = s; b0 < e && n_active > 0; b0 += kBlendBlock) {
+        const int64_t b1 = std::min(e, b0 + kBlendBlock);
+        std::fill(len.begin(), len.end(), 0);
+        for (int64_t k = b0; k < b1; ++k) {
+          const int64_t i = fid[k];
+          int64_t qlo, qhi;
+          if (!tc.chunk_rows(means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
+          // chunks still compositing, as bits (tiles of up to 64 chunks): skip Gaussians that only
+          // reach finished chunks before the (costlier) support test
+          if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
+          tc.mark_range(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi);
+          for (int64_t q = qlo; q <= qhi; ++q) {  // branch-free append
+            lists[q * kBlendBlock + len[q]] = static_cast<int32_t>(k);
+            len[q] += tc.flagged(q) ? 1 : 0;
+          }
+        }
+        for (int64_t q = 0; q < nchunks; ++q) {
+          if (!active[q] || len[q] == 0) continue;
+          T* done = s_done[q].v;
+          composite_chunk(in, lists.data() + q * kBlendBlock, len[q], s_px[q].v, s_py[q].v, done, s_acc[q * D].v,
+                          s_Tr[q].v, s_last[q].v);
+          T all_done = T(1);
+          for (int j = 0; j < kLanes; ++j) all_done = std::min(all_done, done[j]);
+          if (all_done > T(0)) {
+            active[q] = 0;
+            --n_active;
+            if (q < 64) active_bits &= ~(uint64_t(1) << q);
+          }
         }
       }
       for (int64_t q = 0; q < nchunks; ++q) {
         const ChunkGeom& cg = tc.geo(q);
         if (!cg.any_inside) continue;
-        alignas(64) T px[kLanes], py[kLanes], Tr[kLanes], done[kLanes];
-        alignas(64) int32_t last[kLanes];
-#pragma omp simd
-        for (int j = 0; j < kLanes; ++j) {
-          px[j] = T(cg.x[j]) + T(0.5);
-          py[j] = T(cg.y[j]) + T(0.5);
-          Tr[j] = T(1);
-          done[j] = T(1 - cg.in[j]);
-          last[j] = -1;
-        }
-        std::fill(acc, acc + D * kLanes, T(0));
-        composite_chunk(in, lists.data() + q * cap, len[q], px, py, done, acc, Tr, last);
+        const T* acc = s_acc[q * D].v;
         for (int j = 0; j < kLanes; ++j) {
           if (!cg.in[j]) continue;
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
           for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * kLanes + j];
-          out_alpha[pix] = T(1) - Tr[j];
-          out_T[pix] = Tr[j];
-          out_last[pix] = last[j];
+          out_alpha[pix] = T(1) - s_Tr[q].v[j];
+          out_T[pix] = s_Tr[q].v[j];
+          out_last[pix] = s_last[q].v[j];
         }
       }
     }
