@@ -31,18 +31,20 @@ def default_threads() -> int:
 def time_interleaved(
     fns: list[Callable[[], Any]], *, threads: int, min_run_time: float = 0.5, warmup: int = 2, rounds: int = ROUNDS
 ) -> list[dict[str, float]]:
-    """Median, IQR (seconds per call) and counts of each ``fn()``, timed in ``rounds`` interleaved blocks.
+    """Median, IQR (seconds per call) and counts of each ``fn()``, timed in interleaved blocks.
 
     Each fn gets about ``min_run_time`` seconds in all: a block of calls per round, sized from one
-    timed call after the warm-up (at least one call per block).
+    timed call after the warm-up (at least one call per block). There are ``rounds`` rounds, fewer
+    (down to 3) when the slowest fn's single call exceeds ``min_run_time / rounds``.
     """
     timers = [benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads) for fn in fns]
-    numbers = []
+    ones = []
     for fn, timer in zip(fns, timers):
         for _ in range(warmup):
             fn()
-        one = timer.timeit(1).median
-        numbers.append(max(1, int(min_run_time / rounds / max(one, 1e-9))))
+        ones.append(max(timer.timeit(1).median, 1e-9))
+    rounds = max(3, min(rounds, int(min_run_time / max(ones))))
+    numbers = [max(1, int(min_run_time / rounds / one)) for one in ones]
     per_call: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for k, timer in enumerate(timers):
