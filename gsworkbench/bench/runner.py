@@ -35,15 +35,19 @@ def time_interleaved(
 
     Each fn gets about ``min_run_time`` seconds in all: a block of calls per round, sized from one
     timed call after the warm-up (at least one call per block). There are ``rounds`` rounds, fewer
-    (down to 3) when the slowest fn's single call exceeds ``min_run_time / rounds``.
+    (down to one) when the slowest fn's single call exceeds ``min_run_time / rounds``; a call slower
+    than ``min_run_time`` gets no further warm-up.
     """
     timers = [benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads) for fn in fns]
     ones = []
     for fn, timer in zip(fns, timers):
-        for _ in range(warmup):
-            fn()
-        ones.append(max(timer.timeit(1).median, 1e-9))
-    rounds = max(3, min(rounds, int(min_run_time / max(ones))))
+        one = timer.timeit(1).median  # first call: a warm-up, and the size of the blocks if it is slow
+        if one < min_run_time:
+            for _ in range(warmup - 1):
+                fn()
+            one = timer.timeit(1).median
+        ones.append(max(one, 1e-9))
+    rounds = max(1, min(rounds, int(min_run_time / max(ones))))
     numbers = [max(1, int(min_run_time / rounds / one)) for one in ones]
     per_call: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
