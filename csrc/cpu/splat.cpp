@@ -23,6 +23,11 @@
 #include "gsw/projection.h"
 #include "gsw/sh.h"
 
+// GCC 12 reports "'__Y' may be used uninitialized" inside its own AVX-512 headers (the undefined
+// pass-through operand of the shuffle/extract intrinsics) once they are inlined into OpenMP regions;
+// a known false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace gsw {
 namespace splat {
 namespace {
@@ -1113,7 +1118,6 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
   // gradient is summed lane-wise over the chunks and reduced across lanes once per tile.
   const int64_t D = g.D, ntiles = g.tw * g.th, CN = g.C * g.N;
   const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
-  const int64_t P = nchunks * kLanes;
   const int64_t K = 6 + D;  // per-Gaussian accumulators: mean2d (2), conic (3), opacity (1), colour (D)
   const Supports sp = alpha_supports(conics, opac, CN);
   const ChunkLayout layout(g.ts);
@@ -1166,7 +1170,6 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
         chunk_last[q] = cl;
         maxlast = cl > maxlast ? cl : maxlast;
       }
-      (void)P;
       for (int64_t k = maxlast; k >= s; --k) {
         const int64_t i = fid[k];
         int64_t qlo, qhi;
