@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -39,13 +39,21 @@ def check_tensor(
 
 def check_finite(name: str, x: torch.Tensor) -> torch.Tensor:
     """ValueError when a floating-point tensor holds NaN or Inf (tensors without data pass)."""
-    if x.is_floating_point() and x.numel() and x.device.type != "meta":
-        d = x.detach()
-        # a finite sum proves every element finite (NaN and Inf propagate) in one cheap reduction;
-        # only a non-finite sum (which may also be an overflow) needs the elementwise check
-        if not bool(torch.isfinite(d.sum())) and not bool(torch.isfinite(d).all()):
-            raise ValueError(f"{name} contains non-finite values (NaN or Inf)")
+    check_finite_all({name: x})
     return x
+
+
+def check_finite_all(tensors: Mapping[str, torch.Tensor]) -> list[tuple[bool, float, float]]:
+    """:func:`check_finite` for several tensors with one pass and one device sync; the error names the
+    first offending tensor. Returns their :func:`value_stats` (min/max for range checks); tensors that
+    are not floating point, or have no data (meta), get (True, inf, -inf)."""
+    names = list(tensors)
+    checked = [n for n in names if tensors[n].is_floating_point() and tensors[n].device.type != "meta"]
+    stats = dict(zip(checked, value_stats([tensors[n] for n in checked])))
+    for name in checked:
+        if not stats[name][0]:
+            raise ValueError(f"{name} contains non-finite values (NaN or Inf)")
+    return [stats.get(n, (True, float("inf"), float("-inf"))) for n in names]
 
 
 def value_stats(tensors: Sequence[torch.Tensor]) -> list[tuple[bool, float, float]]:

@@ -496,6 +496,12 @@ RasterDims check_raster_inputs(const Tensor& means2d, const Tensor& conics, cons
 // walks the tile's depth-sorted list, and stops as soon as all its pixels are done.
 constexpr int kLanes = 16;
 
+// kLanes values of one chunk, 64-byte aligned (the unit of the kernels' per-tile scratch arrays).
+template <typename V>
+struct alignas(64) LaneBlock {
+  V v[kLanes];
+};
+
 // True when any of the kLanes (16) int32 flags at m (64-byte aligned) is non-zero. GCC turns the plain
 // loop into lane extracts; the intrinsics test all lanes at once.
 static_assert(kLanes == 16, "any_lane tests 16 int32 lanes");
@@ -808,12 +814,8 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
 #pragma omp parallel
   {
     DenormalsOff ftz;
-    struct alignas(64) Lanes {
-      T v[kLanes];
-    };
-    struct alignas(64) ILanes {
-      int32_t v[kLanes];
-    };
+    using Lanes = LaneBlock<T>;
+    using ILanes = LaneBlock<int32_t>;
     // per-chunk state of one tile (kLanes lanes per chunk; D rows per chunk for the colour sums)
     std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_done(nchunks), s_acc(nchunks * D);
     std::vector<ILanes> s_last(nchunks);
@@ -996,20 +998,16 @@ bool backward_pair(const GaussIn<T>& p, const ChunkBwd<T>& st, T* gcol, GaussGra
   return true;
 }
 
-// The per-tile backward state of all chunks (kLanes values per chunk; D rows per chunk for vr, buf),
-// and one Gaussian's colour-gradient lanes gcol (D rows).
+// The per-tile backward state of all chunks: chunk 0's pointers, chunk q's being kLanes (D * kLanes
+// for vr and buf) values further; and one Gaussian's colour-gradient lanes gcol (D rows).
 template <typename T>
 struct TileBwd {
-  const T *px, *py;
-  T* Tr;
-  const T *Tf, *va;
-  const int32_t* last;
-  const T* vr;
-  T *buf, *gcol;
+  ChunkBwd<T> c0;
+  T* gcol;
   int64_t D;
   ChunkBwd<T> chunk(int64_t q) const {
-    return {px + q * kLanes, py + q * kLanes, Tr + q * kLanes, Tf + q * kLanes, va + q * kLanes,
-            last + q * kLanes, vr + q * D * kLanes, buf + q * D * kLanes};
+    const int64_t o = q * kLanes, od = q * D * kLanes;
+    return {c0.px + o, c0.py + o, c0.Tr + o, c0.Tf + o, c0.va + o, c0.last + o, c0.vr + od, c0.buf + od};
   }
 };
 
@@ -1128,20 +1126,17 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
     DenormalsOff ftz;
     T* my = sums.data() + static_cast<size_t>(omp_get_thread_num()) * CN * K;
     std::fill(my, my + CN * K, T(0));
-    // per-pixel state of one tile (structure of arrays, P = nchunks * kLanes lanes)
-    struct alignas(64) Lanes {
-      T v[kLanes];
-    };
+    // per-pixel state of one tile (structure of arrays, kLanes lanes per chunk)
+    using Lanes = LaneBlock<T>;
     std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_Tf(nchunks), s_va(nchunks);
     std::vector<Lanes> s_vr(nchunks * D), s_buf(nchunks * D), gcol(D);
     GaussGrad<T> gg;
-    struct alignas(64) ILanes {
-      int32_t v[kLanes];
-    };
-    std::vector<ILanes> s_last(nchunks);
+    std::vector<LaneBlock<int32_t>> s_last(nchunks);
     TileChunks tc(layout, g.ts);
-    const TileBwd<T> tb{s_px.data()->v, s_py.data()->v, s_Tr.data()->v, s_Tf.data()->v, s_va.data()->v,
-                        s_last.data()->v, s_vr.data()->v, s_buf.data()->v, gcol.data()->v, D};
+    const TileBwd<T> tb{{s_px.data()->v, s_py.data()->v, s_Tr.data()->v, s_Tf.data()->v, s_va.data()->v,
+                         s_last.data()->v, s_vr.data()->v, s_buf.data()->v},
+                        gcol.data()->v,
+                        D};
     std::vector<int32_t> chunk_last(nchunks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {

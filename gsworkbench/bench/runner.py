@@ -60,11 +60,6 @@ def time_interleaved(
     return out
 
 
-def time_callable(fn: Any, *, threads: int, min_run_time: float = 0.5, warmup: int = 2) -> dict[str, float]:
-    """Median, IQR (seconds) and number of measurements of ``fn()`` (one case alone)."""
-    return time_interleaved([fn], threads=threads, min_run_time=min_run_time, warmup=warmup)[0]
-
-
 def _comparison_groups(cases: list[Case]) -> list[list[int]]:
     """Indices of the cases grouped by their params other than ``backend``, in order of appearance."""
     groups: dict[tuple, list[int]] = {}

@@ -7,7 +7,7 @@ import torch
 from gsworkbench.field import _torch_impl
 from gsworkbench.validation import (
     check_choice,
-    check_finite,
+    check_finite_all,
     check_same_device_dtype,
     check_same_size,
     check_tensor,
@@ -28,8 +28,7 @@ def check_field_inputs(
     check_tensor("factors", factors, (None, 3, 3) if covariance == "full" else (None, 3), finite=False)
     check_same_size("N (number of Gaussians)", ("means", means, 0), ("factors", factors, 0), ("weights", weights, 0))
     check_same_device_dtype(points=points, means=means, factors=factors, weights=weights)
-    for name, t in (("points", points), ("means", means), ("factors", factors), ("weights", weights)):
-        check_finite(name, t)
+    check_finite_all(dict(points=points, means=means, factors=factors, weights=weights))
     f = factors.detach()
     if covariance == "full":
         if f.numel() and not bool((torch.diagonal(f, dim1=-2, dim2=-1) > 0).all()):

@@ -18,10 +18,10 @@ from gsworkbench._ext import has_kernel
 from gsworkbench.splat import _torch_impl
 from gsworkbench.validation import (
     check_choice,
+    check_finite_all,
     check_same_device_dtype,
     check_same_size,
     check_tensor,
-    value_stats,
 )
 
 BACKENDS = ("torch", "ext")
@@ -129,12 +129,9 @@ def check_rasterize_inputs(
 
 def _check_values(tensors: dict[str, torch.Tensor]) -> None:
     """Finite values everywhere, opacities in [0, 1], scales >= 0, positive focal lengths: one pass and
-    one device sync for all of them (:func:`gsworkbench.validation.value_stats`)."""
+    one device sync for all of them (:func:`gsworkbench.validation.check_finite_all`)."""
     focal = torch.diagonal(tensors["Ks"].detach(), dim1=-2, dim2=-1)[:, :2]
-    stats = value_stats([*tensors.values(), focal])
-    for name, (finite, _, _) in zip(tensors, stats):
-        if not finite:
-            raise ValueError(f"{name} contains non-finite values (NaN or Inf)")
+    stats = check_finite_all({**tensors, "focal lengths": focal})
     by_name = dict(zip(tensors, stats))
     _, omin, omax = by_name["opacities"]  # +inf/-inf when empty: passes
     if not (omin >= 0 and omax <= 1):
