@@ -59,10 +59,13 @@ TORCH_LIBRARY(gsworkbench, m) {
   // 4. rasterization: -> (colors [C,H,W,D], alphas [C,H,W,1], transmittances [C,H,W], last_ids int32 [C,H,W])
   m.def(
       "splat_rasterize(Tensor means2d, Tensor conics, Tensor colors, Tensor opacities, int width, int height, "
-      "int tile_size, Tensor tile_offsets, Tensor flatten_ids) -> (Tensor, Tensor, Tensor, Tensor)");
-  //    -> (v_means2d [C,N,2], v_conics [C,N,3], v_colors [C,N,D], v_opacities [C,N])
+      "int tile_size, Tensor tile_offsets, Tensor flatten_ids, bool absgrad=False) -> (Tensor, Tensor, Tensor, Tensor)");
+  //    absgrad (unused by the forward; read by its autograd) asks the backward for v_means2d_abs.
+  //    -> (v_means2d [C,N,2], v_conics [C,N,3], v_colors [C,N,D], v_opacities [C,N],
+  //        v_means2d_abs [C,N,2]: the sum over pixels of |dL/dmean2d| per component when absgrad, else [0])
   m.def(
       "splat_rasterize_backward(Tensor means2d, Tensor conics, Tensor colors, Tensor opacities, int width, "
       "int height, int tile_size, Tensor tile_offsets, Tensor flatten_ids, Tensor transmittances, "
-      "Tensor last_ids, Tensor v_colors, Tensor v_alphas) -> (Tensor, Tensor, Tensor, Tensor)");
+      "Tensor last_ids, Tensor v_colors, Tensor v_alphas, bool absgrad=False) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }

@@ -160,3 +160,17 @@ def environment() -> dict[str, Any]:
 def write_metadata(run_dir: str | os.PathLike[str], params: Mapping[str, Any], **extra: Any) -> Path:
     """Writes ``metadata.json`` (parameters + environment + extra fields) into ``run_dir``."""
     return write_json(Path(run_dir) / "metadata.json", {"parameters": dict(params), **extra, **environment()})
+
+
+def machine_summary(device: str = "cpu") -> str:
+    """One line for plot footers: the CPU (or GPU) and threads, and the commit."""
+    import torch
+
+    commit = (_git("rev-parse", "--short", "HEAD") or "no git") + (
+        "+dirty" if _git("status", "--porcelain", "--untracked-files=no") else ""
+    )
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        where = f"GPU {torch.cuda.get_device_name()}"
+    else:
+        where = f"{cpu_model()}, {torch.get_num_threads()} threads"
+    return f"{where} | commit {commit} | torch {torch.__version__}"

@@ -900,7 +900,8 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
 std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d_, const Tensor& conics_,
                                                          const Tensor& colors_, const Tensor& opacities_,
                                                          int64_t width, int64_t height, int64_t tile_size,
-                                                         const Tensor& tile_offsets_, const Tensor& flatten_ids_) {
+                                                         const Tensor& tile_offsets_, const Tensor& flatten_ids_,
+                                                         bool /*absgrad: read by the backward*/) {
   const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
                                            tile_offsets_, flatten_ids_);
   const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
@@ -939,6 +940,7 @@ struct ChunkBwd {
 template <typename T>
 struct alignas(64) GaussGrad {
   T mx[kLanes], my[kLanes], ca[kLanes], cb[kLanes], cc[kLanes], op[kLanes];
+  T amx[kLanes], amy[kLanes];  // sums of |per-pixel dL/dmean2d| (absgrad)
 };
 
 // The Gaussian's parameters and colour (D values).
@@ -956,8 +958,13 @@ inline void alpha_vjp_lanes(const ChunkBwd<T>& st, const GaussIn<T>& p, const T*
 #pragma omp simd
   for (int j = 0; j < kLanes; ++j) {
     const T v = p.op * vis[j] < T(kAlphaMax) ? vA[j] : T(0);
-    blend_alpha_vjp(p.mx - st.px[j], p.my - st.py[j], p.ca, p.cb, p.cc, p.op, vis[j], v, gg.mx[j], gg.my[j], gg.ca[j],
+    T tmx = T(0), tmy = T(0);
+    blend_alpha_vjp(p.mx - st.px[j], p.my - st.py[j], p.ca, p.cb, p.cc, p.op, vis[j], v, tmx, tmy, gg.ca[j],
                     gg.cb[j], gg.cc[j], gg.op[j]);
+    gg.mx[j] += tmx;
+    gg.my[j] += tmy;
+    gg.amx[j] += tmx < T(0) ? -tmx : tmx;
+    gg.amy[j] += tmy < T(0) ? -tmy : tmy;
   }
 }
 
@@ -1013,10 +1020,11 @@ struct TileBwd {
 
 // Backward of Gaussian p (back to front) over the chunks q in [qlo, qhi] that its support meets and
 // that it can have contributed to (p.kk <= the chunk's largest last contributor): adds its summed
-// gradients (mean2d, conic, opacity, colour) to acc[0 .. 6 + D).
+// gradients (mean2d, conic, opacity, colour) to acc[0 .. 6 + D), and with absgrad the sums of the
+// per-pixel |dL/dmean2d| to acc[6 + D], acc[7 + D].
 template <typename T>
 void backward_gaussian(const GaussIn<T>& p, const TileBwd<T>& tb, const TileChunks& tc, const int32_t* chunk_last,
-                       int64_t qlo, int64_t qhi, GaussGrad<T>& gg, T* acc) {
+                       int64_t qlo, int64_t qhi, GaussGrad<T>& gg, T* acc, bool absgrad) {
   bool touched = false;
   for (int64_t q = qlo; q <= qhi; ++q) {
     if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
@@ -1034,6 +1042,10 @@ void backward_gaussian(const GaussIn<T>& p, const TileBwd<T>& tb, const TileChun
   acc[4] += lane_sum(gg.cc);
   acc[5] += lane_sum(gg.op);
   for (int64_t ch = 0; ch < p.D; ++ch) acc[6 + ch] += lane_sum(tb.gcol + ch * kLanes);
+  if (absgrad) {
+    acc[6 + p.D] += lane_sum(gg.amx);
+    acc[7 + p.D] += lane_sum(gg.amy);
+  }
 }
 
 #if defined(__AVX512F__)
@@ -1054,12 +1066,13 @@ inline F16& operator+=(F16& a, F16 b) { return a = a + b; }
 // Gaussian's gradient sums in registers across its chunks.
 template <>
 void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
-                              const int32_t* chunk_last, int64_t qlo, int64_t qhi, GaussGrad<float>&, float* acc) {
+                              const int32_t* chunk_last, int64_t qlo, int64_t qhi, GaussGrad<float>&, float* acc,
+                              bool absgrad) {
   const int64_t D = p.D;
   const __m512 one = _mm512_set1_ps(1.0f), amin = _mm512_set1_ps(kAlphaMin), amax = _mm512_set1_ps(kAlphaMax);
   const __m512 opv = _mm512_set1_ps(p.op), mxv = _mm512_set1_ps(p.mx), myv = _mm512_set1_ps(p.my);
   const __m512i kkv = _mm512_set1_epi32(p.kk);
-  F16 gmx(0.0f), gmy(0.0f), gca(0.0f), gcb(0.0f), gcc(0.0f), gop(0.0f);
+  F16 gmx(0.0f), gmy(0.0f), gca(0.0f), gcb(0.0f), gcc(0.0f), gop(0.0f), gax(0.0f), gay(0.0f);
   bool touched = false;
   alignas(64) float alpha[kLanes], vis[kLanes];
   for (int64_t q = qlo; q <= qhi; ++q) {
@@ -1092,9 +1105,20 @@ void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb,
     }
     const __m512 visv = _mm512_load_ps(vis);
     const __mmask16 unclamped = _mm512_cmp_ps_mask(_mm512_mul_ps(opv, visv), amax, _CMP_LT_OQ);
-    blend_alpha_vjp<F16>(F16(_mm512_sub_ps(mxv, _mm512_load_ps(st.px))), F16(_mm512_sub_ps(myv, _mm512_load_ps(st.py))),
-                         F16(p.ca), F16(p.cb), F16(p.cc), F16(opv), F16(visv), F16(_mm512_maskz_mov_ps(unclamped, va)),
-                         gmx, gmy, gca, gcb, gcc, gop);
+    const F16 dx(_mm512_sub_ps(mxv, _mm512_load_ps(st.px))), dy(_mm512_sub_ps(myv, _mm512_load_ps(st.py)));
+    const F16 vav(_mm512_maskz_mov_ps(unclamped, va));
+    if (absgrad) {  // per-pixel mean2d gradients kept apart, for their absolute values
+      F16 tmx(0.0f), tmy(0.0f);
+      blend_alpha_vjp<F16>(dx, dy, F16(p.ca), F16(p.cb), F16(p.cc), F16(opv), F16(visv), vav, tmx, tmy, gca, gcb, gcc,
+                           gop);
+      gmx += tmx;
+      gmy += tmy;
+      gax += F16(_mm512_abs_ps(tmx.v));
+      gay += F16(_mm512_abs_ps(tmy.v));
+    } else {
+      blend_alpha_vjp<F16>(dx, dy, F16(p.ca), F16(p.cb), F16(p.cc), F16(opv), F16(visv), vav, gmx, gmy, gca, gcb, gcc,
+                           gop);
+    }
   }
   if (!touched) return;
   acc[0] += _mm512_reduce_add_ps(gmx.v);
@@ -1104,6 +1128,10 @@ void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb,
   acc[4] += _mm512_reduce_add_ps(gcc.v);
   acc[5] += _mm512_reduce_add_ps(gop.v);
   for (int64_t ch = 0; ch < D; ++ch) acc[6 + ch] += _mm512_reduce_add_ps(_mm512_load_ps(tb.gcol + ch * kLanes));
+  if (absgrad) {
+    acc[6 + D] += _mm512_reduce_add_ps(gax.v);
+    acc[7 + D] += _mm512_reduce_add_ps(gay.v);
+  }
 }
 #endif
 
@@ -1111,12 +1139,14 @@ template <typename T>
 void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
                                const T* opac, const int32_t* toff, const int32_t* fid, const T* Tfinal,
                                const int32_t* lastids, const T* v_color, const T* v_alpha, T* g_means2d,
-                               T* g_conics, T* g_colors, T* g_opac) {
+                               T* g_conics, T* g_colors, T* g_opac, T* g_means2d_abs) {
   // Gaussian-major: each Gaussian of a tile (back to front) visits every chunk of the tile, so its
   // gradient is summed lane-wise over the chunks and reduced across lanes once per tile.
   const int64_t D = g.D, ntiles = g.tw * g.th, CN = g.C * g.N;
   const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
-  const int64_t K = 6 + D;  // per-Gaussian accumulators: mean2d (2), conic (3), opacity (1), colour (D)
+  const bool absgrad = g_means2d_abs != nullptr;
+  // per-Gaussian accumulators: mean2d (2), conic (3), opacity (1), colour (D), |mean2d| (2, with absgrad)
+  const int64_t K = 6 + D + (absgrad ? 2 : 0);
   const Supports sp = alpha_supports(conics, opac, CN);
   const ChunkLayout layout(g.ts);
   const int nthreads = omp_get_max_threads();
@@ -1172,7 +1202,7 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
         const T* co = conics + 3 * i;
         const GaussIn<T> p{means2d[2 * i], means2d[2 * i + 1], co[0], co[1], co[2], opac[i],
                            static_cast<int32_t>(k), colors + D * i, D};
-        backward_gaussian(p, tb, tc, chunk_last.data(), qlo, qhi, gg, my + i * K);
+        backward_gaussian(p, tb, tc, chunk_last.data(), qlo, qhi, gg, my + i * K, absgrad);
       }
     }
     // the threads' sums (complete after the loop's barrier), reduced by the same team
@@ -1189,14 +1219,19 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
       for (int k = 0; k < 3; ++k) g_conics[3 * i + k] = v[2 + k];
       g_opac[i] = v[5];
       for (int64_t ch = 0; ch < D; ++ch) g_colors[D * i + ch] = v[6 + ch];
+      if (absgrad) {
+        g_means2d_abs[2 * i] = v[6 + D];
+        g_means2d_abs[2 * i + 1] = v[7 + D];
+      }
     }
   }
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(
     const Tensor& means2d_, const Tensor& conics_, const Tensor& colors_, const Tensor& opacities_, int64_t width,
     int64_t height, int64_t tile_size, const Tensor& tile_offsets_, const Tensor& flatten_ids_,
-    const Tensor& transmittances_, const Tensor& last_ids_, const Tensor& v_colors_, const Tensor& v_alphas_) {
+    const Tensor& transmittances_, const Tensor& last_ids_, const Tensor& v_colors_, const Tensor& v_alphas_,
+    bool absgrad) {
   const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
                                            tile_offsets_, flatten_ids_);
   const auto dt = means2d_.scalar_type();
@@ -1213,15 +1248,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(
   auto g_conics = at::empty_like(conics);
   auto g_colors = at::empty_like(colors);
   auto g_opac = at::empty_like(opac);
+  auto g_abs = absgrad ? at::empty_like(means2d) : at::empty({0}, means2d.options());
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_rasterize_backward_cpu", [&] {
     using T = scalar_t;
     rasterize_backward_kernel<T>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
                                  opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
                                  Tf.data_ptr<T>(), last.data_ptr<int32_t>(), vc.data_ptr<T>(), va.data_ptr<T>(),
                                  g_means2d.data_ptr<T>(), g_conics.data_ptr<T>(), g_colors.data_ptr<T>(),
-                                 g_opac.data_ptr<T>());
+                                 g_opac.data_ptr<T>(), absgrad ? g_abs.data_ptr<T>() : nullptr);
   });
-  return {g_means2d, g_conics, g_colors, g_opac};
+  return {g_means2d, g_conics, g_colors, g_opac, g_abs};
 }
 
 }  // namespace

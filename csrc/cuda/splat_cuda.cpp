@@ -185,7 +185,8 @@ void check_raster(const Tensor& means2d, const Tensor& conics, const Tensor& col
 std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d, const Tensor& conics,
                                                           const Tensor& colors, const Tensor& opacities,
                                                           int64_t width, int64_t height, int64_t tile_size,
-                                                          const Tensor& tile_offsets, const Tensor& flatten_ids) {
+                                                          const Tensor& tile_offsets, const Tensor& flatten_ids,
+                                                          bool /*absgrad: read by the backward*/) {
   check_raster(means2d, conics, colors, opacities, tile_size, tile_offsets, flatten_ids);
   const c10::cuda::CUDAGuard guard(means2d.device());
   const auto m2 = means2d.contiguous(), co = conics.contiguous(), col = colors.contiguous();
@@ -206,10 +207,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d,
   return {out_c, out_a, out_t, out_l};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_backward_cuda(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cuda(
     const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities, int64_t width,
     int64_t height, int64_t tile_size, const Tensor& tile_offsets, const Tensor& flatten_ids,
-    const Tensor& transmittances, const Tensor& last_ids, const Tensor& v_colors, const Tensor& v_alphas) {
+    const Tensor& transmittances, const Tensor& last_ids, const Tensor& v_colors, const Tensor& v_alphas,
+    bool absgrad) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!absgrad, "splat_rasterize_backward: absgrad is not implemented for CUDA yet");
   check_raster(means2d, conics, colors, opacities, tile_size, tile_offsets, flatten_ids);
   const c10::cuda::CUDAGuard guard(means2d.device());
   const auto dt = means2d.scalar_type();
@@ -229,7 +232,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_backward_cuda(
                                  stream);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {g_m2, g_co, g_col, g_op};
+  return {g_m2, g_co, g_col, g_op, at::empty({0}, m2.options())};
 }
 
 }  // namespace

@@ -155,6 +155,22 @@ def isect_tiles(
     )
 
 
+def _absgrad_hooks(means2d: torch.Tensor, ids: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor) -> None:
+    """Hooks adding the per-pixel |dL/dx|, |dL/dy| of one tile's pairs [P,G] to ``means2d.absgrad``."""
+    C, N = means2d.shape[:2]
+
+    def add(axis: int) -> object:
+        def hook(grad: torch.Tensor) -> None:
+            if getattr(means2d, "absgrad", None) is None:
+                means2d.absgrad = means2d.new_zeros(C, N, 2)
+            means2d.absgrad.view(C * N, 2)[:, axis].index_add_(0, ids, grad.abs().sum(0))
+
+        return hook
+
+    dx.register_hook(add(0))
+    dy.register_hook(add(1))
+
+
 def rasterize_to_pixels(
     means2d: torch.Tensor,
     conics: torch.Tensor,
@@ -165,11 +181,14 @@ def rasterize_to_pixels(
     tile_size: int,
     tile_offsets: torch.Tensor,
     flatten_ids: torch.Tensor,
+    absgrad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Front-to-back alpha compositing per tile: colours [C,H,W,D] and alphas [C,H,W,1].
 
     Each pixel blends the depth-sorted Gaussians of its tile: alpha = min(0.99, o exp(-sigma)),
     skipped when sigma < 0 or alpha < 1/255, stopping before transmittance would reach 1e-4.
+    With ``absgrad`` (and ``means2d`` requiring grad), the backward sets ``means2d.absgrad`` [C,N,2], the
+    sum over pixels of |dL/dmean2d| per component (gsplat's convention).
     """
     C, N, D = colors.shape
     th, tw = tile_offsets.shape[1:]
@@ -197,6 +216,8 @@ def rasterize_to_pixels(
         m, cn, o = flat_m[ids], flat_c[ids], flat_o[ids]
         dx = m[None, :, 0] - px[:, None]  # [P,G]
         dy = m[None, :, 1] - py[:, None]
+        if absgrad and dx.requires_grad:
+            _absgrad_hooks(means2d, ids, dx, dy)
         sigma = 0.5 * (cn[:, 0] * dx * dx + cn[:, 2] * dy * dy) + cn[:, 1] * dx * dy
         alpha = torch.clamp_max(o * torch.exp(-sigma.clamp_min(0)), ALPHA_MAX)
         alpha = torch.where((sigma >= 0) & (alpha >= ALPHA_MIN), alpha, torch.zeros_like(alpha))

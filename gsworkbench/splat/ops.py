@@ -128,7 +128,7 @@ def _register() -> None:
         )
 
     @torch.library.register_fake(lib + "splat_rasterize")
-    def _raster_fake(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids):  # noqa: ANN001, ANN202
+    def _raster_fake(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, absgrad=False):  # noqa: ANN001, ANN202, E501
         C, D = colors.shape[0], colors.shape[2]
         return (
             colors.new_empty(C, height, width, D),
@@ -152,17 +152,20 @@ def _register() -> None:
         last_ids,
         v_colors,
         v_alphas,
+        absgrad=False,
     ):
         return (
             torch.empty_like(means2d),
             torch.empty_like(conics),
             torch.empty_like(colors),
             torch.empty_like(opacities),
+            torch.empty_like(means2d) if absgrad else means2d.new_empty(0),
         )
 
     def _raster_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
-        means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids = inputs
+        means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, *rest = inputs
         ctx.args = (width, height, tile_size)
+        ctx.absgrad = bool(rest[0]) if rest else False
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(
             means2d, conics, colors, opacities, tile_offsets, flatten_ids, output[2], output[3]
@@ -176,12 +179,12 @@ def _register() -> None:
             )
         C, H, W = trans.shape
         if v_colors is None and v_alphas is None:
-            return None, None, None, None, None, None, None, None, None
+            return None, None, None, None, None, None, None, None, None, None
         if v_colors is None:
             v_colors = colors.new_zeros(C, H, W, colors.shape[2])
         if v_alphas is None:
             v_alphas = colors.new_zeros(C, H, W, 1)
-        gm, gc, gcol, go = torch.ops.gsworkbench.splat_rasterize_backward(
+        gm, gc, gcol, go, gabs = torch.ops.gsworkbench.splat_rasterize_backward(
             means2d,
             conics,
             colors,
@@ -193,10 +196,19 @@ def _register() -> None:
             last,
             v_colors,
             v_alphas,
+            ctx.absgrad,
         )
-        return gm, gc, gcol, go, None, None, None, None, None
+        if ctx.absgrad:  # gsplat's convention: the sum of per-pixel |dL/dmeans2d| as means2d.absgrad
+            _accumulate_absgrad(means2d, gabs)
+        return gm, gc, gcol, go, None, None, None, None, None, None
 
     torch.library.register_autograd(lib + "splat_rasterize", _raster_backward, setup_context=_raster_setup)
+
+
+def _accumulate_absgrad(means2d: torch.Tensor, abs_grad: torch.Tensor) -> None:
+    """Adds ``abs_grad`` [C,N,2] to ``means2d.absgrad`` (created on the first backward)."""
+    prev = getattr(means2d, "absgrad", None)
+    means2d.absgrad = abs_grad if prev is None else prev + abs_grad
 
 
 if has_ext():
@@ -267,8 +279,13 @@ def rasterize_to_pixels(
     tile_size: int,
     tile_offsets: torch.Tensor,
     flatten_ids: torch.Tensor,
+    absgrad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ext tile rasterization: colours [C,H,W,D] and alphas [C,H,W,1]; differentiable."""
+    """Ext tile rasterization: colours [C,H,W,D] and alphas [C,H,W,1]; differentiable.
+
+    With ``absgrad``, the backward also sets ``means2d.absgrad`` [C,N,2]: the sum over pixels of the
+    absolute per-pixel gradients of each projected mean (for absgrad densification).
+    """
     require_ext()
     out = torch.ops.gsworkbench.splat_rasterize(
         means2d,
@@ -280,5 +297,6 @@ def rasterize_to_pixels(
         int(tile_size),
         tile_offsets,
         flatten_ids,
+        bool(absgrad),
     )
     return out[0], out[1]

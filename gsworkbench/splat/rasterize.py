@@ -8,6 +8,9 @@ analytic backward ops for ``ext``).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
 
@@ -142,6 +145,10 @@ def _check_values(tensors: dict[str, torch.Tensor]) -> None:
         raise ValueError("Ks must have positive focal lengths fx, fy")
 
 
+def _no_stage(name: str) -> AbstractContextManager[Any]:
+    return contextlib.nullcontext()
+
+
 def has_cuda_kernels() -> bool:
     """True when the extension has the rasterizer's CUDA kernels (a CUDA build)."""
     return has_kernel("splat_rasterize", "cuda")
@@ -166,7 +173,9 @@ def rasterize(
     rasterize_mode: str = "classic",
     tile_size: int = 16,
     eps2d: float = 0.3,
+    absgrad: bool = False,
     backend: str = "ext",
+    stages: Callable[[str], AbstractContextManager[Any]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """Renders N Gaussians into C pinhole cameras (gsplat's ``rasterization`` conventions).
 
@@ -180,7 +189,12 @@ def rasterize(
         render_mode: "RGB" (colours), "D" (accumulated depth sum w_i z_i), "ED" (expected depth,
         D / alpha), "RGB+D", "RGB+ED" (depth appended as the last channel).
         rasterize_mode: "classic", or "antialiased" (opacity times sqrt(det cov2d / det blurred)).
+        absgrad: after the backward, ``meta["means2d"].absgrad`` [C,N,2] holds the sum over pixels of the
+        absolute per-pixel gradients of each projected mean (gsplat's absgrad; ``meta["means2d"].grad``
+        after ``retain_grad()`` holds the plain sum). Both feed densification.
         backend: "ext" (compiled kernels, analytic backward) or "torch" (pure-torch reference).
+        stages: optional ``name -> context manager`` wrapped around each stage ("project", "sh", "isect",
+        "rasterize"), e.g. a stage timer or ``torch.profiler.record_function``.
 
     Returns:
         render_colors [C,H,W,D'] (D' = D, 1, or D+1 with depth), render_alphas [C,H,W,1], meta
@@ -207,10 +221,12 @@ def rasterize(
         backend,
     )
     impl = backend_module(backend)
+    stage = stages if stages is not None else _no_stage
     C, N = viewmats.shape[0], means.shape[0]
-    radii, means2d, depths, conics, comps = impl.project_gaussians(
-        means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
-    )
+    with stage("project"):
+        radii, means2d, depths, conics, comps = impl.project_gaussians(
+            means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
+        )
     opac = opacities[None].expand(C, N)
     if rasterize_mode == "antialiased":
         opac = opac * comps
@@ -218,8 +234,9 @@ def rasterize(
         feats = depths[..., None]
     else:
         if sh_degree is not None:
-            dirs = _torch_impl.view_dirs(means, viewmats)
-            feats = impl.sh_to_color(colors, dirs, sh_degree)
+            with stage("sh"):
+                dirs = _torch_impl.view_dirs(means, viewmats)
+                feats = impl.sh_to_color(colors, dirs, sh_degree)
         elif colors.dim() == 2:
             feats = colors[None].expand(C, N, colors.shape[-1])
         else:
@@ -228,12 +245,14 @@ def rasterize(
             feats = torch.cat([feats, depths[..., None]], dim=-1)
     tile_width = (width + tile_size - 1) // tile_size
     tile_height = (height + tile_size - 1) // tile_size
-    tiles_per_gauss, isect_ids, flatten_ids, tile_offsets = impl.isect_tiles(
-        means2d, radii, depths, tile_size, tile_width, tile_height
-    )
-    render_colors, render_alphas = impl.rasterize_to_pixels(
-        means2d, conics, feats, opac, width, height, tile_size, tile_offsets, flatten_ids
-    )
+    with stage("isect"):
+        tiles_per_gauss, isect_ids, flatten_ids, tile_offsets = impl.isect_tiles(
+            means2d, radii, depths, tile_size, tile_width, tile_height
+        )
+    with stage("rasterize"):
+        render_colors, render_alphas = impl.rasterize_to_pixels(
+            means2d, conics, feats, opac, width, height, tile_size, tile_offsets, flatten_ids, absgrad
+        )
     if render_mode in ("ED", "RGB+ED"):
         render_colors = torch.cat(
             [render_colors[..., :-1], render_colors[..., -1:] / render_alphas.clamp_min(1e-10)], dim=-1

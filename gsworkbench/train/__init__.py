@@ -1,0 +1,30 @@
+"""3DGS training from posed images: :func:`train`, :class:`Trainer`, presets and strategies.
+
+>>> from gsworkbench.scenes import builtin_scene
+>>> from gsworkbench.train import preset, preset_scene, train
+>>> result = train(builtin_scene(**preset_scene("smoke")), preset("smoke"))  # doctest: +SKIP
+"""
+
+from gsworkbench.train.config import PRESETS, TrainConfig, preset, preset_scene
+from gsworkbench.train.losses import l1, psnr, ssim
+from gsworkbench.train.strategy import DefaultStrategy, MCMCStrategy
+from gsworkbench.train.timers import STAGES, StageTimer
+from gsworkbench.train.trainer import Trainer, TrainResult, load_checkpoint, train
+
+__all__ = [
+    "PRESETS",
+    "STAGES",
+    "DefaultStrategy",
+    "MCMCStrategy",
+    "StageTimer",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "l1",
+    "load_checkpoint",
+    "preset",
+    "preset_scene",
+    "psnr",
+    "ssim",
+    "train",
+]

@@ -1,0 +1,53 @@
+"""Evaluation on held-out views: PSNR, SSIM (scikit-image's, the library reference), LPIPS status."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gsworkbench.train.losses import SSIM_SIGMA, psnr
+
+LPIPS_NOTE = (
+    "not computed: LPIPS needs pretrained network weights, which cannot be downloaded on these machines "
+    "(pass lpips_weights= a local file to compute it)"
+)
+
+
+def ssim_reference(img: torch.Tensor, ref: torch.Tensor) -> float:
+    """scikit-image's SSIM of img against ref ([H,W,3] in [0,1]): Gaussian window sigma 1.5, data range 1,
+    population covariances (Wang et al.'s definition, as the 3DGS papers report it)."""
+    from skimage.metrics import structural_similarity
+
+    a = img.detach().clamp(0, 1).double().cpu().numpy()
+    b = ref.detach().double().cpu().numpy()
+    return float(
+        structural_similarity(
+            a, b, channel_axis=-1, data_range=1.0, gaussian_weights=True, sigma=SSIM_SIGMA, use_sample_covariance=False
+        )
+    )
+
+
+def evaluate_views(
+    render: Callable[[int], torch.Tensor],
+    images: torch.Tensor,
+    view_ids: Sequence[int],
+    lpips_weights: str | None = None,
+) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
+    """Renders each view with ``render(view) -> [H,W,3]`` and scores it against ``images[view]``.
+
+    Returns a table (view, psnr_db, ssim, lpips) and the renders as uint8 arrays by view.
+    """
+    if lpips_weights is not None:
+        raise NotImplementedError("LPIPS from a local weights file is not built yet; evaluation reports PSNR and SSIM")
+    rows, renders = [], {}
+    for v in view_ids:
+        v = int(v)
+        with torch.no_grad():
+            img = render(v).clamp(0, 1)
+        ref = images[v]
+        rows.append({"view": v, "psnr_db": psnr(img, ref), "ssim": ssim_reference(img, ref), "lpips": float("nan")})
+        renders[v] = (img.cpu().numpy() * 255 + 0.5).astype(np.uint8)
+    return pd.DataFrame(rows, columns=["view", "psnr_db", "ssim", "lpips"]), renders

@@ -1,0 +1,77 @@
+"""Image losses and metrics of the trainer: L1, SSIM (differentiable), PSNR.
+
+Images are [..., H, W, 3] tensors in [0, 1] (the rasterizer's layout). The training SSIM uses an
+11 x 11 Gaussian window with sigma 1.5 and the constants of Wang et al. (K1 = 0.01, K2 = 0.03, data
+range 1), over the valid region (no padding); the evaluation SSIM is scikit-image's
+(:func:`gsworkbench.train.evaluate.ssim_reference`), which the tests compare with this one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+
+SSIM_WINDOW = 11
+SSIM_SIGMA = 1.5
+_C1 = 0.01**2
+_C2 = 0.03**2
+
+
+@functools.lru_cache(maxsize=8)
+def _window(size: int, sigma: float, dtype: torch.dtype, device: str) -> torch.Tensor:
+    x = torch.arange(size, dtype=torch.float64) - (size - 1) / 2
+    w = torch.exp(-(x**2) / (2 * sigma**2))
+    return (w / w.sum()).to(dtype=dtype, device=device)
+
+
+def _blur(x: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
+    """Separable valid-mode Gaussian blur of x [B,C,H,W]."""
+    c = x.shape[1]
+    k = window.numel()
+    x = F.conv2d(x, window.view(1, 1, 1, k).expand(c, 1, 1, k), groups=c)
+    return F.conv2d(x, window.view(1, 1, k, 1).expand(c, 1, k, 1), groups=c)
+
+
+def ssim(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """Mean SSIM of img against ref, both [..., H, W, C] in [0, 1] with H, W >= 11; differentiable."""
+    if img.shape != ref.shape:
+        raise ValueError(f"ssim: shapes differ, {list(img.shape)} vs {list(ref.shape)}")
+    if img.dim() < 3 or min(img.shape[-3], img.shape[-2]) < SSIM_WINDOW:
+        raise ValueError(f"ssim needs images [..., H, W, C] with H, W >= {SSIM_WINDOW}, got {list(img.shape)}")
+    h, w, c = img.shape[-3:]
+    x = img.reshape(-1, h, w, c).permute(0, 3, 1, 2)
+    y = ref.reshape(-1, h, w, c).permute(0, 3, 1, 2)
+    win = _window(SSIM_WINDOW, SSIM_SIGMA, img.dtype, str(img.device))
+    stats = _blur(torch.cat([x, y, x * x, y * y, x * y], dim=1), win)
+    mx, my, xx, yy, xy = stats.split(c, dim=1)
+    sxx, syy, sxy = xx - mx * mx, yy - my * my, xy - mx * my
+    num = (2 * mx * my + _C1) * (2 * sxy + _C2)
+    den = (mx * mx + my * my + _C1) * (sxx + syy + _C2)
+    return (num / den).mean()
+
+
+def l1(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """Mean absolute error."""
+    return (img - ref).abs().mean()
+
+
+def psnr_from_mse(mse: float) -> float:
+    """PSNR in dB for images in [0, 1]."""
+    return float("inf") if mse <= 0 else -10.0 * math.log10(mse)
+
+
+def psnr(img: torch.Tensor, ref: torch.Tensor) -> float:
+    """PSNR in dB of img against ref (values in [0, 1]; img is clamped to that range first)."""
+    return psnr_from_mse(float(((img.detach().clamp(0, 1) - ref) ** 2).mean()))
+
+
+def photometric_loss(img: torch.Tensor, ref: torch.Tensor, ssim_lambda: float) -> tuple[torch.Tensor, dict]:
+    """(1 - lambda) L1 + lambda (1 - SSIM), and its parts (detached floats are taken by the caller)."""
+    l = l1(img, ref)
+    if ssim_lambda == 0:
+        return l, {"l1": l}
+    s = ssim(img, ref)
+    return (1 - ssim_lambda) * l + ssim_lambda * (1 - s), {"l1": l, "ssim": s}

@@ -1,0 +1,115 @@
+"""The trained splats as optimiser parameters, and the row operations densification needs.
+
+:class:`SplatModel` holds the Inria parameterisation (means [N,3], quats [N,4], log_scales [N,3],
+opacity_logits [N], sh_dc [N,3], sh_rest [N,K,3]) as leaf tensors, with one Adam whose parameter groups
+are named after them. Every operation that adds, removes or rewrites rows (:meth:`keep`, :meth:`append`,
+:meth:`assign`, :meth:`zero_state`) updates the parameters and Adam's moments together, so the
+optimiser state always has one row per Gaussian.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+
+from gsworkbench import gaussians
+from gsworkbench.splats import SplatSet
+
+NAMES = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")
+
+
+class SplatModel:
+    """Parameters + their Adam. ``lrs`` maps each name in :data:`NAMES` to its learning rate."""
+
+    def __init__(self, splats: SplatSet, lrs: Mapping[str, float], eps: float = 1e-15) -> None:
+        self.params: dict[str, torch.Tensor] = {
+            n: getattr(splats, n).detach().clone().requires_grad_(True) for n in NAMES
+        }
+        groups = [{"params": [self.params[n]], "lr": float(lrs[n]), "name": n} for n in NAMES]
+        fused = self.params["means"].device.type in ("cpu", "cuda")
+        self.optimizer = torch.optim.Adam(groups, eps=eps, fused=fused)
+
+    # ---- views ---------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.params["means"].shape[0]
+
+    def __getattr__(self, name: str) -> torch.Tensor:
+        params = self.__dict__.get("params")
+        if params is not None and name in params:
+            return params[name]
+        raise AttributeError(name)
+
+    @property
+    def sh(self) -> torch.Tensor:
+        """All SH coefficients [N,(d+1)^2,3]."""
+        return torch.cat([self.params["sh_dc"][:, None, :], self.params["sh_rest"]], dim=1)
+
+    def splats(self) -> SplatSet:
+        """A detached copy as a :class:`SplatSet`."""
+        return SplatSet(*(self.params[n].detach().clone() for n in NAMES))
+
+    def set_lr(self, name: str, lr: float) -> None:
+        for g in self.optimizer.param_groups:
+            if g["name"] == name:
+                g["lr"] = lr
+
+    def lr(self, name: str) -> float:
+        return next(g["lr"] for g in self.optimizer.param_groups if g["name"] == name)
+
+    # ---- row operations (parameters and Adam state together) -----------------------------------
+    def _rewrite(self, fn: Callable[[str, torch.Tensor, bool], torch.Tensor]) -> None:
+        """Replaces every parameter p by fn(name, p, False) and each of its per-row Adam moments m by
+        fn(name, m, True)."""
+        for g in self.optimizer.param_groups:
+            name, old = g["name"], g["params"][0]
+            new = fn(name, old.detach(), False).contiguous().requires_grad_(True)
+            state = self.optimizer.state.pop(old, None)
+            if state:
+                for k, v in state.items():
+                    if torch.is_tensor(v) and v.shape == old.shape:
+                        state[k] = fn(name, v, True).contiguous()
+                self.optimizer.state[new] = state
+            g["params"][0] = new
+            self.params[name] = new
+
+    def keep(self, mask: torch.Tensor) -> None:
+        """Keeps the rows where ``mask`` [N] bool is True."""
+        self._rewrite(lambda name, t, is_state: t[mask])
+
+    def append(self, rows: Mapping[str, torch.Tensor]) -> None:
+        """Appends new rows (one tensor per name, same count); their Adam moments start at zero."""
+
+        def fn(name: str, t: torch.Tensor, is_state: bool) -> torch.Tensor:
+            return torch.cat([t, torch.zeros_like(rows[name]) if is_state else rows[name].to(t.dtype)])
+
+        self._rewrite(fn)
+
+    def assign(self, index: torch.Tensor, rows: Mapping[str, torch.Tensor]) -> None:
+        """Overwrites rows ``index`` of the named parameters and zeroes their moments."""
+
+        def fn(name: str, t: torch.Tensor, is_state: bool) -> torch.Tensor:
+            if name not in rows:
+                return t
+            t = t.clone()
+            t[index] = 0 if is_state else rows[name].to(t.dtype)
+            return t
+
+        self._rewrite(fn)
+
+    def zero_state(self, name: str, index: torch.Tensor | None = None) -> None:
+        """Zeroes the Adam moments of parameter ``name`` (rows ``index``, or all)."""
+        p = self.params[name]
+        for v in self.optimizer.state.get(p, {}).values():
+            if torch.is_tensor(v) and v.shape == p.shape:
+                if index is None:
+                    v.zero_()
+                else:
+                    v[index] = 0
+
+    def covariances(self) -> torch.Tensor:
+        """World covariances [N,3,3] (detached)."""
+        with torch.no_grad():
+            return gaussians.covariance_from_scales_quats(
+                gaussians.scales_from_log(self.params["log_scales"]), self.params["quats"]
+            )

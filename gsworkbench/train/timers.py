@@ -1,0 +1,44 @@
+"""Per-stage wall-clock timers for training steps (and ``torch.profiler`` ranges for profiles)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+import torch
+
+# The stages of one training step, in order. The forward stages are timed inside ``rasterize``.
+STAGES = ("project", "sh", "isect", "rasterize", "loss", "backward", "optimizer", "densify")
+
+
+class StageTimer:
+    """Accumulates seconds per stage name; ``stage(name)`` is the context manager to time one.
+
+    ``sync``: wait for the device before reading the clock (CUDA), so each stage's time is its own.
+    ``ranges``: also open a ``torch.profiler.record_function`` range per stage, for profiles.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu", ranges: bool = False) -> None:
+        self.sync = torch.device(device).type == "cuda"
+        self.ranges = ranges
+        self.times: dict[str, float] = {}
+
+    def reset(self) -> dict[str, float]:
+        """Returns the times so far and starts again."""
+        out, self.times = self.times, {}
+        return out
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        rf = torch.profiler.record_function(f"stage:{name}") if self.ranges else contextlib.nullcontext()
+        with rf:
+            if self.sync:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                if self.sync:
+                    torch.cuda.synchronize()
+                self.times[name] = self.times.get(name, 0.0) + time.perf_counter() - t0

@@ -1,0 +1,321 @@
+"""The 3DGS trainer: :class:`Trainer` (step by step) and :func:`train` (a whole run).
+
+One step: pick the next training view (a shuffled pass over the train views), render it with
+:func:`gsworkbench.splat.rasterize` (backend ``ext`` or ``torch``), take the photometric loss
+(0.8 L1 + 0.2 (1 - SSIM), plus the MCMC regularisers), back-propagate, step Adam, then densify
+(:mod:`gsworkbench.train.strategy`). Each stage is timed (:data:`gsworkbench.train.timers.STAGES`);
+:attr:`Trainer.history` has one row per step with the loss, the PSNR of the step's view, the Gaussian
+count and the stage times in seconds.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gsworkbench import gaussians
+from gsworkbench.results import atomic_write_bytes
+from gsworkbench.splat import rasterize
+from gsworkbench.splats import SplatSet
+from gsworkbench.train.config import TrainConfig
+from gsworkbench.train.evaluate import LPIPS_NOTE, evaluate_views
+from gsworkbench.train.init import init_splats
+from gsworkbench.train.losses import photometric_loss, psnr_from_mse
+from gsworkbench.train.model import NAMES, SplatModel
+from gsworkbench.train.strategy import make_strategy
+from gsworkbench.train.timers import STAGES, StageTimer
+
+CHECKPOINT_FORMAT = "gsworkbench-3dgs-checkpoint-v1"
+
+
+class Trainer:
+    """Trains splats on ``scene`` (a :class:`gsworkbench.scenes.Scene`) with ``config``.
+
+    ``splats``: the starting splats (default: from the scene's point cloud, see
+    :func:`gsworkbench.train.init.init_splats`). ``ranges``: open ``torch.profiler`` ranges per stage.
+    """
+
+    def __init__(self, scene: Any, config: TrainConfig, splats: SplatSet | None = None, ranges: bool = False):
+        if not isinstance(config, TrainConfig):
+            raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
+        self.cfg = config
+        self.device = torch.device(config.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' asked for, but torch sees no CUDA device")
+        if len(scene.train_ids) == 0:
+            raise ValueError(f"scene {scene.name!r} has no training views")
+        self.scene = scene.to(self.device)
+        self.gen = torch.Generator().manual_seed(config.seed)
+        if splats is None:
+            splats = init_splats(
+                scene.points,
+                scene.point_colors,
+                num=config.init_num,
+                random_num=config.init_random_num,
+                extent=config.init_extent * scene.scene_scale,
+                opacity=config.init_opacity,
+                scale=config.init_scale,
+                sh_degree=config.sh_degree,
+                gen=self.gen,
+            )
+        if splats.sh_degree < config.sh_degree:
+            k = gaussians.num_sh_bases(config.sh_degree) - 1
+            rest = splats.sh_rest.new_zeros(len(splats), k, 3)
+            rest[:, : splats.sh_rest.shape[1]] = splats.sh_rest
+            splats = replace(splats, sh_rest=rest)
+        self.model = SplatModel(splats.to(self.device, torch.float32), self._learning_rates(), config.adam_eps)
+        self.strategy = make_strategy(config, scene.scene_scale)
+        self.timer = StageTimer(self.device, ranges=ranges)
+        self.step_index = 0
+        self.rows: list[dict[str, Any]] = []
+        self._queue: list[int] = []
+        self._loss = torch.compile(photometric_loss, dynamic=False) if config.compile else photometric_loss
+        self._bg = torch.tensor(scene.background, dtype=torch.float32, device=self.device)
+
+    # ---- pieces ---------------------------------------------------------------------------------
+    def _learning_rates(self) -> dict[str, float]:
+        c = self.cfg
+        return {
+            "means": c.lr_means * self.scene.scene_scale,
+            "quats": c.lr_quats,
+            "log_scales": c.lr_scales,
+            "opacity_logits": c.lr_opacities,
+            "sh_dc": c.lr_sh0,
+            "sh_rest": c.lr_shN,
+        }
+
+    def _next_view(self) -> int:
+        if not self._queue:
+            ids = self.scene.train_ids.cpu()
+            self._queue = ids[torch.randperm(len(ids), generator=self.gen)].tolist()
+        return self._queue.pop()
+
+    def _target(self, view: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The view's image over this step's background, and the background [3]."""
+        img = self.scene.images[view]
+        if self.cfg.background != "random":
+            return img, self._bg
+        if self.scene.alphas is None:
+            raise ValueError("background 'random' needs a scene with alpha masks (an RGBA source)")
+        bg = torch.rand(3, generator=self.gen).to(self.device)
+        a = self.scene.alphas[view]
+        return img - (1 - a) * self._bg + (1 - a) * bg, bg
+
+    def sh_degree_at(self, step: int) -> int:
+        return min(step // self.cfg.sh_degree_interval, self.cfg.sh_degree)
+
+    def render(
+        self, views: torch.Tensor | list[int], sh_degree: int | None = None, background: torch.Tensor | None = None,
+        absgrad: bool = False, timed: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:  # fmt: skip
+        """Renders ``views`` (indices into the scene) -> colours [C,H,W,3], alphas [C,H,W,1], meta."""
+        m = self.model
+        views = torch.as_tensor(views, dtype=torch.long, device=self.device)
+        bg = (self._bg if background is None else background).expand(len(views), 3)
+        return rasterize(
+            m.means,
+            m.quats,
+            gaussians.scales_from_log(m.log_scales),
+            gaussians.opacity_from_logit(m.opacity_logits),
+            m.sh,
+            self.scene.viewmats[views],
+            self.scene.Ks[views],
+            self.scene.width,
+            self.scene.height,
+            sh_degree=self.cfg.sh_degree if sh_degree is None else sh_degree,
+            near_plane=self.cfg.near_plane,
+            far_plane=self.cfg.far_plane,
+            backgrounds=bg,
+            absgrad=absgrad,
+            backend=self.cfg.backend,
+            stages=self.timer.stage if timed else None,
+        )
+
+    # ---- one step -----------------------------------------------------------------------------------
+    def step(self) -> dict[str, Any]:
+        """One training step; returns (and records) its history row."""
+        cfg, s, stage = self.cfg, self.step_index, self.timer.stage
+        t0 = time.perf_counter()
+        self.timer.reset()
+        self.model.set_lr("means", self._learning_rates()["means"] * cfg.lr_means_final ** (s / max(cfg.iterations, 1)))
+        view = self._next_view()
+        gt, bg = self._target(view)
+        sh_deg = self.sh_degree_at(s)
+        colors, _, meta = self.render([view], sh_deg, bg, absgrad=cfg.absgrad, timed=True)
+        meta["means2d"].retain_grad()
+        with stage("loss"):
+            loss, parts = self._loss(colors[0], gt, cfg.ssim_lambda)
+            if cfg.opacity_reg > 0:
+                loss = loss + cfg.opacity_reg * gaussians.opacity_from_logit(self.model.opacity_logits).mean()
+            if cfg.scale_reg > 0:
+                loss = loss + cfg.scale_reg * gaussians.scales_from_log(self.model.log_scales).mean()
+            mse = float(((colors.detach()[0] - gt) ** 2).mean())
+        with stage("backward"):
+            loss.backward()
+        with stage("optimizer"):
+            self.model.optimizer.step()
+            self.model.optimizer.zero_grad(set_to_none=True)
+        with stage("densify"):
+            changes = self.strategy.step(self.model, s, meta, self.gen)
+        row: dict[str, Any] = {
+            "step": s,
+            "view": view,
+            "loss": float(loss.detach()),
+            "l1": float(parts["l1"]),
+            "ssim": float(parts["ssim"]) if "ssim" in parts else float("nan"),
+            "psnr_db": psnr_from_mse(mse),
+            "num_gaussians": len(self.model),
+            "sh_degree": sh_deg,
+            **changes,
+        }
+        times = self.timer.reset()
+        row.update({f"t_{k}": times.get(k, 0.0) for k in STAGES})
+        row["t_step"] = time.perf_counter() - t0
+        if not np.isfinite(row["loss"]):
+            raise FloatingPointError(f"step {s}: the loss is {row['loss']} (check learning rates and inputs)")
+        self.rows.append(row)
+        self.step_index += 1
+        return row
+
+    @property
+    def history(self) -> pd.DataFrame:
+        """One row per step: step, view, loss, l1, ssim, psnr_db, num_gaussians, sh_degree, densify counts,
+        t_<stage> (seconds), t_step (the step's wall time), test_psnr_db where evaluated."""
+        return pd.DataFrame(self.rows)
+
+    def run(self, iterations: int | None = None) -> pd.DataFrame:
+        """Steps until ``iterations`` (default: the config's) with a progress bar; returns the history."""
+        from tqdm.auto import tqdm
+
+        end = self.cfg.iterations if iterations is None else iterations
+        bar = tqdm(total=end, initial=self.step_index, disable=not self.cfg.progress, desc="train", unit="step")
+        while self.step_index < end:
+            row = self.step()
+            if self.cfg.eval_every and self.step_index % self.cfg.eval_every == 0:
+                row["test_psnr_db"] = float(self.evaluate()[0]["psnr_db"].mean())
+            bar.update(1)
+            if self.step_index % 10 == 0 or self.step_index == end:
+                bar.set_postfix(loss=f"{row['loss']:.4f}", psnr=f"{row['psnr_db']:.2f}", n=row["num_gaussians"])
+        bar.close()
+        return self.history
+
+    # ---- evaluation and output ----------------------------------------------------------------------
+    def evaluate(self, views: Any = None, lpips_weights: str | None = None) -> tuple[pd.DataFrame, dict]:
+        """PSNR and SSIM per held-out view (default: the test views) and the renders (uint8 [H,W,3])."""
+        ids = self.scene.test_ids if views is None else torch.as_tensor(views)
+        return evaluate_views(lambda v: self.render([v])[0][0], self.scene.images, ids.tolist(), lpips_weights)
+
+    def splats(self) -> SplatSet:
+        return self.model.splats()
+
+    # ---- checkpoints --------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "step": self.step_index,
+            "config": self.cfg.to_dict(),
+            "scene": str(getattr(self.scene, "name", "")),
+            "params": {n: self.model.params[n].detach().cpu() for n in NAMES},
+            "optimizer": self.model.optimizer.state_dict(),
+            "strategy": {k: v.cpu() for k, v in self.strategy.state.items()},
+            "generator": self.gen.get_state(),
+            "queue": list(self._queue),
+            "history": self.rows,
+        }
+
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> Path:
+        """Writes the full training state atomically (readable with ``torch.load(weights_only=True)``)."""
+        buf = io.BytesIO()
+        torch.save(self.state_dict(), buf)
+        return atomic_write_bytes(path, buf.getvalue())
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike[str], scene: Any, **config_overrides: Any) -> Trainer:
+        """A trainer that goes on from a checkpoint, as if it had never stopped."""
+        state = load_checkpoint(path)
+        cfg = replace(TrainConfig(**state["config"]), **config_overrides)
+        splats = SplatSet(*(state["params"][n] for n in NAMES))
+        trainer = cls(scene, cfg, splats)
+        trainer.model.optimizer.load_state_dict(state["optimizer"])
+        trainer.strategy.state = {k: v.to(trainer.device) for k, v in state["strategy"].items()}
+        trainer.gen.set_state(state["generator"])
+        trainer._queue = list(state["queue"])
+        trainer.rows = list(state["history"])
+        trainer.step_index = int(state["step"])
+        return trainer
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A checkpoint's contents (``torch.load(weights_only=True)``); ValueError naming the file otherwise."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ValueError(f"checkpoint not found: {path}") from None
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
+        raise ValueError(f"cannot read checkpoint {path}: {str(err).splitlines()[0]}") from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a gsworkbench 3DGS training checkpoint")
+    return state
+
+
+@dataclass
+class TrainResult:
+    """A finished run: the splats, the per-step history, the per-view evaluation and its means."""
+
+    splats: SplatSet
+    history: pd.DataFrame
+    evaluation: pd.DataFrame
+    renders: dict[int, np.ndarray]
+    metrics: dict[str, Any]
+    config: TrainConfig
+    seconds: float
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def train(
+    scene: Any,
+    config: TrainConfig | None = None,
+    *,
+    splats: SplatSet | None = None,
+    resume: str | os.PathLike[str] | None = None,
+    results_dir: str | os.PathLike[str] | None = None,
+) -> TrainResult:
+    """Trains on ``scene`` and evaluates on its test views.
+
+    With ``results_dir``, writes there: ``history.csv``, ``evaluation.csv``, ``test_<view>.png`` (ground
+    truth | render | error), ``splats.ply`` (Inria layout) and ``checkpoint.pt``.
+    """
+    cfg = config if config is not None else TrainConfig()
+    t0 = time.perf_counter()
+    if resume is not None:
+        trainer = Trainer.from_checkpoint(resume, scene, **({"iterations": cfg.iterations} if config else {}))
+    else:
+        trainer = Trainer(scene, cfg, splats)
+    trainer.run()
+    seconds = time.perf_counter() - t0
+    evaluation, renders = trainer.evaluate()
+    hist = trainer.history
+    metrics = {
+        "psnr_db": float(evaluation["psnr_db"].mean()) if len(evaluation) else float("nan"),
+        "ssim": float(evaluation["ssim"].mean()) if len(evaluation) else float("nan"),
+        "lpips": LPIPS_NOTE,
+        "num_gaussians": len(trainer.model),
+        "iterations": trainer.step_index,
+        "train_seconds": seconds,
+        "median_step_ms": float(hist["t_step"].median() * 1e3) if len(hist) else float("nan"),
+    }
+    result = TrainResult(trainer.splats(), hist, evaluation, renders, metrics, trainer.cfg, seconds)
+    if results_dir is not None:
+        from gsworkbench.train.output import save_run
+
+        result.files = save_run(result, trainer, Path(results_dir))
+    return result
