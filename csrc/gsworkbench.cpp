@@ -68,4 +68,10 @@ TORCH_LIBRARY(gsworkbench, m) {
       "int height, int tile_size, Tensor tile_offsets, Tensor flatten_ids, Tensor transmittances, "
       "Tensor last_ids, Tensor v_colors, Tensor v_alphas, bool absgrad=False) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+
+  // ---- fused SSIM (gsworkbench/train/losses.py; CPU) ----
+  // img, ref [H,W,C] (H, W >= 11) -> mean SSIM over the valid 11x11 Gaussian windows (sigma 1.5), a scalar
+  m.def("ssim(Tensor img, Tensor ref) -> Tensor");
+  //    -> d(mean SSIM)/d img [H,W,C], times grad (a scalar)
+  m.def("ssim_backward(Tensor grad, Tensor img, Tensor ref) -> Tensor");
 }

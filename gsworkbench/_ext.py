@@ -49,7 +49,12 @@ def has_kernel(op: str, device_type: str) -> bool:
     import torch
 
     key = {"cpu": "CPU", "cuda": "CUDA"}.get(device_type)
-    return has_ext() and key is not None and torch._C._dispatch_has_kernel_for_dispatch_key(f"gsworkbench::{op}", key)
+    if not has_ext() or key is None:
+        return False
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(f"gsworkbench::{op}", key)
+    except RuntimeError:  # no such op in this build (an extension older than the package)
+        return False
 
 
 def has_cuda_kernels() -> bool:

@@ -205,3 +205,26 @@ def test_config_checks_and_presets():
     assert TrainConfig().refine_stop_step == 15_000 and TrainConfig(strategy="mcmc").refine_stop_step == 25_000
     assert TrainConfig(absgrad=True).grow_grad2d_threshold == 8e-4
     assert rel_err(torch.tensor(1.0), torch.tensor(1.0)) == 0
+
+
+@pytest.mark.skipif(not __import__("gsworkbench._ext", fromlist=["x"]).has_kernel("ssim", "cpu"), reason="no ext")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fused_ssim_matches_the_torch_reference(seed, dtype):
+    from gsworkbench.train import ops
+    from gsworkbench.train.losses import ssim_torch
+
+    h, w, c = int(torch.randint(11, 40, ())), int(torch.randint(11, 50, ())), int(torch.randint(1, 5, ()))
+    img, ref = torch.rand(2, h, w, c, dtype=torch.float64).unbind(0)
+    ref = 0.6 * ref + 0.4 * img
+    x = img.clone().requires_grad_()
+    want = ssim_torch(x, ref)
+    want.backward()
+    y = img.to(dtype).requires_grad_()
+    got = ssim(y, ref.to(dtype))
+    (got * 1.0).backward()
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    assert abs(float(got.detach()) - float(want.detach())) < tol and rel_err(y.grad, x.grad) < tol * 10
+    if dtype == torch.float64:
+        small = img[:13, :12].clone().requires_grad_()
+        assert torch.autograd.gradcheck(lambda a: ops.ssim(a, ref[:13, :12]), (small,), eps=1e-6, atol=1e-8)
+        torch.library.opcheck(torch.ops.gsworkbench.ssim, (small, ref[:13, :12]))

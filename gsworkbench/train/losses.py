@@ -35,12 +35,31 @@ def _blur(x: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
     return F.conv2d(x, window.view(1, 1, k, 1).expand(c, 1, k, 1), groups=c)
 
 
-def ssim(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """Mean SSIM of img against ref, both [..., H, W, C] in [0, 1] with H, W >= 11; differentiable."""
+def _check(img: torch.Tensor, ref: torch.Tensor) -> None:
     if img.shape != ref.shape:
         raise ValueError(f"ssim: shapes differ, {list(img.shape)} vs {list(ref.shape)}")
     if img.dim() < 3 or min(img.shape[-3], img.shape[-2]) < SSIM_WINDOW:
         raise ValueError(f"ssim needs images [..., H, W, C] with H, W >= {SSIM_WINDOW}, got {list(img.shape)}")
+
+
+def ssim(img: torch.Tensor, ref: torch.Tensor, backend: str = "ext") -> torch.Tensor:
+    """Mean SSIM of img against ref, both [..., H, W, C] in [0, 1] with H, W >= 11; differentiable in img.
+
+    ``backend="ext"`` uses the fused CPU kernel for single images [H,W,C] (falling back to the torch
+    reference elsewhere: CUDA, batches, a ref that needs gradients); ``"torch"`` is the reference.
+    """
+    _check(img, ref)
+    if backend == "ext" and img.dim() == 3 and img.dtype == ref.dtype and not ref.requires_grad:
+        from gsworkbench.train import ops
+
+        if ops.has_fused_ssim(img):
+            return ops.ssim(img, ref)
+    return ssim_torch(img, ref)
+
+
+def ssim_torch(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """The torch reference of :func:`ssim` (separable valid-mode blur of the five window statistics)."""
+    _check(img, ref)
     h, w, c = img.shape[-3:]
     x = img.reshape(-1, h, w, c).permute(0, 3, 1, 2)
     y = ref.reshape(-1, h, w, c).permute(0, 3, 1, 2)
@@ -68,10 +87,12 @@ def psnr(img: torch.Tensor, ref: torch.Tensor) -> float:
     return psnr_from_mse(float(((img.detach().clamp(0, 1) - ref) ** 2).mean()))
 
 
-def photometric_loss(img: torch.Tensor, ref: torch.Tensor, ssim_lambda: float) -> tuple[torch.Tensor, dict]:
+def photometric_loss(
+    img: torch.Tensor, ref: torch.Tensor, ssim_lambda: float, backend: str = "ext"
+) -> tuple[torch.Tensor, dict]:
     """(1 - lambda) L1 + lambda (1 - SSIM), and its parts (detached floats are taken by the caller)."""
     l = l1(img, ref)
     if ssim_lambda == 0:
         return l, {"l1": l}
-    s = ssim(img, ref)
+    s = ssim(img, ref, backend)
     return (1 - ssim_lambda) * l + ssim_lambda * (1 - s), {"l1": l, "ssim": s}

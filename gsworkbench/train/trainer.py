@@ -153,7 +153,7 @@ class Trainer:
         colors, _, meta = self.render([view], sh_deg, bg, absgrad=cfg.absgrad, timed=True)
         meta["means2d"].retain_grad()
         with stage("loss"):
-            loss, parts = self._loss(colors[0], gt, cfg.ssim_lambda)
+            loss, parts = self._loss(colors[0], gt, cfg.ssim_lambda, cfg.backend)
             if cfg.opacity_reg > 0:
                 loss = loss + cfg.opacity_reg * gaussians.opacity_from_logit(self.model.opacity_logits).mean()
             if cfg.scale_reg > 0:
@@ -170,8 +170,8 @@ class Trainer:
             "step": s,
             "view": view,
             "loss": float(loss.detach()),
-            "l1": float(parts["l1"]),
-            "ssim": float(parts["ssim"]) if "ssim" in parts else float("nan"),
+            "l1": float(parts["l1"].detach()),
+            "ssim": float(parts["ssim"].detach()) if "ssim" in parts else float("nan"),
             "psnr_db": psnr_from_mse(mse),
             "num_gaussians": len(self.model),
             "sh_degree": sh_deg,
