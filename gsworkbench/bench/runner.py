@@ -85,6 +85,10 @@ def run_cases(
             timed = [i for i in group if not cases[i].skip]
             fns = [cases[i].setup() for i in timed]
             results = time_interleaved(fns, threads=threads, min_run_time=min_run_time) if fns else []
+            for fn, res in zip(fns, results):  # a callable may report more columns (e.g. stage times)
+                extras = getattr(fn, "extras", None)
+                if callable(extras):
+                    res.update(extras())
             del fns
             gc.collect()
             timings = dict(zip(timed, results))
