@@ -292,3 +292,11 @@ def test_cache_env_and_interrupted_generation(tmp_path: Path, monkeypatch: pytes
     folder = generate_scene("object", **TINY)
     assert folder.parent == tmp_path / "envcache" and detect_layout(folder) == "blender"
     assert [p.name for p in (tmp_path / "envcache").iterdir()] == [folder.name]
+
+
+def test_samples_per_pixel_fill_a_jitter_grid(object_dir: Path) -> None:
+    from gsworkbench.scenes.generate import read_manifest
+    from gsworkbench.scenes.mitsuba_render import stratified_spp
+
+    assert [stratified_spp(n) for n in (1, 2, 4, 5, 16, 17, 64)] == [1, 4, 4, 9, 16, 25, 64]
+    assert read_manifest(object_dir)["samples_per_pixel"] == 4

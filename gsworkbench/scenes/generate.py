@@ -32,7 +32,13 @@ import torch
 from gsworkbench.results import write_json
 from gsworkbench.scenes.blender import GL_TO_CV, POINTS_FILE, load_blender
 from gsworkbench.scenes.colmap import load_colmap, write_colmap
-from gsworkbench.scenes.mitsuba_render import cast_rays, load_scene_dict, render_views, to_straight_srgba
+from gsworkbench.scenes.mitsuba_render import (
+    cast_rays,
+    load_scene_dict,
+    render_views,
+    stratified_spp,
+    to_straight_srgba,
+)
 from gsworkbench.scenes.points import write_points_ply
 from gsworkbench.scenes.scene import Scene
 from gsworkbench.scenes.synthetic import SYNTHETIC_SCENES
@@ -177,7 +183,8 @@ def _write_scene(folder: Path, p: GeneratorParams) -> dict[str, Any]:
     manifest = {
         "params": asdict(p),
         "generator_version": GENERATOR_VERSION,
-        "mitsuba": f"{mitsuba.__version__} scalar_rgb",
+        "mitsuba": f"{mitsuba.__version__} scalar_rgb, direct integrator, multijitter sampler",
+        "samples_per_pixel": stratified_spp(p.spp),
         "look_at_target": list(target),
         "train_images": names[: p.n_train],
         "test_images": names[p.n_train :],

@@ -8,6 +8,7 @@ colour is premultiplied by its coverage (alpha) and the background is transparen
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,11 +60,19 @@ def _sensor(viewmat: np.ndarray, K: np.ndarray, width: int, height: int, spp: in
     )
 
 
+def stratified_spp(spp: int) -> int:
+    """The samples per pixel actually taken: ``spp`` rounded up to a square (a full jitter grid)."""
+    return (math.isqrt(spp - 1) + 1) ** 2 if spp > 1 else 1
+
+
 def render_views(
     scene: Any, viewmats: torch.Tensor, K: torch.Tensor, width: int, height: int, spp: int, seed: int
 ) -> Iterator[np.ndarray]:
-    """Yields one linear-RGB image per view, [H,W,4] float32: colour premultiplied by alpha (coverage)."""
+    """Yields one linear-RGB image per view, [H,W,4] float32: colour premultiplied by alpha (coverage).
+
+    Each pixel takes :func:`stratified_spp` (``spp`` rounded up to a square) jittered samples."""
     mi = mitsuba_scalar()
+    spp = stratified_spp(spp)
     for i, vm in enumerate(viewmats.double().numpy()):
         sensor = _sensor(vm, K.double().numpy(), width, height, spp)
         img = np.array(mi.render(scene, sensor=sensor, spp=spp, seed=seed * 100003 + i), dtype=np.float32)
