@@ -1,0 +1,115 @@
+"""Image files for the loaders: read (Pillow) with errors that name the file, composite, downsample."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG")
+
+
+def check_downsample(downsample: object) -> int:
+    """The downsample factor as a positive int, or a ValueError."""
+    if isinstance(downsample, bool) or not isinstance(downsample, (int, np.integer)) or downsample < 1:
+        raise ValueError(f"downsample must be a positive integer, got {downsample!r}")
+    return int(downsample)
+
+
+def check_background(background: Sequence[float]) -> tuple[float, float, float]:
+    """The background colour as three floats in [0,1], or a ValueError."""
+    bg = tuple(float(c) for c in background)
+    if len(bg) != 3 or not all(0.0 <= c <= 1.0 for c in bg):
+        raise ValueError(f"background must be three values in [0,1], got {background!r}")
+    return bg  # type: ignore[return-value]
+
+
+def read_image(path: str | os.PathLike[str]) -> np.ndarray:
+    """An image file as float32 [H,W,C] in [0,1], C = 3 (RGB) or 4 (RGBA, straight alpha).
+
+    Raises FileNotFoundError for a missing file and ValueError naming the file for one Pillow cannot read.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"image file not found: {path}")
+    try:
+        with Image.open(path) as im:
+            im.load()
+            has_alpha = im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info)
+            if im.mode in ("I;16", "I;16B", "I"):  # 16-bit grey
+                arr = np.asarray(im, dtype=np.float32) / 65535.0
+                arr = np.repeat(arr[..., None], 3, axis=2)
+            else:
+                arr = np.asarray(im.convert("RGBA" if has_alpha else "RGB"), dtype=np.float32) / 255.0
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise ValueError(f"cannot read image {path}: {e}") from e
+    return np.ascontiguousarray(arr)
+
+
+def resolve_image_path(folder: Path, rel: str) -> Path:
+    """``folder / rel``, trying the usual extensions when ``rel`` has none that exists (NeRF-synthetic
+    frames name files without one)."""
+    base = folder / rel
+    if base.is_file():
+        return base
+    for ext in IMAGE_EXTENSIONS:
+        cand = base.with_name(base.name + ext)
+        if cand.is_file():
+            return cand
+    raise FileNotFoundError(f"image file not found: {base} (also tried the extensions {', '.join(IMAGE_EXTENSIONS)})")
+
+
+def load_images(
+    paths: Sequence[Path], background: tuple[float, float, float], downsample: int
+) -> tuple[torch.Tensor, torch.Tensor | None, tuple[int, int]]:
+    """Reads ``paths``, composites RGBA over ``background`` and box-downsamples by ``downsample``.
+
+    Returns images [V,h,w,3] float32, alphas [V,h,w,1] (None when no file had alpha) and the source
+    size (W, H), with w = W // downsample, h = H // downsample (the right/bottom W mod d, H mod d pixels are cropped, so
+    intrinsics scale exactly by 1/d). Every image must have the first one's size (ValueError naming
+    the file otherwise).
+    """
+    if not paths:
+        raise ValueError("no images to load")
+    bg = torch.tensor(background, dtype=torch.float32)
+    rgbs, alphas, size, any_alpha = [], [], None, False
+    for p in paths:
+        arr = torch.from_numpy(read_image(p))
+        H, W = arr.shape[:2]
+        if size is None:
+            size = (W, H)
+            if W < downsample or H < downsample:
+                raise ValueError(f"downsample {downsample} is larger than the image size {W}x{H} of {p}")
+        elif (W, H) != size:
+            raise ValueError(
+                f"image {p} is {W}x{H}, but {paths[0]} is {size[0]}x{size[1]}: all images must have one size"
+            )
+        if arr.shape[2] == 4:
+            any_alpha = True
+            a = arr[..., 3:]
+            rgb = arr[..., :3] * a + bg * (1 - a)
+        else:
+            a = torch.ones(H, W, 1)
+            rgb = arr
+        rgbs.append(rgb)
+        alphas.append(a)
+    images = torch.stack(rgbs)
+    alpha = torch.stack(alphas)
+    if downsample > 1:
+        images, alpha = (
+            F.avg_pool2d(t.permute(0, 3, 1, 2), downsample).permute(0, 2, 3, 1).contiguous() for t in (images, alpha)
+        )
+    return images.clamp_(0, 1), (alpha if any_alpha else None), size
+
+
+def scale_intrinsics(Ks: torch.Tensor, downsample: int) -> torch.Tensor:
+    """Intrinsics [V,3,3] for images box-downsampled by ``downsample`` (pixel corners stay corners)."""
+    out = Ks.clone()
+    out[:, :2, :] /= downsample
+    return out

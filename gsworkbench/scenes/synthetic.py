@@ -1,0 +1,220 @@
+"""The built-in synthetic scenes as Mitsuba 3 scene descriptions, and their cameras.
+
+World units are arbitrary, z is up. Albedos stay at or below 0.8 and the lights are chosen so that
+rendered radiance stays below 1 (no clipping). Textures are Mitsuba's checkerboard or small numpy
+bitmaps (stripes, smooth colour fields) that a few thousand Gaussians can reproduce.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from gsworkbench.scenes.mitsuba_render import mitsuba_scalar
+from gsworkbench.splat.cameras import intrinsics_from_fov, look_at
+
+GOLDEN_ANGLE_DEG = 180.0 * (3.0 - math.sqrt(5.0))
+
+
+def _rgb(v: tuple[float, float, float]) -> dict[str, Any]:
+    return {"type": "rgb", "value": list(v)}
+
+
+def _diffuse(texture: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "diffuse", "reflectance": texture}
+
+
+def _checker(c0: tuple[float, float, float], c1: tuple[float, float, float], scale: float) -> dict[str, Any]:
+    mi = mitsuba_scalar()
+
+    return {
+        "type": "checkerboard",
+        "color0": _rgb(c0),
+        "color1": _rgb(c1),
+        "to_uv": mi.ScalarTransform4f().scale([scale, scale, 1.0]),
+    }
+
+
+def _bitmap(array: np.ndarray) -> dict[str, Any]:
+    """A linear-RGB bitmap texture [h,w,3] in [0,1], bilinearly filtered."""
+    mi = mitsuba_scalar()
+
+    return {
+        "type": "bitmap",
+        "bitmap": mi.Bitmap(np.ascontiguousarray(array, dtype=np.float32)),
+        "raw": True,
+        "filter_type": "bilinear",
+    }
+
+
+def _stripes(c0: tuple[float, float, float], c1: tuple[float, float, float], n: int, size: int = 64) -> np.ndarray:
+    """Soft stripes along u: n periods over the texture."""
+    t = 0.5 + 0.5 * np.sin(2 * np.pi * n * (np.arange(size) + 0.5) / size)
+    t = np.broadcast_to(t[None, :, None], (size, size, 1))
+    return (1 - t) * np.asarray(c0) + t * np.asarray(c1)
+
+
+def _colour_field(rng: np.random.Generator, cells: int, lo: float = 0.1, hi: float = 0.8) -> np.ndarray:
+    """A smooth random colour field: a cells x cells grid of colours (bilinearly filtered by Mitsuba)."""
+    return rng.uniform(lo, hi, size=(cells, cells, 3))
+
+
+def _lights(env: float, sun: float, direction: tuple[float, float, float]) -> dict[str, Any]:
+    return {
+        "env": {"type": "constant", "radiance": _rgb((env, env, env))},
+        "sun": {"type": "directional", "direction": list(direction), "irradiance": _rgb((sun, sun, sun))},
+    }
+
+
+def object_scene(rng: np.random.Generator) -> dict[str, Any]:
+    """A few textured shapes around the origin (within radius ~0.9), no ground: an object on a
+    transparent background."""
+    mi = mitsuba_scalar()
+
+    T = mi.ScalarTransform4f
+    return {
+        "type": "scene",
+        **_lights(0.55, 1.2, (-0.4, 0.6, -1.0)),
+        "body": {
+            "type": "sphere",
+            "center": [0.0, 0.0, 0.0],
+            "radius": 0.42,
+            "bsdf": _diffuse(_checker((0.75, 0.12, 0.1), (0.8, 0.72, 0.45), 6.0)),
+        },
+        "head": {
+            "type": "sphere",
+            "center": [0.05, -0.1, 0.58],
+            "radius": 0.18,
+            "bsdf": _diffuse(_bitmap(_stripes((0.1, 0.5, 0.15), (0.75, 0.8, 0.7), 4))),
+        },
+        "moon": {
+            "type": "sphere",
+            "center": [0.52, 0.38, -0.22],
+            "radius": 0.2,
+            "bsdf": _diffuse(_bitmap(_colour_field(rng, 5))),
+        },
+        "box": {
+            "type": "cube",
+            "to_world": T().translate([-0.5, 0.25, -0.18]).rotate([0, 0, 1], 30).scale(0.22),
+            "bsdf": _diffuse(_bitmap(_stripes((0.1, 0.2, 0.7), (0.8, 0.8, 0.8), 3))),
+        },
+        "pillar": {
+            "type": "cube",
+            "to_world": T().translate([0.1, 0.55, 0.0]).rotate([1, 1, 0], 20).scale([0.1, 0.1, 0.4]),
+            "bsdf": _diffuse(_checker((0.8, 0.6, 0.1), (0.2, 0.15, 0.1), 3.0)),
+        },
+    }
+
+
+def room_scene(rng: np.random.Generator) -> dict[str, Any]:
+    """A 8 x 8 room (walls 2.5 high, no ceiling) with a checkered floor and objects inside."""
+    mi = mitsuba_scalar()
+
+    T = mi.ScalarTransform4f
+    walls = {}
+    wall_textures = [
+        _stripes((0.7, 0.3, 0.2), (0.8, 0.75, 0.6), 8),
+        _stripes((0.2, 0.4, 0.7), (0.75, 0.8, 0.8), 5),
+        _colour_field(rng, 6, 0.25, 0.8),
+        _stripes((0.3, 0.6, 0.3), (0.7, 0.7, 0.5), 12),
+    ]
+    for k, (angle, tex) in enumerate(zip((0, 90, 180, 270), wall_textures)):
+        # a rectangle spans [-1,1]^2 in its xy plane facing +z: stand it up facing the room centre
+        walls[f"wall{k}"] = {
+            "type": "rectangle",
+            "to_world": T()
+            .rotate([0, 0, 1], angle)
+            .translate([4.0, 0.0, 1.25])
+            .rotate([0, 1, 0], -90)
+            .scale([1.25, 4.0, 1.0]),
+            "bsdf": _diffuse(_bitmap(tex)),
+        }
+    return {
+        "type": "scene",
+        **_lights(0.5, 1.3, (-0.5, -0.3, -1.0)),
+        "floor": {
+            "type": "rectangle",
+            "to_world": T().scale([4.0, 4.0, 1.0]),
+            "bsdf": _diffuse(_checker((0.7, 0.6, 0.45), (0.35, 0.25, 0.18), 8.0)),
+        },
+        **walls,
+        "ball": {
+            "type": "sphere",
+            "center": [0.3, -0.2, 0.5],
+            "radius": 0.5,
+            "bsdf": _diffuse(_checker((0.75, 0.15, 0.1), (0.8, 0.75, 0.5), 6.0)),
+        },
+        "ball2": {
+            "type": "sphere",
+            "center": [-1.2, 1.3, 0.35],
+            "radius": 0.35,
+            "bsdf": _diffuse(_bitmap(_colour_field(rng, 5))),
+        },
+        "crate": {
+            "type": "cube",
+            "to_world": T().translate([-1.0, -1.0, 0.4]).rotate([0, 0, 1], 25).scale(0.4),
+            "bsdf": _diffuse(_bitmap(_stripes((0.1, 0.2, 0.6), (0.8, 0.8, 0.75), 3))),
+        },
+        "column": {
+            "type": "cube",
+            "to_world": T().translate([1.4, 1.2, 0.8]).scale([0.2, 0.2, 0.8]),
+            "bsdf": _diffuse(_checker((0.2, 0.6, 0.25), (0.8, 0.8, 0.7), 2.0)),
+        },
+    }
+
+
+def object_cameras(
+    n: int, width: int, height: int, rng: np.random.Generator
+) -> tuple[torch.Tensor, torch.Tensor, tuple[float, float, float]]:
+    """n cameras at distance 2.8 on a golden-angle spiral (elevations -15..65 degrees) looking at the
+    origin, 40 degree horizontal field of view: viewmats [n,4,4] float64, K [3,3] float64, the target."""
+    offset = rng.uniform(0, 360)
+    views = []
+    for i in range(n):
+        el = math.radians(-15.0 + 80.0 * (i + 0.5) / n)
+        az = math.radians(offset + GOLDEN_ANGLE_DEG * i)
+        eye = (2.8 * math.cos(el) * math.cos(az), 2.8 * math.cos(el) * math.sin(az), 2.8 * math.sin(el))
+        views.append(look_at(eye, (0.0, 0.0, 0.0), dtype=torch.float64))
+    return torch.stack(views), intrinsics_from_fov(width, height, 40.0, dtype=torch.float64), (0.0, 0.0, 0.0)
+
+
+def room_cameras(
+    n: int, width: int, height: int, rng: np.random.Generator
+) -> tuple[torch.Tensor, torch.Tensor, tuple[float, float, float]]:
+    """n cameras inside the room on a ring (radius 2.6-3.2, height 0.9-1.9) looking at (0,0,0.5),
+    60 degree horizontal field of view."""
+    offset = rng.uniform(0, 360)
+    target = (0.0, 0.0, 0.5)
+    views = []
+    for i in range(n):
+        az = math.radians(offset + GOLDEN_ANGLE_DEG * i)
+        r = 2.6 + 0.6 * ((i * 0.618) % 1.0)
+        z = 0.9 + 1.0 * (i + 0.5) / n
+        views.append(look_at((r * math.cos(az), r * math.sin(az), z), target, dtype=torch.float64))
+    return torch.stack(views), intrinsics_from_fov(width, height, 60.0, dtype=torch.float64), target
+
+
+@dataclass(frozen=True)
+class SyntheticScene:
+    """A built-in scene: its Mitsuba description, its cameras and its default sizes."""
+
+    build: Callable[[np.random.Generator], dict[str, Any]]
+    cameras: Callable[
+        [int, int, int, np.random.Generator], tuple[torch.Tensor, torch.Tensor, tuple[float, float, float]]
+    ]
+    width: int
+    height: int
+    n_train: int
+    n_test: int
+    spp: int
+
+
+SYNTHETIC_SCENES = {
+    "object": SyntheticScene(object_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64),
+    "room": SyntheticScene(room_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
+}
