@@ -74,6 +74,18 @@ def test_opcheck(device, seed):
 
 
 @requires_ext
+def test_backward_op_checks_its_gradient(device, seed):
+    """field_backward's grad_values: [B], on the inputs' device (a CPU one beside CUDA inputs is refused,
+    not read by the kernel)."""
+    p, m, f, w = to_device(make_inputs(5, 3, "full"), device)
+    with pytest.raises(RuntimeError, match=r"grad_values must be \[B\]"):
+        torch.ops.gsworkbench.field_backward(torch.ones(4, dtype=p.dtype, device=device), p, m, f, w)
+    if device != "cpu":
+        with pytest.raises(RuntimeError, match="grad_values must be on"):
+            torch.ops.gsworkbench.field_backward(torch.ones(5, dtype=p.dtype), p, m, f, w)
+
+
+@requires_ext
 def test_torch_compile(seed):
     p, m, f, w = [t.float() for t in make_inputs(33, 5, "full")]
     compiled = torch.compile(torch.ops.gsworkbench.field_forward, backend="aot_eager", fullgraph=True)

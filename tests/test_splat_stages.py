@@ -170,3 +170,36 @@ def test_opcheck_ext_ops(device: str) -> None:
         torch.ops.gsworkbench.splat_rasterize_backward,
         (*rargs, out[2], out[3], torch.rand_like(out[0]), torch.rand_like(out[1])),
     )
+
+
+@requires_ext
+def test_ops_reject_bad_shapes_and_devices(device: str) -> None:
+    """The ops' own checks (shared by the CPU and CUDA bindings): a clear error, never a bad read."""
+    from gsworkbench.splat import ops
+
+    s = to_device(random_scene(12, width=24, height=20), device)
+    pa = _proj_args(s)
+    with pytest.raises(RuntimeError, match=r"quats must be \[N,4\]"):
+        torch.ops.gsworkbench.splat_project(s["means"], s["quats"][:, :3], *pa[2:])
+    radii, m2, depths, conics, comps = ops.project_gaussians(*pa)
+    grads = [torch.zeros_like(t) for t in (m2, depths, conics, comps)]
+    with pytest.raises(RuntimeError, match="gradient shapes"):
+        torch.ops.gsworkbench.splat_project_backward(*pa, radii, grads[0][:, :1], *grads[1:])
+    with pytest.raises(RuntimeError, match="radii must have dtype Int"):
+        torch.ops.gsworkbench.splat_isect_tiles(m2, radii.long(), depths, 8, 3, 3)
+    _, _, fid, toff = ops.isect_tiles(m2, radii, depths, 8, 3, 3)
+    colors = torch.rand(2, 12, 3, dtype=torch.float64, device=device)
+    opac = torch.rand(2, 12, dtype=torch.float64, device=device)
+    rargs = (m2, conics, colors, opac, 24, 20, 8, toff, fid)
+    with pytest.raises(RuntimeError, match=r"conics must be \[C,N,3\]"):
+        torch.ops.gsworkbench.splat_rasterize(m2, conics[:, :, :2], *rargs[2:])
+    with pytest.raises(RuntimeError, match="tile_offsets must be"):
+        torch.ops.gsworkbench.splat_rasterize(*rargs[:6], 16, toff, fid)
+    out = torch.ops.gsworkbench.splat_rasterize(*rargs)
+    with pytest.raises(RuntimeError, match="v_colors must be"):
+        torch.ops.gsworkbench.splat_rasterize_backward(*rargs, out[2], out[3], out[0][..., :2], out[1])
+    if device != "cpu":  # a CPU gradient beside CUDA inputs: the CUDA kernel must not read host memory
+        with pytest.raises(RuntimeError, match="must be on"):
+            torch.ops.gsworkbench.splat_rasterize_backward(*rargs, out[2], out[3], out[0].cpu(), out[1])
+        with pytest.raises(RuntimeError, match="must be on"):
+            torch.ops.gsworkbench.splat_project_backward(*pa, radii, grads[0].cpu(), *grads[1:])

@@ -4,7 +4,7 @@
 // Projection and SH: one thread per (camera, Gaussian); their backward adds per-Gaussian gradients
 // (summed over cameras) and the viewmat gradient with atomics. Tile intersection: counts, a CUB scan,
 // a fill of (tile << 32 | depth bits, id) pairs, a CUB radix sort and a binary search per tile.
-// Rasterization: one thread per pixel, one block per tile (tiles of more than 1024 pixels: several
+// Rasterization: one thread per pixel, one block per tile (tiles of more than 256 pixels: several
 // blocks, each a part of the tile walking the tile's whole list), Gaussians staged in shared memory in
 // batches; colour channels kChannelChunk at a time (one launch per chunk). The backward walks each
 // tile back to front from its last contributor and reduces the per-Gaussian gradients over each warp
@@ -218,11 +218,11 @@ __device__ __forceinline__ RasterPixel raster_pixel(int64_t width, int64_t heigh
 // Composites channels [ch0, ch0 + nch) of colors [C,N,D] (nch <= kChannelChunk); the pass with
 // ch0 == 0 also writes alphas, transmittances and last contributors.
 template <typename T>
-__global__ void rasterize_forward_kernel(const T* means2d, const T* conics, const T* colors, const T* opacities,
-                                         int64_t C, int64_t D, int64_t ch0, int nch, int64_t width, int64_t height,
-                                         int64_t tile_size, int64_t tile_width, int64_t tile_height, int64_t parts,
-                                         const int32_t* tile_offsets, const int32_t* flatten_ids, int64_t M,
-                                         T* out_colors, T* out_alphas, T* out_trans, int32_t* out_last) {
+__global__ void __launch_bounds__(kRasterMaxThreads) rasterize_forward_kernel(
+    const T* means2d, const T* conics, const T* colors, const T* opacities, int64_t C, int64_t D, int64_t ch0,
+    int nch, int64_t width, int64_t height, int64_t tile_size, int64_t tile_width, int64_t tile_height, int64_t parts,
+    const int32_t* tile_offsets, const int32_t* flatten_ids, int64_t M, T* out_colors, T* out_alphas, T* out_trans,
+    int32_t* out_last) {
   __shared__ Staged<T> sh;
   const RasterPixel rp = raster_pixel(width, height, tile_size, tile_width, tile_height, parts);
   const int64_t tile = rp.tile, c = rp.c, x = rp.x, y = rp.y;
@@ -275,13 +275,11 @@ __global__ void rasterize_forward_kernel(const T* means2d, const T* conics, cons
 // sum over channels plus the alpha output's term, and the alpha VJP is linear in it, so each pass adds
 // its channels' share (the ch0 == 0 pass adds the alpha output's term too).
 template <typename T>
-__global__ void rasterize_backward_kernel(const T* means2d, const T* conics, const T* colors, const T* opacities,
-                                          int64_t C, int64_t D, int64_t ch0, int nch, int64_t width,
-                                          int64_t height, int64_t tile_size, int64_t tile_width,
-                                          int64_t tile_height, int64_t parts, const int32_t* tile_offsets,
-                                          const int32_t* flatten_ids, const T* trans, const int32_t* last_ids,
-                                          const T* v_colors, const T* v_alphas, T* v_means2d, T* v_conics,
-                                          T* v_colors_out, T* v_opacities) {
+__global__ void __launch_bounds__(kRasterMaxThreads) rasterize_backward_kernel(
+    const T* means2d, const T* conics, const T* colors, const T* opacities, int64_t C, int64_t D, int64_t ch0,
+    int nch, int64_t width, int64_t height, int64_t tile_size, int64_t tile_width, int64_t tile_height, int64_t parts,
+    const int32_t* tile_offsets, const int32_t* flatten_ids, const T* trans, const int32_t* last_ids,
+    const T* v_colors, const T* v_alphas, T* v_means2d, T* v_conics, T* v_colors_out, T* v_opacities) {
   __shared__ Staged<T> sh;
   __shared__ int32_t max_last;
   const RasterPixel rp = raster_pixel(width, height, tile_size, tile_width, tile_height, parts);

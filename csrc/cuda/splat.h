@@ -17,8 +17,11 @@ namespace cuda {
 // pixel; a tile of tile_size^2 pixels runs as raster_parts(tile_size) blocks of raster_threads(tile_size)
 // threads (whole warps, at most kRasterMaxThreads), each block compositing its part of the tile from the
 // tile's whole Gaussian list. Colour channels are composited kChannelChunk at a time (one pass over
-// the tile's list per chunk; one pass for D <= kChannelChunk).
-constexpr int64_t kRasterMaxThreads = 1024;
+// the tile's list per chunk; one pass for D <= kChannelChunk). The kernels are compiled for blocks of
+// at most kRasterMaxThreads (__launch_bounds__), so every tile size launches on every GPU whatever the
+// kernels' register use (1024-thread blocks would cap it at 64 registers a thread); a 16x16 tile is one
+// block, a 32x32 tile four.
+constexpr int kRasterMaxThreads = 256;
 constexpr int kChannelChunk = 32;
 
 inline int64_t raster_threads(int64_t tile_size) {
