@@ -1,20 +1,15 @@
-"""Field backends against a float64 reference; gradcheck, opcheck, edge cases and bad input."""
+"""Field backends against a float64 reference; gradcheck, opcheck, edge cases and bad input (each on
+every device of the ``device`` fixture; the reference stays on the CPU)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from conftest import rel_err, requires_ext
+from conftest import backend_params, rel_err, requires_ext, to_device
 
-from gsworkbench._ext import has_ext
 from gsworkbench.field import BACKENDS, MemoryBudgetError, evaluate
 
 FAST = ("torch", "ext")
-
-
-def skip_without_ext(backend: str) -> None:
-    if backend == "ext" and not has_ext():
-        pytest.skip("extension not built")
 
 
 def make_inputs(B, N, covariance, dtype=torch.float64, anisotropy=1.0, gen=None):
@@ -34,32 +29,32 @@ def make_inputs(B, N, covariance, dtype=torch.float64, anisotropy=1.0, gen=None)
 def values_and_grads(inputs, covariance, backend):
     leaves = [t.detach().clone().requires_grad_() for t in inputs]
     out = evaluate(*leaves, covariance=covariance, backend=backend)
-    g = torch.linspace(-1, 1, out.shape[0], dtype=out.dtype)
+    g = torch.linspace(-1, 1, out.shape[0], dtype=out.dtype, device=out.device)
     out.backward(g)
     return out.detach(), [t.grad for t in leaves]
 
 
 @pytest.mark.parametrize("covariance", ["full", "diag"])
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_backends_match_float64_reference(backend, covariance, seed):
-    skip_without_ext(backend)
+@pytest.mark.parametrize("backend", backend_params(BACKENDS))
+def test_backends_match_float64_reference(backend, covariance, device, seed):
     inputs = make_inputs(257, 41, covariance)
     ref_v, ref_g = values_and_grads(inputs, covariance, "loop")
-    v, grads = values_and_grads([t.float() for t in inputs], covariance, backend)
+    v, grads = values_and_grads([t.to(device, torch.float32) for t in inputs], covariance, backend)
+    assert v.device.type == device and all(g.device.type == device for g in grads)
     assert rel_err(v, ref_v) < 1e-5
     for name, g, rg in zip(("points", "means", "factors", "weights"), grads, ref_g):
         assert rel_err(g, rg) < 1e-5, name
     # float64 agrees to float64 rounding
-    v64, g64 = values_and_grads(inputs, covariance, backend)
+    v64, g64 = values_and_grads(to_device(inputs, device), covariance, backend)
     assert rel_err(v64, ref_v) < 1e-12
     for g, rg in zip(g64, ref_g):
         assert rel_err(g, rg) < 1e-10
 
 
-@pytest.mark.parametrize("backend", ["torch", pytest.param("ext", marks=requires_ext)])
+@pytest.mark.parametrize("backend", backend_params(FAST))
 @pytest.mark.parametrize("covariance", ["full", "diag"])
-def test_gradcheck(backend, covariance, seed):
-    inputs = [t.requires_grad_() for t in make_inputs(6, 4, covariance)]
+def test_gradcheck(backend, covariance, device, seed):
+    inputs = [t.to(device).requires_grad_() for t in make_inputs(6, 4, covariance)]
     fn = lambda *a: evaluate(*a, covariance=covariance, backend=backend)  # noqa: E731
     # a lower-triangular perturbation keeps full factors valid; gradcheck perturbs the upper part too,
     # so check through tril (the upper triangle is not a parameter)
@@ -69,13 +64,25 @@ def test_gradcheck(backend, covariance, seed):
 
 
 @requires_ext
-def test_opcheck(seed):
+def test_opcheck(device, seed):
     p, m, f, w = make_inputs(37, 9, "full")
     for dtype in (torch.float32, torch.float64):
-        args = [t.to(dtype).requires_grad_() for t in (p, m, f, w)]
+        args = [t.to(device, dtype).requires_grad_() for t in (p, m, f, w)]
         torch.library.opcheck(torch.ops.gsworkbench.field_forward.default, args)
-        g = torch.randn(37, dtype=dtype)
+        g = torch.randn(37, dtype=dtype, device=device)
         torch.library.opcheck(torch.ops.gsworkbench.field_backward.default, [g, *[a.detach() for a in args]])
+
+
+@requires_ext
+def test_backward_op_checks_its_gradient(device, seed):
+    """field_backward's grad_values: [B], on the inputs' device (a CPU one beside CUDA inputs is refused,
+    not read by the kernel)."""
+    p, m, f, w = to_device(make_inputs(5, 3, "full"), device)
+    with pytest.raises(RuntimeError, match=r"grad_values must be \[B\]"):
+        torch.ops.gsworkbench.field_backward(torch.ones(4, dtype=p.dtype, device=device), p, m, f, w)
+    if device != "cpu":
+        with pytest.raises(RuntimeError, match="grad_values must be on"):
+            torch.ops.gsworkbench.field_backward(torch.ones(5, dtype=p.dtype), p, m, f, w)
 
 
 @requires_ext
@@ -90,12 +97,11 @@ def test_torch_compile(seed):
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in leaves)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", backend_params(BACKENDS))
 @pytest.mark.parametrize("B,N", [(0, 5), (5, 0), (1, 1), (0, 0), (1, 7), (9, 1)])
-def test_empty_and_single_sizes(backend, B, N, seed):
-    skip_without_ext(backend)
+def test_empty_and_single_sizes(backend, B, N, device, seed):
     inputs = make_inputs(B, N, "full")
-    v, grads = values_and_grads(inputs, "full", backend)
+    v, grads = to_device(values_and_grads(to_device(inputs, device), "full", backend), "cpu")
     ref_v, ref_g = values_and_grads(inputs, "full", "vectorized")
     assert v.shape == (B,)
     assert torch.allclose(v, ref_v, rtol=1e-12, atol=1e-14)
@@ -104,28 +110,27 @@ def test_empty_and_single_sizes(backend, B, N, seed):
         assert torch.allclose(g, rg, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("backend", FAST)
-def test_non_contiguous_inputs(backend, seed):
-    skip_without_ext(backend)
-    p, m, f, w = make_inputs(50, 7, "full")
+@pytest.mark.parametrize("backend", backend_params(FAST))
+def test_non_contiguous_inputs(backend, device, seed):
+    p, m, f, w = to_device(make_inputs(50, 7, "full"), device)
     pt = p.T.contiguous().T  # column-major
     mt = torch.stack([m, m], -1)[..., 0]  # strided
     ft = f.transpose(1, 2).contiguous().transpose(1, 2)
     wt = torch.stack([w, w], 1)[:, 0]
     assert not (pt.is_contiguous() or mt.is_contiguous() or ft.is_contiguous() or wt.is_contiguous())
     v, grads = values_and_grads((pt, mt, ft, wt), "full", backend)
-    ref_v, ref_g = values_and_grads((p, m, f, w), "full", "loop")
+    ref_v, ref_g = values_and_grads(to_device((p, m, f, w), "cpu"), "full", "loop")
     assert rel_err(v, ref_v) < 1e-12
     for g, rg in zip(grads, ref_g):
         assert rel_err(g, rg) < 1e-10
 
 
 @requires_ext
-def test_anisotropic_and_nearly_singular(seed):
+def test_anisotropic_and_nearly_singular(device, seed):
     p, m, f, w = make_inputs(200, 16, "full", anisotropy=1e3)
     f[:4, 2, 2] = 1e-6  # nearly singular: Sigma's smallest eigenvalue ~1e-12
     p[:20] = m[torch.arange(20) % 16] + 1e-7 * torch.randn(20, 3, dtype=torch.float64)  # points on the thin axes
-    v, grads = values_and_grads((p, m, f, w), "full", "ext")
+    v, grads = values_and_grads(to_device((p, m, f, w), device), "full", "ext")
     ref_v, ref_g = values_and_grads((p, m, f, w), "full", "torch")  # triangular solves: well conditioned in L
     assert torch.isfinite(v).all() and all(torch.isfinite(g).all() for g in grads)
     assert rel_err(v, ref_v) < 1e-12
@@ -136,18 +141,18 @@ def test_anisotropic_and_nearly_singular(seed):
     assert rel_err(loop_v, ref_v) < 1e-5
     # float32: finite, and close to float64 on the moderately anisotropic factors
     p32, m32, f32, w32 = [t.float() for t in make_inputs(200, 16, "full", anisotropy=1e2)]
-    v32, g32 = values_and_grads((p32, m32, f32, w32), "full", "ext")
+    v32, g32 = values_and_grads(to_device((p32, m32, f32, w32), device), "full", "ext")
     v64, g64 = values_and_grads([t.double() for t in (p32, m32, f32, w32)], "full", "torch")
     assert rel_err(v32, v64) < 1e-5
     for g, rg in zip(g32, g64):
         assert rel_err(g, rg) < 1e-4
 
 
-def test_ext_matches_on_large_blocks(seed):
+@requires_ext
+def test_ext_matches_on_large_blocks(device, seed):
     """Sizes that are not multiples of the kernel's point block, across several blocks and threads."""
-    skip_without_ext("ext")
     inputs = [t.float() for t in make_inputs(64 * 7 + 13, 130, "full")]
-    v, grads = values_and_grads(inputs, "full", "ext")
+    v, grads = values_and_grads(to_device(inputs, device), "full", "ext")
     ref_v, ref_g = values_and_grads([t.double() for t in inputs], "full", "torch")
     assert rel_err(v, ref_v) < 1e-5
     for g, rg in zip(grads, ref_g):
@@ -183,8 +188,9 @@ def _good():
     ],
 )
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_bad_input_raises_value_error(mutate, match, backend):
-    args = mutate(_good())
+def test_bad_input_raises_value_error(mutate, match, backend, device):
+    # mutated on the CPU, then CPU tensors moved to the device (a meta tensor stays on meta)
+    args = [a.to(device) if isinstance(a, torch.Tensor) and a.device.type == "cpu" else a for a in mutate(_good())]
     with pytest.raises(ValueError, match=match):
         evaluate(*args, backend=backend)
 

@@ -54,10 +54,13 @@ def test_module_bad_arguments():
 
 
 @pytest.mark.parametrize("target", ["torus", "shell", "mixture"])
-def test_training_reduces_error(target, seed):
+def test_training_reduces_error(target, device, seed):
     tgt = make_target(target, seed=seed % 1000)
-    field = GaussianField(64, backend="ext" if has_ext() else "torch", seed=seed)
+    field = GaussianField(64, backend="ext" if has_ext() else "torch", seed=seed).to(device)
+    from gsworkbench.field.targets import slice_grid
     from gsworkbench.field.trainer import held_out_error
+
+    assert slice_grid(field, res=8).shape == (8, 8)  # points made on the field's device
 
     before, _ = held_out_error(field, tgt)
     res = train_field(field, tgt, TrainConfig(iterations=150, batch_size=2048, seed=seed, progress=False))

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-import torch  # noqa: F401  (loads libtorch before has_ext() imports gsworkbench._C)
-
-from gsworkbench._ext import has_ext
+from conftest import requires_ext
 
 
-@pytest.mark.skipif(not has_ext(), reason="gsworkbench._C not built")
+@requires_ext
 def test_render_suite_quick_runs() -> None:
     from gsworkbench.bench import get_suite, run_suite
 

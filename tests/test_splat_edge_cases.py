@@ -1,25 +1,25 @@
-"""Edge cases (culling, degenerate and huge Gaussians, empty scenes, backgrounds), gradcheck, input errors."""
+"""Edge cases (culling, degenerate and huge Gaussians, empty scenes, backgrounds), gradcheck, input
+errors; the ext backend on every device of the ``device`` fixture."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from conftest import backend_params, to_device
 from splat_scenes import ARG_NAMES, random_scene, rel_err, render
 
 from gsworkbench._ext import has_ext
 from gsworkbench.splat import rasterize
 
-BACKENDS = [
-    "torch",
-    pytest.param("ext", marks=pytest.mark.skipif(not has_ext(), reason="gsworkbench._C not built")),
-]
+BACKENDS = backend_params(["torch", "ext"])
 
 
-def _both(scene: dict, **kwargs) -> tuple:
-    """Renders with both backends (ext only when built) and checks they agree; returns the torch result."""
+def _both(scene: dict, device: str, **kwargs) -> tuple:
+    """Renders with torch on the CPU and (when built) ext on ``device``, and checks they agree; returns
+    the torch result."""
     ref = render(scene, "torch", grad=True, **kwargs)
     if has_ext():
-        out = render(scene, "ext", grad=True, **kwargs)
+        out = to_device(render(to_device(scene, device), "ext", grad=True, **to_device(kwargs, device)), "cpu")
         assert rel_err(out[0], ref[0]) < 1e-9 or float(ref[0].abs().max()) == float(out[0].abs().max()) == 0
         for k in ARG_NAMES:
             if ref[3][k] is None:
@@ -32,20 +32,20 @@ def _both(scene: dict, **kwargs) -> tuple:
     return ref
 
 
-def test_gaussians_behind_camera_are_culled() -> None:
+def test_gaussians_behind_camera_are_culled(device: str) -> None:
     s = random_scene(20, cameras=1, seed=1)
     cam_pos = -s["viewmats"][0, :3, :3].T @ s["viewmats"][0, :3, 3]
     fwd = s["viewmats"][0, 2, :3]
     s["means"][:5] = cam_pos - 1.5 * fwd + 0.1 * torch.randn(5, 3, dtype=torch.float64)  # behind
     s["means"][5] = cam_pos + 0.001 * fwd  # inside the near plane
-    img, alpha, meta, grads = _both(s)
+    img, alpha, meta, grads = _both(s, device)
     assert (meta["radii"][0, :6] == 0).all()
     assert (grads["means"][:6] == 0).all() and (grads["opacities"][:6] == 0).all()
     ref = render({**s, **{k: s[k][6:] for k in ARG_NAMES if k != "viewmats"}}, "torch")
     torch.testing.assert_close(img, ref[0])
 
 
-def test_gaussians_straddling_the_image_edge() -> None:
+def test_gaussians_straddling_the_image_edge(device: str) -> None:
     s = random_scene(8, cameras=1, width=48, height=32, sh_degree=None, seed=2)
     vm, K = s["viewmats"][0], s["Ks"][0]
     # place Gaussians so that they project onto the image borders and corners
@@ -55,13 +55,13 @@ def test_gaussians_straddling_the_image_edge() -> None:
     z = 3.0
     cam = torch.cat([(pix - K[:2, 2]) / K.diagonal()[:2] * z, torch.full((8, 1), z)], dim=1).double()
     s["means"] = (vm[:3, :3].T @ (cam - vm[:3, 3]).T).T
-    img, alpha, meta, _ = _both(s)
+    img, alpha, meta, _ = _both(s, device)
     assert (meta["radii"] > 0).sum() >= 6
     assert alpha[0, 0, 0, 0] > 0.05 and alpha[0, -1, -1, 0] > 0.05
 
 
 @pytest.mark.parametrize("kind", ["huge", "degenerate", "transparent"])
-def test_huge_degenerate_transparent(kind: str) -> None:
+def test_huge_degenerate_transparent(kind: str, device: str) -> None:
     s = random_scene(15, cameras=2, seed=3)
     if kind == "huge":
         s["scales"][:3] = torch.tensor([30.0, 20.0, 10.0], dtype=torch.float64)
@@ -70,7 +70,7 @@ def test_huge_degenerate_transparent(kind: str) -> None:
         s["scales"][5] = 0.0
     else:
         s["opacities"][:] = 0.0
-    img, alpha, meta, grads = _both(s)
+    img, alpha, meta, grads = _both(s, device)
     if kind == "transparent":
         assert float(alpha.abs().max()) == 0.0 and float(img.abs().max()) == 0.0
     if kind == "huge":
@@ -78,9 +78,9 @@ def test_huge_degenerate_transparent(kind: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_empty_scene_and_backgrounds(backend: str) -> None:
-    s = random_scene(0, cameras=2, sh_degree=1)
-    bg = torch.tensor([[0.1, 0.2, 0.3], [1.0, 0.0, 0.5]], dtype=torch.float64)
+def test_empty_scene_and_backgrounds(backend: str, device: str) -> None:
+    s = to_device(random_scene(0, cameras=2, sh_degree=1), device)
+    bg = torch.tensor([[0.1, 0.2, 0.3], [1.0, 0.0, 0.5]], dtype=torch.float64, device=device)
     img, alpha, meta = rasterize(
         s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], s["viewmats"], s["Ks"], 40, 28,
         sh_degree=1, backgrounds=bg, backend=backend,
@@ -91,26 +91,26 @@ def test_empty_scene_and_backgrounds(backend: str) -> None:
     assert float(alpha.abs().max()) == 0.0
 
 
-def test_backgrounds_composite_behind() -> None:
+def test_backgrounds_composite_behind(device: str) -> None:
     s = random_scene(30, cameras=2, seed=4)
     bg = torch.rand(2, 3, dtype=torch.float64)
     img0, alpha, _, _ = render(s, "torch")
-    img1, _, _, _ = _both(s, backgrounds=bg)
+    img1, _, _, _ = _both(s, device, backgrounds=bg)
     torch.testing.assert_close(img1, img0 + (1 - alpha) * bg[:, None, None, :])
 
 
-def test_expected_depth_is_depth_over_alpha() -> None:
+def test_expected_depth_is_depth_over_alpha(device: str) -> None:
     s = random_scene(30, cameras=1, seed=5)
     d, alpha, _, _ = render(s, "torch", render_mode="D")
-    ed, _, _, _ = _both(s, render_mode="ED")
+    ed, _, _, _ = _both(s, device, render_mode="ED")
     torch.testing.assert_close(ed, d / alpha.clamp_min(1e-10))
     rgbd, _, _, _ = render(s, "torch", render_mode="RGB+D")
     torch.testing.assert_close(rgbd[..., 3:], d)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_gradcheck_float64(backend: str) -> None:
-    s = random_scene(5, cameras=2, width=12, height=10, sh_degree=1, seed=7, scale=0.3)
+def test_gradcheck_float64(backend: str, device: str) -> None:
+    s = to_device(random_scene(5, cameras=2, width=12, height=10, sh_degree=1, seed=7, scale=0.3), device)
     names = ARG_NAMES
 
     def f(*args):  # noqa: ANN002, ANN202
@@ -158,8 +158,8 @@ def _good() -> dict:
         (dict(viewmats=torch.full((1, 4, 4), float("inf"), dtype=torch.float64)), "non-finite"),
     ],
 )
-def test_bad_input_raises_value_error(change: dict, match: str) -> None:
-    kw = {**_good(), **change}
+def test_bad_input_raises_value_error(change: dict, match: str, device: str) -> None:
+    kw = to_device({**_good(), **change}, device)
     args = [
         kw.pop(k)
         for k in ("means", "quats", "scales", "opacities", "colors", "viewmats", "Ks", "width", "height")

@@ -1,20 +1,23 @@
-"""ext against the pure-torch reference: images, meta and gradients of every input."""
+"""ext (on every device of the ``device`` fixture) against the pure-torch reference on the CPU:
+images, meta and gradients of every input."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from conftest import requires_ext, to_device
 from splat_scenes import ARG_NAMES, random_scene, rel_err, render
 
-from gsworkbench._ext import has_ext
-
-needs_ext = pytest.mark.skipif(not has_ext(), reason="gsworkbench._C not built")
+pytestmark = requires_ext
 
 
-def _compare(scene: dict, tol: float = 1e-9, **kwargs) -> None:
+def _compare(scene: dict, device: str, tol: float = 1e-9, **kwargs) -> None:
+    """ext on ``device`` against torch on the CPU (kwargs: rasterize options; tensors go to the device)."""
     print(f"scene seed: GSW_TEST_SEED={scene['seed']}")  # shown by pytest on failure
     a_img, a_alpha, a_meta, a_g = render(scene, "torch", grad=True, **kwargs)
-    b_img, b_alpha, b_meta, b_g = render(scene, "ext", grad=True, **kwargs)
+    b_img, b_alpha, b_meta, b_g = to_device(
+        render(to_device(scene, device), "ext", grad=True, **to_device(kwargs, device)), "cpu"
+    )
     assert torch.equal(a_meta["radii"], b_meta["radii"])
     assert torch.equal(a_meta["flatten_ids"], b_meta["flatten_ids"])
     assert torch.equal(a_meta["tile_offsets"], b_meta["tile_offsets"])
@@ -30,59 +33,61 @@ def _compare(scene: dict, tol: float = 1e-9, **kwargs) -> None:
         assert rel_err(b_g[k], a_g[k]) < tol * 10, (k, rel_err(b_g[k], a_g[k]))
 
 
-@needs_ext
 @pytest.mark.parametrize("render_mode", ["RGB", "D", "ED", "RGB+D", "RGB+ED"])
-def test_render_modes_match(render_mode: str) -> None:
-    _compare(random_scene(40, sh_degree=3), render_mode=render_mode)
+def test_render_modes_match(render_mode: str, device: str) -> None:
+    _compare(random_scene(40, sh_degree=3), device, render_mode=render_mode)
 
 
-@needs_ext
 @pytest.mark.parametrize("sh_degree", [None, 0, 1, 2])
-def test_colors_and_sh_degrees_match(sh_degree: int | None) -> None:
-    _compare(random_scene(40, sh_degree=sh_degree, channels=5))
+def test_colors_and_sh_degrees_match(sh_degree: int | None, device: str) -> None:
+    _compare(random_scene(40, sh_degree=sh_degree, channels=5), device)
 
 
-@needs_ext
-def test_antialiased_backgrounds_tile_size_match() -> None:
+def test_antialiased_backgrounds_tile_size_match(device: str) -> None:
     scene = random_scene(50, cameras=3, width=37, height=21, sh_degree=1)
     bg = torch.rand(3, 3, dtype=torch.float64)
-    _compare(scene, rasterize_mode="antialiased", backgrounds=bg, tile_size=8)
+    _compare(scene, device, rasterize_mode="antialiased", backgrounds=bg, tile_size=8)
 
 
-@needs_ext
-def test_per_camera_colors_match() -> None:
+def test_per_camera_colors_match(device: str) -> None:
     scene = random_scene(30, sh_degree=None, channels=2)
     scene["colors"] = torch.rand(2, 30, 2, dtype=torch.float64)
-    _compare(scene)
+    _compare(scene, device)
 
 
-@needs_ext
-def test_float32_close_to_float64_reference() -> None:
+@pytest.mark.parametrize(("channels", "tile_size"), [(33, 16), (70, 16), (3, 64), (40, 48), (1, 5)])
+def test_channel_counts_and_tile_sizes_match(channels: int, tile_size: int, device: str) -> None:
+    # once crashes on CUDA (D > 32 colour channels, tiles of more than 32x32 pixels): the CUDA kernels
+    # composite 32 channels per pass and split large tiles over several blocks
+    scene = random_scene(60, cameras=2, width=70, height=45, sh_degree=None, channels=channels)
+    _compare(scene, device, tile_size=tile_size)
+    _compare({**scene, "colors": torch.rand(2, 60, channels, dtype=torch.float64)}, device, tile_size=tile_size)
+
+
+def test_float32_close_to_float64_reference(device: str) -> None:
     # a fixed seed: in float32 a few alphas land on the other side of the 1/255 cut than in float64,
     # and how many depends on the scene (a discontinuity, not an error of the kernels)
     scene64 = random_scene(200, sh_degree=3, width=64, height=48, seed=5)
     scene32 = {k: v.float() if isinstance(v, torch.Tensor) else v for k, v in scene64.items()}
     r_img, r_alpha, _, r_g = render(scene64, "torch", grad=True)
-    img, alpha, _, g = render(scene32, "ext", grad=True)
+    img, alpha, _, g = render(to_device(scene32, device), "ext", grad=True)
     assert rel_err(img, r_img) < 1e-4
     assert rel_err(alpha, r_alpha) < 1e-4
     for k in ARG_NAMES:
         assert rel_err(g[k], r_g[k]) < 1e-3, k
 
 
-@needs_ext
-def test_dense_opaque_scene_terminates_early_and_matches() -> None:
+def test_dense_opaque_scene_terminates_early_and_matches(device: str) -> None:
     # many large, nearly opaque Gaussians: transmittance hits the 1e-4 cut-off
     scene = random_scene(120, sh_degree=None, scale=0.35)
     scene["opacities"] = torch.full_like(scene["opacities"], 0.98)
-    img, alpha, _, _ = render(scene, "ext")
+    img, alpha, _, _ = render(to_device(scene, device), "ext")
     assert alpha.max() > 0.999
-    _compare(scene)
+    _compare(scene, device)
 
 
-@needs_ext
 @pytest.mark.parametrize("opacity", [0.02, 0.9])
-def test_long_tile_lists_match(opacity: float) -> None:
+def test_long_tile_lists_match(opacity: float, device: str) -> None:
     # over a thousand Gaussians per tile: the ext forward walks tile lists in blocks of 256 (faint:
     # through every block; nearly opaque: it stops after the first, once every pixel is done)
     scene = random_scene(1500, cameras=1, width=32, height=24, sh_degree=None, scale=0.4)
@@ -90,4 +95,4 @@ def test_long_tile_lists_match(opacity: float) -> None:
     _, _, meta, _ = render(scene, "ext")
     per_tile = torch.diff(meta["tile_offsets"].flatten(), append=torch.tensor([meta["n_isects"]]))
     assert per_tile.max() > 1000
-    _compare(scene)
+    _compare(scene, device)

@@ -1,4 +1,5 @@
-"""Stage by stage: projection, SH, tile intersection and rasterization of ext against torch; opcheck."""
+"""Stage by stage: projection, SH, tile intersection and rasterization of ext (on every device of the
+``device`` fixture) against torch on the CPU; opcheck."""
 
 from __future__ import annotations
 
@@ -6,13 +7,11 @@ import math
 
 import pytest
 import torch
+from conftest import requires_ext, to_device
 from splat_scenes import random_scene, rel_err
 
 from gsworkbench import gaussians
-from gsworkbench._ext import has_ext
 from gsworkbench.splat import _torch_impl
-
-needs_ext = pytest.mark.skipif(not has_ext(), reason="gsworkbench._C not built")
 
 
 def _proj_args(scene: dict) -> tuple:
@@ -57,14 +56,14 @@ def test_projection_conic_inverts_blurred_covariance() -> None:
     assert int(radii[0, 0]) == math.ceil(3 * math.sqrt(max(a, c)))
 
 
-@needs_ext
+@requires_ext
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_projection_ext_matches_torch(dtype: torch.dtype) -> None:
+def test_projection_ext_matches_torch(dtype: torch.dtype, device: str) -> None:
     from gsworkbench.splat import ops
 
     s = random_scene(300, cameras=3, dtype=dtype)
     ref = _torch_impl.project_gaussians(*_proj_args(s))
-    out = ops.project_gaussians(*_proj_args(s))
+    out = to_device(ops.project_gaussians(*_proj_args(to_device(s, device))), "cpu")
     same = ref[0] == out[0]
     if dtype == torch.float64:
         assert bool(same.all()), f"seed {s['seed']}"
@@ -78,33 +77,34 @@ def test_projection_ext_matches_torch(dtype: torch.dtype) -> None:
         assert rel_err(o, r) < (1e-12 if dtype == torch.float64 else 1e-5), f"seed {s['seed']}"
 
 
-@needs_ext
+@requires_ext
 @pytest.mark.parametrize("degree", [0, 1, 2, 3])
-def test_sh_ext_matches_gaussians_module(degree: int) -> None:
+def test_sh_ext_matches_gaussians_module(degree: int, device: str) -> None:
     from gsworkbench.splat import ops
 
     g = torch.Generator().manual_seed(degree)
     coeffs = torch.randn(50, 16, 3, generator=g, dtype=torch.float64, requires_grad=True)
     dirs = torch.randn(2, 50, 3, generator=g, dtype=torch.float64, requires_grad=True)
     ref = gaussians.sh_to_color(coeffs[None].expand(2, -1, -1, -1), dirs, degree)
-    out = ops.sh_to_color(coeffs, dirs, degree)
+    c_dev, d_dev = (t.detach().to(device).requires_grad_() for t in (coeffs, dirs))
+    out = ops.sh_to_color(c_dev, d_dev, degree)
     assert rel_err(out, ref) < 1e-13
     w = torch.randn(ref.shape, generator=g, dtype=torch.float64)
     gr = torch.autograd.grad((ref * w).sum(), (coeffs, dirs), allow_unused=True, materialize_grads=True)
-    go = torch.autograd.grad((out * w).sum(), (coeffs, dirs))
+    go = to_device(torch.autograd.grad((out * w.to(device)).sum(), (c_dev, d_dev)), "cpu")
     assert rel_err(go[0], gr[0]) < 1e-12
     assert (go[1] - gr[1]).abs().max() < 1e-12 * (1 + gr[1].abs().max())
 
 
-@needs_ext
-def test_isect_tiles_ext_matches_torch_and_is_sorted() -> None:
+@requires_ext
+def test_isect_tiles_ext_matches_torch_and_is_sorted(device: str) -> None:
     from gsworkbench.splat import ops
 
     s = random_scene(400, cameras=2, width=70, height=45)
     radii, m2, depths, _, _ = _torch_impl.project_gaussians(*_proj_args(s))
     args = (m2, radii, depths, 16, 5, 3)
     ref = _torch_impl.isect_tiles(*args)
-    out = ops.isect_tiles(*args)
+    out = to_device(ops.isect_tiles(*to_device(args, device)), "cpu")
     for r, o in zip(ref, out, strict=True):
         assert torch.equal(r, o)
     ids = out[1]
@@ -112,8 +112,8 @@ def test_isect_tiles_ext_matches_torch_and_is_sorted() -> None:
     assert int(out[0].sum()) == ids.numel()
 
 
-@needs_ext
-def test_rasterize_stage_gradients_match() -> None:
+@requires_ext
+def test_rasterize_stage_gradients_match(device: str) -> None:
     from gsworkbench.splat import ops
 
     s = random_scene(80, width=33, height=20)
@@ -124,36 +124,36 @@ def test_rasterize_stage_gradients_match() -> None:
     opac = torch.rand(C, N, generator=g, dtype=torch.float64)
     _, _, fid, toff = _torch_impl.isect_tiles(m2, radii, depths, 16, 3, 2)
     grads = []
-    for impl in (_torch_impl, ops):
-        leaves = [t.detach().clone().requires_grad_(True) for t in (m2, conics, colors, opac)]
-        img, alpha = impl.rasterize_to_pixels(*leaves, 33, 20, 16, toff, fid)
-        w = torch.rand(img.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    for impl, dev in ((_torch_impl, "cpu"), (ops, device)):
+        leaves = [t.detach().to(dev).requires_grad_(True) for t in (m2, conics, colors, opac)]
+        img, alpha = impl.rasterize_to_pixels(*leaves, 33, 20, 16, toff.to(dev), fid.to(dev))
+        w = torch.rand(img.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dev)
         ((img * w).sum() + alpha.sum()).backward()
-        grads.append((img.detach(), alpha.detach(), [t.grad for t in leaves]))
+        grads.append(to_device((img.detach(), alpha.detach(), [t.grad for t in leaves]), "cpu"))
     (ri, ra, rg), (oi, oa, og) = grads
     assert rel_err(oi, ri) < 1e-9 and rel_err(oa, ra) < 1e-9
     for a, b in zip(og, rg, strict=True):
         assert rel_err(a, b) < 1e-8
 
 
-@needs_ext
-def test_opcheck_ext_ops() -> None:
+@requires_ext
+def test_opcheck_ext_ops(device: str) -> None:
     from gsworkbench.splat import ops
 
-    s = random_scene(30, width=24, height=20)
+    s = to_device(random_scene(30, width=24, height=20), device)
     pa = _proj_args(s)
     proj = torch.ops.gsworkbench.splat_project
     torch.library.opcheck(proj, pa)
     radii, m2, depths, conics, comps = ops.project_gaussians(*pa)
     g = torch.Generator().manual_seed(0)
-    v = [torch.randn(t.shape, generator=g, dtype=torch.float64) for t in (m2, depths, conics, comps)]
+    v = [torch.randn(t.shape, generator=g, dtype=torch.float64).to(device) for t in (m2, depths, conics, comps)]
     torch.library.opcheck(torch.ops.gsworkbench.splat_project_backward, (*pa, radii, *v))
-    coeffs = torch.randn(30, 9, 3, dtype=torch.float64)
-    dirs = torch.randn(2, 30, 3, dtype=torch.float64)
+    coeffs = torch.randn(30, 9, 3, dtype=torch.float64, device=device)
+    dirs = torch.randn(2, 30, 3, dtype=torch.float64, device=device)
     torch.library.opcheck(torch.ops.gsworkbench.splat_sh_to_color, (coeffs, dirs, 2))
     torch.library.opcheck(
         torch.ops.gsworkbench.splat_sh_to_color_backward,
-        (torch.randn(2, 30, 3, dtype=torch.float64), coeffs, dirs, 2),
+        (torch.randn(2, 30, 3, dtype=torch.float64, device=device), coeffs, dirs, 2),
     )
     torch.library.opcheck(
         torch.ops.gsworkbench.splat_isect_tiles,
@@ -161,8 +161,8 @@ def test_opcheck_ext_ops() -> None:
         test_utils=("test_schema", "test_autograd_registration", "test_faketensor"),
     )
     _, _, fid, toff = ops.isect_tiles(m2, radii, depths, 8, 3, 3)
-    colors = torch.rand(2, 30, 3, dtype=torch.float64)
-    opac = torch.rand(2, 30, dtype=torch.float64)
+    colors = torch.rand(2, 30, 3, dtype=torch.float64, device=device)
+    opac = torch.rand(2, 30, dtype=torch.float64, device=device)
     rargs = (m2, conics, colors, opac, 24, 20, 8, toff, fid)
     torch.library.opcheck(torch.ops.gsworkbench.splat_rasterize, rargs)
     out = torch.ops.gsworkbench.splat_rasterize(*rargs)
@@ -170,3 +170,36 @@ def test_opcheck_ext_ops() -> None:
         torch.ops.gsworkbench.splat_rasterize_backward,
         (*rargs, out[2], out[3], torch.rand_like(out[0]), torch.rand_like(out[1])),
     )
+
+
+@requires_ext
+def test_ops_reject_bad_shapes_and_devices(device: str) -> None:
+    """The ops' own checks (shared by the CPU and CUDA bindings): a clear error, never a bad read."""
+    from gsworkbench.splat import ops
+
+    s = to_device(random_scene(12, width=24, height=20), device)
+    pa = _proj_args(s)
+    with pytest.raises(RuntimeError, match=r"quats must be \[N,4\]"):
+        torch.ops.gsworkbench.splat_project(s["means"], s["quats"][:, :3], *pa[2:])
+    radii, m2, depths, conics, comps = ops.project_gaussians(*pa)
+    grads = [torch.zeros_like(t) for t in (m2, depths, conics, comps)]
+    with pytest.raises(RuntimeError, match="gradient shapes"):
+        torch.ops.gsworkbench.splat_project_backward(*pa, radii, grads[0][:, :1], *grads[1:])
+    with pytest.raises(RuntimeError, match="radii must have dtype Int"):
+        torch.ops.gsworkbench.splat_isect_tiles(m2, radii.long(), depths, 8, 3, 3)
+    _, _, fid, toff = ops.isect_tiles(m2, radii, depths, 8, 3, 3)
+    colors = torch.rand(2, 12, 3, dtype=torch.float64, device=device)
+    opac = torch.rand(2, 12, dtype=torch.float64, device=device)
+    rargs = (m2, conics, colors, opac, 24, 20, 8, toff, fid)
+    with pytest.raises(RuntimeError, match=r"conics must be \[C,N,3\]"):
+        torch.ops.gsworkbench.splat_rasterize(m2, conics[:, :, :2], *rargs[2:])
+    with pytest.raises(RuntimeError, match="tile_offsets must be"):
+        torch.ops.gsworkbench.splat_rasterize(*rargs[:6], 16, toff, fid)
+    out = torch.ops.gsworkbench.splat_rasterize(*rargs)
+    with pytest.raises(RuntimeError, match="v_colors must be"):
+        torch.ops.gsworkbench.splat_rasterize_backward(*rargs, out[2], out[3], out[0][..., :2], out[1])
+    if device != "cpu":  # a CPU gradient beside CUDA inputs: the CUDA kernel must not read host memory
+        with pytest.raises(RuntimeError, match="must be on"):
+            torch.ops.gsworkbench.splat_rasterize_backward(*rargs, out[2], out[3], out[0].cpu(), out[1])
+        with pytest.raises(RuntimeError, match="must be on"):
+            torch.ops.gsworkbench.splat_project_backward(*pa, radii, grads[0].cpu(), *grads[1:])

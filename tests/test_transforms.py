@@ -1,11 +1,13 @@
 """Splat transforms: every backend against a float64 reference, SH rotation properties, batches,
-inverse/compose, out buffers, gradients (torch) and opcheck (ext), and input errors."""
+inverse/compose, out buffers, gradients (torch) and opcheck (ext), and input errors. The torch and
+ext backends run on every device of the ``device`` fixture (numpy and numba on the CPU only)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from conftest import backend_params, requires_ext
 from conftest import rel_err as rel
 
 from gsworkbench import gaussians
@@ -14,8 +16,17 @@ from gsworkbench.splats import SplatSet, synthetic_splats
 from gsworkbench.transforms import Frames, compose, inverse, make_frames, transform
 from gsworkbench.transforms.frames import nearest_rotation
 
-BACKENDS = ["numpy", "numba", "torch"] + (["ext"] if has_ext() else [])
+BACKENDS = ["numpy", "numba", "torch"] + (["ext"] if has_ext() else [])  # loops over backends
+BACKEND_PARAMS = backend_params(["numpy", "numba", "torch", "ext"])
+CPU_ONLY = ("numpy", "numba")
 FIELDS = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")
+
+
+def on_device(splats: SplatSet, backend: str, device: str) -> SplatSet:
+    """``splats`` on ``device``; skips the CPU-only backends on other devices."""
+    if device != "cpu" and backend in CPU_ONLY:
+        pytest.skip(f"backend {backend!r} runs on the CPU only")
+    return splats.to(device)
 
 
 def random_rotation(g: torch.Generator) -> torch.Tensor:
@@ -57,20 +68,22 @@ PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
 @pytest.mark.parametrize("degree", [0, 1, 2, 3])
 @pytest.mark.parametrize("kw", PARAMS, ids=["similarity", "nonuniform"])
-def test_backends_match_float64_reference(backend: str, degree: int, kw: dict, seed: int) -> None:
+def test_backends_match_float64_reference(backend: str, degree: int, kw: dict, device: str, seed: int) -> None:
     for i, n in enumerate([1, 17, 531]):
         s = random_splats(n, degree, seed + i)
         means, cov, sh_rest = reference(s, **kw)
-        out = transform(s, backend=backend, **kw)
-        assert out.means.dtype == torch.float32
+        s_dev = on_device(s, backend, device)
+        out = transform(s_dev, backend=backend, **kw)
+        assert out.means.dtype == torch.float32 and out.means.device.type == device
+        assert out.opacity_logits is s_dev.opacity_logits and out.sh_dc is s_dev.sh_dc
+        out = out.to("cpu")
         assert rel(out.means, means) < 2e-6
         assert rel(out.covariances, cov) < 2e-5
         if degree:
             assert rel(out.sh_rest, sh_rest) < 2e-6
-        assert out.opacity_logits is s.opacity_logits and out.sh_dc is s.sh_dc
         if "scale" in kw and np.ndim(kw["scale"]) == 0:  # similarity: exact parameter rule
             qr = gaussians.rotmat_to_quat(torch.from_numpy(make_frames(rotation=kw["rotation"]).A[0]))
             q = gaussians.quat_multiply(qr, s.quats.double())
@@ -80,12 +93,12 @@ def test_backends_match_float64_reference(backend: str, degree: int, kw: dict, s
             assert torch.allclose(out.quats.norm(dim=-1), torch.ones(n), atol=1e-5)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_float64_backends(backend: str, seed: int) -> None:
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_float64_backends(backend: str, device: str, seed: int) -> None:
     s = random_splats(100, 3, seed).to(torch.float64)
     for kw in PARAMS:
         means, cov, sh_rest = reference(s, **kw)
-        out = transform(s, backend=backend, **kw)
+        out = transform(on_device(s, backend, device), backend=backend, **kw)
         assert out.means.dtype == torch.float64
         assert rel(out.means, means) < 1e-12 and rel(out.sh_rest, sh_rest) < 1e-12
         assert rel(out.covariances, cov) < 1e-11
@@ -137,10 +150,10 @@ def test_nonuniform_sh_uses_polar_rotation() -> None:
     assert rel(out.sh_rest, torch.einsum("kj,njc->nkc", M, s.sh_rest)) < 1e-12
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_frame_batch_matches_single_calls(backend: str, seed: int) -> None:
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_frame_batch_matches_single_calls(backend: str, device: str, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
-    s = random_splats(40, 2, seed + 1)
+    s = on_device(random_splats(40, 2, seed + 1), backend, device)
     F = 3
     rot = torch.randn(F, 4, generator=g, dtype=torch.float64)
     trans = torch.randn(F, 3, generator=g, dtype=torch.float64)
@@ -185,9 +198,9 @@ def test_inverse_and_compose(backend: str, seed: int) -> None:
     assert inverse(rotation=[1.0, 0, 0, 0], translation=[1.0, 2, 3]).b.tolist() == [[-1.0, -2.0, -3.0]]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_out_buffers_and_in_place(backend: str) -> None:
-    s = random_splats(33, 3, 7)
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_out_buffers_and_in_place(backend: str, device: str) -> None:
+    s = on_device(random_splats(33, 3, 7), backend, device)
     for kw in PARAMS:
         want = transform(s, backend=backend, **kw)
         out = SplatSet(*[torch.full_like(getattr(s, n), 7.0) for n in FIELDS])
@@ -207,8 +220,8 @@ def test_out_buffers_and_in_place(backend: str) -> None:
         assert torch.equal(o.means, w.means) and torch.equal(o.sh_rest, w.sh_rest)
 
 
-def test_torch_backend_gradcheck(seed: int) -> None:
-    s = random_splats(3, 2, seed).to(torch.float64)
+def test_torch_backend_gradcheck(device: str, seed: int) -> None:
+    s = random_splats(3, 2, seed).to(torch.float64).to(device)
     names = ("means", "quats", "log_scales", "sh_rest")
     for kw in PARAMS:
         def fn(*tensors, kw=kw):  # noqa: ANN002, ANN202
@@ -224,16 +237,16 @@ def test_torch_backend_gradcheck(seed: int) -> None:
     assert torch.equal(x.means.grad, torch.ones_like(x.means))
 
 
-@pytest.mark.skipif(not has_ext(), reason="extension not built")
-def test_ext_opcheck_and_no_grad() -> None:
+@requires_ext
+def test_ext_opcheck_and_no_grad(device: str) -> None:
     import gsworkbench.transforms.ops  # noqa: F401  (registers the fake kernel)
 
-    s = random_splats(21, 3, 9)
+    s = random_splats(21, 3, 9).to(device)
     for general, kw in zip((False, True), PARAMS, strict=True):
         f = make_frames(**kw)
-        p = [torch.from_numpy(v).float() for v in f.kernel_params(3).values()]  # affine, sh_rot
-        outs = [torch.empty(1, 21, 3), torch.empty(1, 21, 4), torch.empty(1, 21, 3),
-                torch.empty(1, 21, 15, 3)]  # fmt: skip
+        p = [torch.from_numpy(v).float().to(device) for v in f.kernel_params(3).values()]  # affine, sh_rot
+        outs = [torch.empty(1, 21, 3, device=device), torch.empty(1, 21, 4, device=device),
+                torch.empty(1, 21, 3, device=device), torch.empty(1, 21, 15, 3, device=device)]  # fmt: skip
         args = (s.means, s.quats, s.log_scales, s.sh_rest, *p, general, *outs)
         torch.library.opcheck(torch.ops.gsworkbench.transform_splats.default, args)
     x = s.clone()
@@ -299,7 +312,7 @@ def test_bench_suite_quick() -> None:
     assert "gaussians_per_s" in df and (df.gaussians_per_s.dropna() > 0).all()
 
 
-@pytest.mark.skipif(not has_ext(), reason="extension not built")
+@requires_ext
 def test_ext_large_output_streaming_path(seed: int) -> None:
     """Outputs above the streaming-store threshold (8 MB of SH) take another store path."""
     s = random_splats(400_003, 3, seed)

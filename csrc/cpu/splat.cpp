@@ -22,6 +22,7 @@
 #include "gsw/blend.h"
 #include "gsw/projection.h"
 #include "gsw/sh.h"
+#include "gsw/splat_op.h"
 
 // GCC 12 reports "'__Y' may be used uninitialized" inside its own AVX-512 headers (the undefined
 // pass-through operand of the shuffle/extract intrinsics) once they are inlined into OpenMP regions;
@@ -38,11 +39,6 @@ using at::Tensor;
 inline float exp_neg(float s) { return exp_nonpos(-s); }
 inline double exp_neg(double s) { return exp_nonpos(-s); }
 
-void check_float(const Tensor& x, const char* name, at::ScalarType dtype) {
-  TORCH_CHECK(x.scalar_type() == dtype, "splat: ", name, " must have dtype ", dtype, ", got ", x.scalar_type());
-  TORCH_CHECK(x.device().is_cpu(), "splat: ", name, " must be on the CPU");
-}
-
 template <typename T>
 std::vector<Camera<T>> load_cameras(const Tensor& viewmats, const Tensor& Ks) {
   const int64_t C = viewmats.size(0);
@@ -50,24 +46,6 @@ std::vector<Camera<T>> load_cameras(const Tensor& viewmats, const Tensor& Ks) {
   for (int64_t c = 0; c < C; ++c)
     cams[c] = load_camera(viewmats.data_ptr<T>() + 16 * c, Ks.data_ptr<T>() + 9 * c);
   return cams;
-}
-
-void check_projection_inputs(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
-                             const Tensor& Ks) {
-  TORCH_CHECK(means.dim() == 2 && means.size(1) == 3, "splat_project: means must be [N,3]");
-  const int64_t N = means.size(0);
-  TORCH_CHECK(quats.dim() == 2 && quats.size(0) == N && quats.size(1) == 4, "splat_project: quats must be [N,4]");
-  TORCH_CHECK(scales.dim() == 2 && scales.size(0) == N && scales.size(1) == 3, "splat_project: scales must be [N,3]");
-  TORCH_CHECK(viewmats.dim() == 3 && viewmats.size(1) == 4 && viewmats.size(2) == 4,
-              "splat_project: viewmats must be [C,4,4]");
-  TORCH_CHECK(Ks.dim() == 3 && Ks.size(0) == viewmats.size(0) && Ks.size(1) == 3 && Ks.size(2) == 3,
-              "splat_project: Ks must be [C,3,3]");
-  const auto dt = means.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, "splat_project: dtype must be float32 or float64");
-  check_float(quats, "quats", dt);
-  check_float(scales, "scales", dt);
-  check_float(viewmats, "viewmats", dt);
-  check_float(Ks, "Ks", dt);
 }
 
 // Below these sizes the per-Gaussian and per-intersection passes run serially (thread wake-up under
@@ -212,14 +190,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cpu(
   const auto viewmats = viewmats_.contiguous(), Ks = Ks_.contiguous();
   const int64_t N = means.size(0), C = viewmats.size(0);
   const auto dt = means.scalar_type();
-  TORCH_CHECK(radii_.sizes() == at::IntArrayRef({C, N}) && radii_.scalar_type() == at::kInt,
-              "splat_project_backward: radii must be int32 [C,N]");
+  check_projection_grads(means_, viewmats_, radii_, v_means2d_, v_depths_, v_conics_, v_comps_);
   const auto radii = radii_.contiguous();
   const auto v_means2d = v_means2d_.to(dt).contiguous(), v_depths = v_depths_.to(dt).contiguous();
   const auto v_conics = v_conics_.to(dt).contiguous(), v_comps = v_comps_.to(dt).contiguous();
-  TORCH_CHECK(v_means2d.numel() == C * N * 2 && v_depths.numel() == C * N && v_conics.numel() == C * N * 3 &&
-                  v_comps.numel() == C * N,
-              "splat_project_backward: gradient shapes do not match [C,N]");
   auto v_means = at::zeros({N, 3}, means.options());
   auto v_quats = at::zeros({N, 4}, means.options());
   auto v_scales = at::zeros({N, 3}, means.options());
@@ -233,17 +207,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cpu(
 }
 
 // ---- 2. SH to colour -------------------------------------------------------------------------------
-
-void check_sh_inputs(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
-  TORCH_CHECK(degree >= 0 && degree <= 3, "splat_sh_to_color: degree must be in 0..3, got ", degree);
-  TORCH_CHECK(coeffs.dim() == 3 && coeffs.size(2) == 3 && coeffs.size(1) >= (degree + 1) * (degree + 1),
-              "splat_sh_to_color: coeffs must be [N,K,3] with K >= (degree+1)^2");
-  TORCH_CHECK(dirs.dim() == 3 && dirs.size(1) == coeffs.size(0) && dirs.size(2) == 3,
-              "splat_sh_to_color: dirs must be [C,N,3]");
-  const auto dt = coeffs.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, "splat_sh_to_color: dtype must be float32 or float64");
-  check_float(dirs, "dirs", dt);
-}
 
 // Calls fn(std::integral_constant<int, degree>{}): the SH loops then have fixed trip counts and the
 // loops over Gaussians below vectorize.
@@ -307,10 +270,10 @@ Tensor sh_to_color_cpu(const Tensor& coeffs_, const Tensor& dirs_, int64_t degre
 std::tuple<Tensor, Tensor> sh_to_color_backward_cpu(const Tensor& v_colors_, const Tensor& coeffs_,
                                                     const Tensor& dirs_, int64_t degree) {
   check_sh_inputs(coeffs_, dirs_, degree);
+  check_sh_grads(v_colors_, coeffs_, dirs_);
   const auto coeffs = coeffs_.contiguous(), dirs = dirs_.contiguous();
   const auto v_colors = v_colors_.to(coeffs.scalar_type()).contiguous();
   const int64_t C = dirs.size(0), N = dirs.size(1), K = coeffs.size(1);
-  TORCH_CHECK(v_colors.numel() == C * N * 3, "splat_sh_to_color_backward: v_colors must be [C,N,3]");
   // rows the degree uses are written by the kernel; only unused rows (K > (degree + 1)^2) need zeros
   const bool all_rows = K == (degree + 1) * (degree + 1);
   auto v_coeffs = all_rows ? at::empty_like(coeffs) : at::zeros_like(coeffs);
@@ -357,13 +320,8 @@ inline uint32_t depth_key(float d) {  // order-preserving for d >= 0 (visible de
 std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d_, const Tensor& radii_,
                                                            const Tensor& depths_, int64_t tile_size,
                                                            int64_t tile_width, int64_t tile_height) {
-  TORCH_CHECK(means2d_.dim() == 3 && means2d_.size(2) == 2, "splat_isect_tiles: means2d must be [C,N,2]");
+  check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height);
   const int64_t C = means2d_.size(0), N = means2d_.size(1);
-  TORCH_CHECK(radii_.sizes() == at::IntArrayRef({C, N}) && radii_.scalar_type() == at::kInt,
-              "splat_isect_tiles: radii must be int32 [C,N]");
-  TORCH_CHECK(depths_.sizes() == at::IntArrayRef({C, N}), "splat_isect_tiles: depths must be [C,N]");
-  TORCH_CHECK(tile_size > 0 && tile_width >= 0 && tile_height >= 0, "splat_isect_tiles: bad tile grid");
-  TORCH_CHECK(C * N < (int64_t(1) << 31), "splat_isect_tiles: C*N must fit in int32");
   const auto radii = radii_.contiguous();
   const auto depths = depths_.to(at::kFloat).contiguous();
   const auto means2d = means2d_.contiguous();
@@ -461,35 +419,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
 }
 
 // ---- 4. rasterization ------------------------------------------------------------------------------
-
-struct RasterDims {
-  int64_t C, N, D, W, H, ts, tw, th, M;
-};
-
-RasterDims check_raster_inputs(const Tensor& means2d, const Tensor& conics, const Tensor& colors,
-                               const Tensor& opacities, int64_t width, int64_t height, int64_t tile_size,
-                               const Tensor& tile_offsets, const Tensor& flatten_ids) {
-  TORCH_CHECK(means2d.dim() == 3 && means2d.size(2) == 2, "splat_rasterize: means2d must be [C,N,2]");
-  const int64_t C = means2d.size(0), N = means2d.size(1);
-  TORCH_CHECK(conics.dim() == 3 && conics.size(0) == C && conics.size(1) == N && conics.size(2) == 3,
-              "splat_rasterize: conics must be [C,N,3]");
-  TORCH_CHECK(colors.dim() == 3 && colors.size(0) == C && colors.size(1) == N && colors.size(2) >= 1,
-              "splat_rasterize: colors must be [C,N,D]");
-  TORCH_CHECK(opacities.dim() == 2 && opacities.size(0) == C && opacities.size(1) == N,
-              "splat_rasterize: opacities must be [C,N]");
-  TORCH_CHECK(width > 0 && height > 0 && tile_size > 0, "splat_rasterize: width, height, tile_size must be > 0");
-  const int64_t tw = (width + tile_size - 1) / tile_size, th = (height + tile_size - 1) / tile_size;
-  TORCH_CHECK(tile_offsets.sizes() == at::IntArrayRef({C, th, tw}) && tile_offsets.scalar_type() == at::kInt,
-              "splat_rasterize: tile_offsets must be int32 [C, ceil(H/tile), ceil(W/tile)]");
-  TORCH_CHECK(flatten_ids.dim() == 1 && flatten_ids.scalar_type() == at::kInt,
-              "splat_rasterize: flatten_ids must be int32 [M]");
-  const auto dt = means2d.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, "splat_rasterize: dtype must be float32 or float64");
-  check_float(conics, "conics", dt);
-  check_float(colors, "colors", dt);
-  check_float(opacities, "opacities", dt);
-  return {C, N, colors.size(2), width, height, tile_size, tw, th, flatten_ids.size(0)};
-}
 
 // Pixels are processed in chunks of kLanes consecutive pixels of a tile (row-major in the tile): the
 // chunk's state (transmittance, colour sums, last contributor) stays in registers while the chunk
@@ -1235,11 +1164,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(
   const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
                                            tile_offsets_, flatten_ids_);
   const auto dt = means2d_.scalar_type();
-  TORCH_CHECK(transmittances_.numel() == g.C * g.H * g.W && last_ids_.numel() == g.C * g.H * g.W &&
-                  last_ids_.scalar_type() == at::kInt,
-              "splat_rasterize_backward: transmittances/last_ids must be [C,H,W]");
-  TORCH_CHECK(v_colors_.numel() == g.C * g.H * g.W * g.D && v_alphas_.numel() == g.C * g.H * g.W,
-              "splat_rasterize_backward: gradient shapes do not match the image");
+  check_raster_grads(g, means2d_, transmittances_, last_ids_, v_colors_, v_alphas_);
   const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
   const auto opac = opacities_.contiguous(), toff = tile_offsets_.contiguous(), fid = flatten_ids_.contiguous();
   const auto Tf = transmittances_.to(dt).contiguous(), last = last_ids_.contiguous();

@@ -12,6 +12,7 @@
 #endif
 
 #include "gsw/transforms.h"
+#include "gsw/transforms_op.h"
 
 namespace gsw {
 namespace transforms {
@@ -262,32 +263,14 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
 #endif
 }
 
-void check_tensor(const at::Tensor& t, const char* name, at::IntArrayRef shape, at::ScalarType dtype) {
-  TORCH_CHECK(t.device().is_cpu(), "transform_splats: ", name, " must be a CPU tensor");
-  TORCH_CHECK(t.scalar_type() == dtype, "transform_splats: ", name, " has dtype ", t.scalar_type(), ", expected ",
-              dtype);
-  TORCH_CHECK(t.sizes() == shape, "transform_splats: ", name, " must have shape ", shape, ", got ", t.sizes());
-  TORCH_CHECK(t.is_contiguous(), "transform_splats: ", name, " must be contiguous");
-}
-
 void transform_splats_cpu(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales,
                           const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& sh_rot, bool general, at::Tensor out_means,
                           at::Tensor out_quats, at::Tensor out_log_scales, at::Tensor out_sh_rest) {
+  const TransformDims d = check_transform_inputs(means, quats, log_scales, sh_rest, affine, sh_rot, out_means,
+                                                 out_quats, out_log_scales, out_sh_rest);
+  TORCH_CHECK(means.device().is_cpu(), "transform_splats (CPU): inputs must be CPU tensors");
   const auto dt = means.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, "transform_splats: dtype must be float32 or float64");
-  TORCH_CHECK(means.dim() == 2 && affine.dim() == 2 && sh_rest.dim() == 3, "transform_splats: bad ranks");
-  const int64_t N = means.size(0), F = affine.size(0), K = sh_rest.size(1);
-  TORCH_CHECK(K == 0 || K == 3 || K == 8 || K == 15, "transform_splats: sh_rest must have 0, 3, 8 or 15 coefficients");
-  check_tensor(means, "means", {N, 3}, dt);
-  check_tensor(quats, "quats", {N, 4}, dt);
-  check_tensor(log_scales, "log_scales", {N, 3}, dt);
-  check_tensor(sh_rest, "sh_rest", {N, K, 3}, dt);
-  check_tensor(affine, "affine", {F, 12}, dt);
-  check_tensor(sh_rot, "sh_rot", {F, K, K}, dt);
-  check_tensor(out_means, "out_means", {F, N, 3}, dt);
-  check_tensor(out_quats, "out_quats", {F, N, 4}, dt);
-  check_tensor(out_log_scales, "out_log_scales", {F, N, 3}, dt);
-  check_tensor(out_sh_rest, "out_sh_rest", {F, N, K, 3}, dt);
+  const int64_t K = d.K;
   AT_DISPATCH_FLOATING_TYPES(dt, "transform_splats_cpu", [&] {
     switch (K) {
       case 0: run<scalar_t, 0>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;

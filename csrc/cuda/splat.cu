@@ -4,9 +4,11 @@
 // Projection and SH: one thread per (camera, Gaussian); their backward adds per-Gaussian gradients
 // (summed over cameras) and the viewmat gradient with atomics. Tile intersection: counts, a CUB scan,
 // a fill of (tile << 32 | depth bits, id) pairs, a CUB radix sort and a binary search per tile.
-// Rasterization: one block per tile, one thread per pixel, Gaussians staged in shared memory in
-// batches; the backward walks each tile back to front from its last contributor and reduces the
-// per-Gaussian gradients over each warp before one atomic add per warp.
+// Rasterization: one thread per pixel, one block per tile (tiles of more than 256 pixels: several
+// blocks, each a part of the tile walking the tile's whole list), Gaussians staged in shared memory in
+// batches; colour channels kChannelChunk at a time (one launch per chunk). The backward walks each
+// tile back to front from its last contributor and reduces the per-Gaussian gradients over each warp
+// before one atomic add per warp.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -191,27 +193,49 @@ __device__ __forceinline__ void stage(Staged<T>& s, int slot, int64_t gid, const
   s.op[slot] = opacities[gid];
 }
 
-template <typename T>
-__global__ void rasterize_forward_kernel(const T* means2d, const T* conics, const T* colors, const T* opacities,
-                                         int64_t C, int64_t D, int64_t width, int64_t height, int64_t tile_size,
-                                         int64_t tile_width, int64_t tile_height, const int32_t* tile_offsets,
-                                         const int32_t* flatten_ids, int64_t M, T* out_colors, T* out_alphas,
-                                         T* out_trans, int32_t* out_last) {
-  __shared__ Staged<T> sh;
+// The pixel of thread threadIdx.x in block blockIdx.x: blocks run over (tile, part of the tile); a
+// part is blockDim.x consecutive pixels of the tile in row-major order.
+struct RasterPixel {
+  int64_t tile, c, x, y;
+  bool inside;
+};
+
+__device__ __forceinline__ RasterPixel raster_pixel(int64_t width, int64_t height, int64_t tile_size,
+                                                    int64_t tile_width, int64_t tile_height, int64_t parts) {
+  RasterPixel r;
   const int64_t ntiles = tile_width * tile_height;
-  const int64_t tile = blockIdx.x;
-  const int64_t c = tile / ntiles, tt = tile % ntiles, ty = tt / tile_width, tx = tt % tile_width;
+  r.tile = static_cast<int64_t>(blockIdx.x) / parts;
+  const int64_t part = static_cast<int64_t>(blockIdx.x) % parts;
+  r.c = r.tile / ntiles;
+  const int64_t tt = r.tile % ntiles, ty = tt / tile_width, tx = tt % tile_width;
+  const int64_t p = part * blockDim.x + threadIdx.x;  // pixel index within the tile
+  r.x = tx * tile_size + p % tile_size;
+  r.y = ty * tile_size + p / tile_size;
+  r.inside = p < tile_size * tile_size && r.x < width && r.y < height;
+  return r;
+}
+
+// Composites channels [ch0, ch0 + nch) of colors [C,N,D] (nch <= kChannelChunk); the pass with
+// ch0 == 0 also writes alphas, transmittances and last contributors.
+template <typename T>
+__global__ void __launch_bounds__(kRasterMaxThreads) rasterize_forward_kernel(
+    const T* means2d, const T* conics, const T* colors, const T* opacities, int64_t C, int64_t D, int64_t ch0,
+    int nch, int64_t width, int64_t height, int64_t tile_size, int64_t tile_width, int64_t tile_height, int64_t parts,
+    const int32_t* tile_offsets, const int32_t* flatten_ids, int64_t M, T* out_colors, T* out_alphas, T* out_trans,
+    int32_t* out_last) {
+  __shared__ Staged<T> sh;
+  const RasterPixel rp = raster_pixel(width, height, tile_size, tile_width, tile_height, parts);
+  const int64_t tile = rp.tile, c = rp.c, x = rp.x, y = rp.y;
+  const bool inside = rp.inside;
   const int j = threadIdx.x;
-  const int64_t x = tx * tile_size + j % tile_size, y = ty * tile_size + j / tile_size;
-  const bool inside = j < tile_size * tile_size && x < width && y < height;
   const T px = T(x) + T(0.5), py = T(y) + T(0.5);
   const int64_t start = tile_offsets[tile];
-  const int64_t end = tile + 1 < C * ntiles ? tile_offsets[tile + 1] : M;
+  const int64_t end = tile + 1 < C * tile_width * tile_height ? tile_offsets[tile + 1] : M;
   T Tr = T(1);
   bool done = !inside;
   int32_t last = -1;
-  T acc[kMaxChannels];
-  for (int ch = 0; ch < D; ++ch) acc[ch] = T(0);
+  T acc[kChannelChunk];
+  for (int ch = 0; ch < nch; ++ch) acc[ch] = T(0);
   for (int64_t b = start; b < end; b += kBatch) {
     if (__syncthreads_count(done ? 1 : 0) == static_cast<int>(blockDim.x)) break;
     for (int slot = j; slot < kBatch && b + slot < end; slot += blockDim.x)
@@ -231,8 +255,8 @@ __global__ void rasterize_forward_kernel(const T* means2d, const T* conics, cons
         break;
       }
       const T w = a * Tr;
-      const T* col = colors + static_cast<int64_t>(sh.id[q]) * D;
-      for (int ch = 0; ch < D; ++ch) acc[ch] += w * col[ch];
+      const T* col = colors + static_cast<int64_t>(sh.id[q]) * D + ch0;
+      for (int ch = 0; ch < nch; ++ch) acc[ch] += w * col[ch];
       Tr = nT;
       last = static_cast<int32_t>(b + q);
     }
@@ -240,36 +264,37 @@ __global__ void rasterize_forward_kernel(const T* means2d, const T* conics, cons
   }
   if (!inside) return;
   const int64_t pix = (c * height + y) * width + x;
-  for (int ch = 0; ch < D; ++ch) out_colors[pix * D + ch] = acc[ch];
+  for (int ch = 0; ch < nch; ++ch) out_colors[pix * D + ch0 + ch] = acc[ch];
+  if (ch0 != 0) return;
   out_alphas[pix] = T(1) - Tr;
   out_trans[pix] = Tr;
   out_last[pix] = last;
 }
 
+// Gradients through channels [ch0, ch0 + nch) of the colours (nch <= kChannelChunk). dL/dalpha is a
+// sum over channels plus the alpha output's term, and the alpha VJP is linear in it, so each pass adds
+// its channels' share (the ch0 == 0 pass adds the alpha output's term too).
 template <typename T>
-__global__ void rasterize_backward_kernel(const T* means2d, const T* conics, const T* colors, const T* opacities,
-                                          int64_t C, int64_t D, int64_t width, int64_t height, int64_t tile_size,
-                                          int64_t tile_width, int64_t tile_height, const int32_t* tile_offsets,
-                                          const int32_t* flatten_ids, const T* trans, const int32_t* last_ids,
-                                          const T* v_colors, const T* v_alphas, T* v_means2d, T* v_conics,
-                                          T* v_colors_out, T* v_opacities) {
+__global__ void __launch_bounds__(kRasterMaxThreads) rasterize_backward_kernel(
+    const T* means2d, const T* conics, const T* colors, const T* opacities, int64_t C, int64_t D, int64_t ch0,
+    int nch, int64_t width, int64_t height, int64_t tile_size, int64_t tile_width, int64_t tile_height, int64_t parts,
+    const int32_t* tile_offsets, const int32_t* flatten_ids, const T* trans, const int32_t* last_ids,
+    const T* v_colors, const T* v_alphas, T* v_means2d, T* v_conics, T* v_colors_out, T* v_opacities) {
   __shared__ Staged<T> sh;
   __shared__ int32_t max_last;
-  const int64_t ntiles = tile_width * tile_height;
-  const int64_t tile = blockIdx.x;
-  const int64_t c = tile / ntiles, tt = tile % ntiles, ty = tt / tile_width, tx = tt % tile_width;
+  const RasterPixel rp = raster_pixel(width, height, tile_size, tile_width, tile_height, parts);
+  const int64_t tile = rp.tile, c = rp.c, x = rp.x, y = rp.y;
+  const bool inside = rp.inside;
   const int j = threadIdx.x;
   const int lane = j & 31;
-  const int64_t x = tx * tile_size + j % tile_size, y = ty * tile_size + j / tile_size;
-  const bool inside = j < tile_size * tile_size && x < width && y < height;
   const T px = T(x) + T(0.5), py = T(y) + T(0.5);
   const int64_t pix = (c * height + y) * width + x;
   const T Tf = inside ? trans[pix] : T(1);
   const int32_t last = inside ? last_ids[pix] : -1;
-  const T va = inside ? v_alphas[pix] : T(0);
-  T vr[kMaxChannels], buf[kMaxChannels];
-  for (int ch = 0; ch < D; ++ch) {
-    vr[ch] = inside ? v_colors[pix * D + ch] : T(0);
+  const T va = inside && ch0 == 0 ? v_alphas[pix] : T(0);
+  T vr[kChannelChunk], buf[kChannelChunk];
+  for (int ch = 0; ch < nch; ++ch) {
+    vr[ch] = inside ? v_colors[pix * D + ch0 + ch] : T(0);
     buf[ch] = T(0);
   }
   if (j == 0) max_last = -1;
@@ -297,23 +322,23 @@ __global__ void rasterize_backward_kernel(const T* means2d, const T* conics, con
       const bool valid = inside && k <= last && sg >= T(0) && a >= T(kAlphaMin);
       if (!__any_sync(0xffffffffu, valid)) continue;
       T vmx = 0, vmy = 0, vca = 0, vcb = 0, vcc = 0, vop = 0;
-      const T* col = colors + static_cast<int64_t>(sh.id[q]) * D;
+      const T* col = colors + static_cast<int64_t>(sh.id[q]) * D + ch0;
       T fac = 0;
       if (valid) {
         const T ra = T(1) / (T(1) - a);
         Tr = Tr * ra;
         fac = a * Tr;
-        T v_alpha = Tf * ra * va;
-        for (int ch = 0; ch < D; ++ch) {
+        T v_alpha = Tf * ra * va;  // va is 0 in the passes with ch0 > 0
+        for (int ch = 0; ch < nch; ++ch) {
           v_alpha += (col[ch] * Tr - buf[ch] * ra) * vr[ch];
           buf[ch] += col[ch] * fac;
         }
         if (!clamped) blend_alpha_vjp(dx, dy, ca, cb, cc, op, vis, v_alpha, vmx, vmy, vca, vcb, vcc, vop);
       }
       const int64_t gid = sh.id[q];
-      for (int ch = 0; ch < D; ++ch) {
+      for (int ch = 0; ch < nch; ++ch) {
         const T v = warp_sum(valid ? fac * vr[ch] : T(0));
-        if (lane == 0) atomicAdd(v_colors_out + gid * D + ch, v);
+        if (lane == 0) atomicAdd(v_colors_out + gid * D + ch0 + ch, v);
       }
       vmx = warp_sum(vmx);
       vmy = warp_sum(vmy);
@@ -331,10 +356,6 @@ __global__ void rasterize_backward_kernel(const T* means2d, const T* conics, con
       }
     }
   }
-}
-
-inline unsigned int raster_threads(int64_t tile_size) {
-  return static_cast<unsigned int>((tile_size * tile_size + 31) / 32 * 32);  // whole warps
 }
 
 }  // namespace
@@ -438,10 +459,15 @@ void rasterize_forward(const T* means2d, const T* conics, const T* colors, const
                        int32_t* out_last, cudaStream_t stream) {
   (void)N;
   const int64_t tw = (width + tile_size - 1) / tile_size, th = (height + tile_size - 1) / tile_size;
-  if (C * tw * th == 0) return;
-  rasterize_forward_kernel<T><<<static_cast<unsigned int>(C * tw * th), raster_threads(tile_size), 0, stream>>>(
-      means2d, conics, colors, opacities, C, D, width, height, tile_size, tw, th, tile_offsets, flatten_ids, M,
-      out_colors, out_alphas, out_trans, out_last);
+  const int64_t blocks = raster_blocks(C, width, height, tile_size);
+  if (blocks == 0) return;
+  const auto threads = static_cast<unsigned int>(raster_threads(tile_size));
+  for (int64_t ch0 = 0; ch0 < D; ch0 += kChannelChunk) {
+    const int nch = static_cast<int>(D - ch0 < kChannelChunk ? D - ch0 : kChannelChunk);
+    rasterize_forward_kernel<T><<<static_cast<unsigned int>(blocks), threads, 0, stream>>>(
+        means2d, conics, colors, opacities, C, D, ch0, nch, width, height, tile_size, tw, th,
+        raster_parts(tile_size), tile_offsets, flatten_ids, M, out_colors, out_alphas, out_trans, out_last);
+  }
 }
 
 template <typename T>
@@ -453,10 +479,16 @@ void rasterize_backward(const T* means2d, const T* conics, const T* colors, cons
   (void)N;
   (void)M;
   const int64_t tw = (width + tile_size - 1) / tile_size, th = (height + tile_size - 1) / tile_size;
-  if (C * tw * th == 0) return;
-  rasterize_backward_kernel<T><<<static_cast<unsigned int>(C * tw * th), raster_threads(tile_size), 0, stream>>>(
-      means2d, conics, colors, opacities, C, D, width, height, tile_size, tw, th, tile_offsets, flatten_ids, trans,
-      last_ids, v_colors, v_alphas, v_means2d, v_conics, v_colors_out, v_opacities);
+  const int64_t blocks = raster_blocks(C, width, height, tile_size);
+  if (blocks == 0) return;
+  const auto threads = static_cast<unsigned int>(raster_threads(tile_size));
+  for (int64_t ch0 = 0; ch0 < D; ch0 += kChannelChunk) {
+    const int nch = static_cast<int>(D - ch0 < kChannelChunk ? D - ch0 : kChannelChunk);
+    rasterize_backward_kernel<T><<<static_cast<unsigned int>(blocks), threads, 0, stream>>>(
+        means2d, conics, colors, opacities, C, D, ch0, nch, width, height, tile_size, tw, th,
+        raster_parts(tile_size), tile_offsets, flatten_ids, trans, last_ids, v_colors, v_alphas, v_means2d,
+        v_conics, v_colors_out, v_opacities);
+  }
 }
 
 #define GSW_SPLAT_INSTANTIATE(T)                                                                                   \

@@ -13,8 +13,33 @@ namespace gsw {
 namespace splat {
 namespace cuda {
 
-constexpr int kMaxChannels = 32;  // colour channels D supported by the CUDA rasterizer
-constexpr int kMaxTileSize = 32;  // one thread per pixel of a tile: at most 1024 threads
+// Launch shape of the rasterization kernels, for any tile size and channel count D: one thread per
+// pixel; a tile of tile_size^2 pixels runs as raster_parts(tile_size) blocks of raster_threads(tile_size)
+// threads (whole warps, at most kRasterMaxThreads), each block compositing its part of the tile from the
+// tile's whole Gaussian list. Colour channels are composited kChannelChunk at a time (one pass over
+// the tile's list per chunk; one pass for D <= kChannelChunk). The kernels are compiled for blocks of
+// at most kRasterMaxThreads (__launch_bounds__), so every tile size launches on every GPU whatever the
+// kernels' register use (1024-thread blocks would cap it at 64 registers a thread); a 16x16 tile is one
+// block, a 32x32 tile four.
+constexpr int kRasterMaxThreads = 256;
+constexpr int kChannelChunk = 32;
+
+inline int64_t raster_threads(int64_t tile_size) {
+  const int64_t pixels = tile_size * tile_size;
+  const int64_t t = pixels < kRasterMaxThreads ? pixels : kRasterMaxThreads;
+  return (t + 31) / 32 * 32;
+}
+
+inline int64_t raster_parts(int64_t tile_size) {
+  return (tile_size * tile_size + raster_threads(tile_size) - 1) / raster_threads(tile_size);
+}
+
+// Blocks of one rasterization launch for C images of width x height (INT64_MAX for absurd tile sizes).
+inline int64_t raster_blocks(int64_t C, int64_t width, int64_t height, int64_t tile_size) {
+  if (tile_size < 1 || tile_size > (int64_t(1) << 16)) return INT64_MAX;
+  const int64_t tw = (width + tile_size - 1) / tile_size, th = (height + tile_size - 1) / tile_size;
+  return C * tw * th * raster_parts(tile_size);
+}
 
 template <typename T>
 void project_forward(const T* means, const T* quats, const T* scales, const T* viewmats, const T* Ks, int64_t C,

@@ -1,11 +1,13 @@
 // CUDA bindings of the splat rasterizer ops (schemas in csrc/gsworkbench.cpp, kernels in splat.cu).
-// Compiled by setup.py only in CUDA builds. Thin: checks, output allocation, launcher calls.
+// Compiled by setup.py only in CUDA builds. Thin: the input checks shared with the CPU bindings
+// (gsw/splat_op.h), output allocation, launcher calls.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "gsw/splat_op.h"
 #include "splat.h"
 
 namespace gsw {
@@ -15,22 +17,19 @@ namespace {
 
 using at::Tensor;
 
-void check_cuda(const Tensor& t, const char* name, at::ScalarType dtype) {
-  TORCH_CHECK(t.is_cuda(), "splat (CUDA): ", name, " must be a CUDA tensor");
-  TORCH_CHECK(t.scalar_type() == dtype, "splat (CUDA): ", name, " must have dtype ", dtype);
+// The dispatcher sends a call here when any tensor argument is a CUDA tensor; the shared checks then
+// require every tensor on that one device.
+void check_cuda(const Tensor& t, const char* op) {
+  TORCH_CHECK(t.is_cuda(), op, " (CUDA): inputs must be CUDA tensors");
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cuda(const Tensor& means, const Tensor& quats,
                                                                 const Tensor& scales, const Tensor& viewmats,
                                                                 const Tensor& Ks, int64_t width, int64_t height,
                                                                 double eps2d, double near_plane, double far_plane) {
+  check_projection_inputs(means, quats, scales, viewmats, Ks);
+  check_cuda(means, "splat_project");
   const auto dt = means.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, "splat_project: dtype must be float32 or float64");
-  TORCH_CHECK(means.dim() == 2 && means.size(1) == 3 && viewmats.dim() == 3 && Ks.dim() == 3,
-              "splat_project: bad shapes");
-  for (auto [t, n] : {std::pair{&means, "means"}, {&quats, "quats"}, {&scales, "scales"}, {&viewmats, "viewmats"},
-                      {&Ks, "Ks"}})
-    check_cuda(*t, n, dt);
   const c10::cuda::CUDAGuard guard(means.device());
   const auto mu = means.contiguous(), q = quats.contiguous(), s = scales.contiguous();
   const auto vm = viewmats.contiguous(), K = Ks.contiguous();
@@ -56,15 +55,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cuda(
     const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats, const Tensor& Ks,
     int64_t width, int64_t height, double eps2d, double near_plane, double far_plane, const Tensor& radii,
     const Tensor& v_means2d, const Tensor& v_depths, const Tensor& v_conics, const Tensor& v_comps) {
+  check_projection_inputs(means, quats, scales, viewmats, Ks);
+  check_projection_grads(means, viewmats, radii, v_means2d, v_depths, v_conics, v_comps);
+  check_cuda(means, "splat_project_backward");
   const auto dt = means.scalar_type();
   const c10::cuda::CUDAGuard guard(means.device());
   const auto mu = means.contiguous(), q = quats.contiguous(), s = scales.contiguous();
   const auto vm = viewmats.contiguous(), K = Ks.contiguous(), r = radii.contiguous();
   const auto g2 = v_means2d.to(dt).contiguous(), gd = v_depths.to(dt).contiguous();
   const auto gc = v_conics.to(dt).contiguous(), gp = v_comps.to(dt).contiguous();
-  for (auto [t, n] : {std::pair{&mu, "means"}, {&q, "quats"}, {&s, "scales"}, {&vm, "viewmats"}, {&K, "Ks"}})
-    check_cuda(*t, n, dt);
-  check_cuda(r, "radii", at::kInt);
   const int64_t N = mu.size(0), C = vm.size(0);
   auto v_means = at::zeros_like(mu), v_quats = at::zeros_like(q), v_scales = at::zeros_like(s);
   auto v_view = at::zeros_like(vm);
@@ -82,13 +81,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cuda(
 }
 
 Tensor sh_to_color_cuda(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
-  TORCH_CHECK(degree >= 0 && degree <= 3, "splat_sh_to_color: degree must be in 0..3");
-  TORCH_CHECK(coeffs.dim() == 3 && coeffs.size(2) == 3 && coeffs.size(1) >= (degree + 1) * (degree + 1) &&
-                  dirs.dim() == 3 && dirs.size(1) == coeffs.size(0) && dirs.size(2) == 3,
-              "splat_sh_to_color: coeffs must be [N,K,3], dirs [C,N,3]");
+  check_sh_inputs(coeffs, dirs, degree);
+  check_cuda(coeffs, "splat_sh_to_color");
   const auto dt = coeffs.scalar_type();
-  check_cuda(coeffs, "coeffs", dt);
-  check_cuda(dirs, "dirs", dt);
   const c10::cuda::CUDAGuard guard(coeffs.device());
   const auto co = coeffs.contiguous(), d = dirs.contiguous();
   const int64_t C = d.size(0), N = d.size(1), K = co.size(1);
@@ -104,9 +99,10 @@ Tensor sh_to_color_cuda(const Tensor& coeffs, const Tensor& dirs, int64_t degree
 
 std::tuple<Tensor, Tensor> sh_to_color_backward_cuda(const Tensor& v_colors, const Tensor& coeffs,
                                                      const Tensor& dirs, int64_t degree) {
+  check_sh_inputs(coeffs, dirs, degree);
+  check_sh_grads(v_colors, coeffs, dirs);
+  check_cuda(coeffs, "splat_sh_to_color_backward");
   const auto dt = coeffs.scalar_type();
-  check_cuda(coeffs, "coeffs", dt);
-  check_cuda(dirs, "dirs", dt);
   const c10::cuda::CUDAGuard guard(coeffs.device());
   const auto co = coeffs.contiguous(), d = dirs.contiguous(), vc = v_colors.to(dt).contiguous();
   const int64_t C = d.size(0), N = d.size(1), K = co.size(1);
@@ -125,15 +121,12 @@ std::tuple<Tensor, Tensor> sh_to_color_backward_cuda(const Tensor& v_colors, con
 std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2d, const Tensor& radii,
                                                             const Tensor& depths, int64_t tile_size,
                                                             int64_t tile_width, int64_t tile_height) {
+  check_isect_inputs(means2d, radii, depths, tile_size, tile_width, tile_height);
+  check_cuda(means2d, "splat_isect_tiles");
   const auto dt = means2d.scalar_type();
-  check_cuda(means2d, "means2d", dt);
-  check_cuda(radii, "radii", at::kInt);
-  check_cuda(depths, "depths", dt);
-  TORCH_CHECK(means2d.dim() == 3 && means2d.size(2) == 2, "splat_isect_tiles: means2d must be [C,N,2]");
   const c10::cuda::CUDAGuard guard(means2d.device());
-  const auto m2 = means2d.contiguous(), r = radii.contiguous(), d = depths.contiguous();
+  const auto m2 = means2d.contiguous(), r = radii.contiguous(), d = depths.to(dt).contiguous();
   const int64_t C = m2.size(0), N = m2.size(1), CN = C * N, ntiles = C * tile_width * tile_height;
-  TORCH_CHECK(CN < (int64_t(1) << 31), "splat_isect_tiles: C*N must fit in int32");
   const auto stream = c10::cuda::getCurrentCUDAStream().stream();
   auto tiles_per_gauss = at::empty({C, N}, r.options());
   auto cum = at::empty({CN}, r.options());
@@ -141,10 +134,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2
     isect_count<scalar_t>(m2.data_ptr<scalar_t>(), r.data_ptr<int32_t>(), CN, tile_size, tile_width, tile_height,
                           tiles_per_gauss.data_ptr<int32_t>(), stream);
   });
+  // the total in int64 first (one sync): the int32 scan below cannot overflow once it is < 2^31
+  const int64_t M = CN > 0 ? tiles_per_gauss.sum(at::kLong).item<int64_t>() : 0;
+  TORCH_CHECK(M < (int64_t(1) << 31), "splat_isect_tiles: more than 2^31 intersections");
   auto scan_tmp = at::empty({static_cast<int64_t>(isect_scan_temp_bytes(CN)) + 1}, r.options().dtype(at::kByte));
   isect_scan(tiles_per_gauss.data_ptr<int32_t>(), cum.data_ptr<int32_t>(), CN, scan_tmp.data_ptr(),
              static_cast<size_t>(scan_tmp.numel()), stream);
-  const int64_t M = CN > 0 ? cum[CN - 1].item<int32_t>() : 0;  // synchronises
   auto keys = at::empty({M}, r.options().dtype(at::kLong));
   auto ids = at::empty({M}, r.options());
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_isect_fill_cuda", [&] {
@@ -166,20 +161,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2
   return {tiles_per_gauss, keys_sorted, ids_sorted, offsets};
 }
 
-void check_raster(const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
-                  int64_t tile_size, const Tensor& tile_offsets, const Tensor& flatten_ids) {
-  const auto dt = means2d.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, "splat_rasterize: dtype must be float32 or float64");
-  check_cuda(means2d, "means2d", dt);
-  check_cuda(conics, "conics", dt);
-  check_cuda(colors, "colors", dt);
-  check_cuda(opacities, "opacities", dt);
-  check_cuda(tile_offsets, "tile_offsets", at::kInt);
-  check_cuda(flatten_ids, "flatten_ids", at::kInt);
-  TORCH_CHECK(colors.dim() == 3 && colors.size(2) >= 1 && colors.size(2) <= kMaxChannels,
-              "splat_rasterize (CUDA): colors must be [C,N,D] with D <= ", kMaxChannels);
-  TORCH_CHECK(tile_size >= 1 && tile_size <= kMaxTileSize, "splat_rasterize (CUDA): tile_size must be <= ",
-              kMaxTileSize);
+// The shared checks, and the CUDA grid: every tile size and channel count runs (splat.cu splits large
+// tiles over several blocks and many channels over several passes); only the grid size is bounded.
+RasterDims check_raster(const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
+                        int64_t width, int64_t height, int64_t tile_size, const Tensor& tile_offsets,
+                        const Tensor& flatten_ids) {
+  const RasterDims g = check_raster_inputs(means2d, conics, colors, opacities, width, height, tile_size,
+                                           tile_offsets, flatten_ids);
+  check_cuda(means2d, "splat_rasterize");
+  TORCH_CHECK(raster_blocks(g.C, width, height, tile_size) < (int64_t(1) << 31),
+              "splat_rasterize (CUDA): image too large for one launch (C * tiles * blocks per tile >= 2^31)");
+  return g;
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d, const Tensor& conics,
@@ -187,7 +179,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d,
                                                           int64_t width, int64_t height, int64_t tile_size,
                                                           const Tensor& tile_offsets, const Tensor& flatten_ids,
                                                           bool /*absgrad: read by the backward*/) {
-  check_raster(means2d, conics, colors, opacities, tile_size, tile_offsets, flatten_ids);
+  check_raster(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids);
   const c10::cuda::CUDAGuard guard(means2d.device());
   const auto m2 = means2d.contiguous(), co = conics.contiguous(), col = colors.contiguous();
   const auto op = opacities.contiguous(), toff = tile_offsets.contiguous(), fid = flatten_ids.contiguous();
@@ -213,7 +205,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cuda(
     const Tensor& transmittances, const Tensor& last_ids, const Tensor& v_colors, const Tensor& v_alphas,
     bool absgrad) {
   TORCH_CHECK_NOT_IMPLEMENTED(!absgrad, "splat_rasterize_backward: absgrad is not implemented for CUDA yet");
-  check_raster(means2d, conics, colors, opacities, tile_size, tile_offsets, flatten_ids);
+  const RasterDims g =
+      check_raster(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids);
+  check_raster_grads(g, means2d, transmittances, last_ids, v_colors, v_alphas);
   const c10::cuda::CUDAGuard guard(means2d.device());
   const auto dt = means2d.scalar_type();
   const auto m2 = means2d.contiguous(), co = conics.contiguous(), col = colors.contiguous();

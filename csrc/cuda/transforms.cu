@@ -11,27 +11,35 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The outputs may be the inputs (an in-place transform, F = 1): each thread reads its splat into
+// registers before it writes anything, and the aliasable pointers are not __restrict__.
 template <typename T, int Deg>
-__global__ void transform_kernel(const T* __restrict__ means, const T* __restrict__ quats,
-                                 const T* __restrict__ log_scales, const T* __restrict__ sh_rest,
+__global__ void transform_kernel(const T* means, const T* quats, const T* log_scales, const T* sh_rest,
                                  const T* __restrict__ affine, const T* __restrict__ sh_rot, bool general,
-                                 T* __restrict__ out_means, T* __restrict__ out_quats, T* __restrict__ out_log_scales,
-                                 T* __restrict__ out_sh_rest, int64_t F, int64_t N) {
+                                 T* out_means, T* out_quats, T* out_log_scales, T* out_sh_rest, int64_t F,
+                                 int64_t N) {
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= N) return;
+  const T mu[3] = {means[3 * n], means[3 * n + 1], means[3 * n + 2]};
+  const T qu[4] = {quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3]};
+  const T ls_in[3] = {log_scales[3 * n], log_scales[3 * n + 1], log_scales[3 * n + 2]};
+  T in[K > 0 ? 3 * K : 1];
+  if constexpr (K > 0) {
+#pragma unroll
+    for (int i = 0; i < 3 * K; ++i) in[i] = sh_rest[n * K * 3 + i];
+  }
   for (int64_t f = blockIdx.y; f < F; f += gridDim.y) {
     const T* A = affine + 12 * f;
     T* om = out_means + (f * N + n) * 3;
     T* oq = out_quats + (f * N + n) * 4;
     T* os = out_log_scales + (f * N + n) * 3;
-    affine_point(A, A + 9, means[3 * n], means[3 * n + 1], means[3 * n + 2], om[0], om[1], om[2]);
+    affine_point(A, A + 9, mu[0], mu[1], mu[2], om[0], om[1], om[2]);
     double Ad[9];
     for (int i = 0; i < 9; ++i) Ad[i] = A[i];
     if (general) {
       double q[4], ls[3];
-      general_covariance(Ad, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], log_scales[3 * n],
-                         log_scales[3 * n + 1], log_scales[3 * n + 2], q, ls);
+      general_covariance(Ad, qu[0], qu[1], qu[2], qu[3], ls_in[0], ls_in[1], ls_in[2], q, ls);
       for (int c = 0; c < 4; ++c) oq[c] = static_cast<T>(q[c]);
       for (int c = 0; c < 3; ++c) os[c] = static_cast<T>(ls[c]);
     } else {
@@ -40,15 +48,14 @@ __global__ void transform_kernel(const T* __restrict__ means, const T* __restric
       double qd[4];
       rotmat_to_quat(Ad, qd);
       const T qr[4] = {static_cast<T>(qd[0]), static_cast<T>(qd[1]), static_cast<T>(qd[2]), static_cast<T>(qd[3])};
-      quat_left_mul(qr, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], oq[0], oq[1], oq[2],
-                    oq[3]);
+      quat_left_mul(qr, qu[0], qu[1], qu[2], qu[3], oq[0], oq[1], oq[2], oq[3]);
       const T log_s = static_cast<T>(log(s));
-      for (int c = 0; c < 3; ++c) os[c] = log_scales[3 * n + c] + log_s;
+      for (int c = 0; c < 3; ++c) os[c] = ls_in[c] + log_s;
     }
     if constexpr (K > 0) {
       const T* D = sh_rot + f * K * K;
-      const T* in = sh_rest + n * K * 3;
       T* out = out_sh_rest + (f * N + n) * K * 3;
+#pragma unroll
       for (int c = 0; c < 3; ++c) {  // coefficients of one channel are 3 apart (AoS [K,3])
         if constexpr (Deg >= 1) rotate_band<T, 1, 1, 3>(D, K, in + c, out + c);
         if constexpr (Deg >= 2) rotate_band<T, 2, 1, 3>(D, K, in + c, out + c);

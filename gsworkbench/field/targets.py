@@ -27,11 +27,16 @@ class Target:
         return self.lo, self.hi
 
     def sample(
-        self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
+        self,
+        n: int,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        """n points uniform in the bounds, [n,3]."""
-        u = torch.rand(n, 3, generator=generator, dtype=dtype)
-        return self.lo.to(dtype) + u * (self.hi - self.lo).to(dtype)
+        """n points uniform in the bounds, [n,3], on ``device`` (default CPU). Drawn on the CPU (where
+        ``generator`` lives), so a seed gives the same points on every device."""
+        u = torch.rand(n, 3, generator=generator, dtype=dtype).to(device)
+        return self.lo.to(device, dtype) + u * (self.hi - self.lo).to(device, dtype)
 
 
 def _cube(volume_size: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,7 +65,10 @@ class GaussianMixtureTarget(Target):
         return cls(means, L, weights, volume_size)
 
     def __call__(self, points: torch.Tensor) -> torch.Tensor:
-        return evaluate_torch(points.double(), self.means, self.factors, self.weights).to(points.dtype)
+        dev = points.device
+        return evaluate_torch(
+            points.double(), self.means.to(dev), self.factors.to(dev), self.weights.to(dev)
+        ).to(points.dtype)
 
 
 class TorusTarget(Target):
@@ -105,9 +113,11 @@ class GridTarget(Target):
             raise ValueError(f"bounding box must be lo < hi per axis (3 values each), got lo={lo}, hi={hi}")
 
     def __call__(self, points: torch.Tensor) -> torch.Tensor:
-        u = 2 * (points.double() - self.lo.double()) / (self.hi - self.lo).double() - 1  # [-1,1], xyz
+        lo, hi = self.lo.to(points.device, torch.float64), self.hi.to(points.device, torch.float64)
+        u = 2 * (points.double() - lo) / (hi - lo) - 1  # [-1,1], xyz
         grid = u.reshape(1, 1, 1, -1, 3)
-        out = F.grid_sample(self.volume[None, None], grid, mode="bilinear", align_corners=True, padding_mode="zeros")
+        volume = self.volume.to(points.device)
+        out = F.grid_sample(volume[None, None], grid, mode="bilinear", align_corners=True, padding_mode="zeros")
         return out.reshape(-1).to(points.dtype)
 
 
@@ -127,16 +137,22 @@ def make_target(name: str, seed: int = 0, volume_size: float = 2.0, num_componen
 
 
 def slice_grid(target_or_field, axis: int = 2, value: float = 0.0, lo: float = -1.0, hi: float = 1.0, res: int = 96):
-    """Values on a res x res slice through the volume (axis fixed at ``value``), as a [res,res] tensor."""
-    t = torch.linspace(lo, hi, res)
+    """Values on a res x res slice through the volume (axis fixed at ``value``), as a [res,res] CPU tensor.
+
+    The points are made on the device of a field's parameters (a target: the CPU).
+    """
+    device = torch.device("cpu")
+    if isinstance(target_or_field, torch.nn.Module):
+        device = next(target_or_field.parameters(), torch.empty(0)).device
+    t = torch.linspace(lo, hi, res, device=device)
     a, b = torch.meshgrid(t, t, indexing="ij")
-    pts = torch.zeros(res * res, 3)
+    pts = torch.zeros(res * res, 3, device=device)
     others = [i for i in range(3) if i != axis]
     pts[:, others[0]] = b.reshape(-1)
     pts[:, others[1]] = a.reshape(-1)
     pts[:, axis] = value
     with torch.no_grad():
-        return target_or_field(pts).reshape(res, res)
+        return target_or_field(pts).reshape(res, res).cpu()
 
 
 __all__ = ["GaussianMixtureTarget", "GridTarget", "ShellTarget", "Target", "TorusTarget", "make_target", "slice_grid"]

@@ -66,7 +66,7 @@ def _optimizer(model: GaussianField, cfg: TrainConfig) -> torch.optim.Adam:
 def held_out_error(model: GaussianField, target: Target, n: int = 8192, seed: int = 12345) -> tuple[float, float]:
     """(relative RMSE, MSE) of the field against the target on ``n`` fresh points."""
     g = torch.Generator().manual_seed(seed)
-    pts = target.sample(n, g, dtype=model.means.dtype)
+    pts = target.sample(n, g, dtype=model.means.dtype, device=model.means.device)
     with torch.no_grad():
         pred, ref = model(pts), target(pts)
     mse = float(((pred - ref) ** 2).mean())
@@ -98,7 +98,7 @@ def train_field(
     bar = tqdm(range(start, cfg.iterations), disable=not cfg.progress, desc="train", leave=False)
     for it in bar:
         t0 = time.perf_counter()
-        pts = target.sample(cfg.batch_size, gen, dtype=model.means.dtype)
+        pts = target.sample(cfg.batch_size, gen, dtype=model.means.dtype, device=model.means.device)
         loss = torch.mean((model(pts) - target(pts)) ** 2)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -33,6 +33,9 @@ inline FieldArgs field_args(const at::Tensor& points, const at::Tensor& means, c
 
 inline at::Tensor grad_values_arg(const at::Tensor& grad_values, const FieldArgs& a) {
   TORCH_CHECK(grad_values.dim() == 1 && grad_values.size(0) == a.B, "field: grad_values must be [B]");
+  TORCH_CHECK(grad_values.device() == a.points.device(), "field: grad_values must be on ", a.points.device(),
+              ", got ", grad_values.device());
+  TORCH_CHECK(at::isFloatingType(grad_values.scalar_type()), "field: grad_values must be floating point");
   return grad_values.to(a.points.scalar_type()).contiguous();
 }
 
