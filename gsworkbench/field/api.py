@@ -11,9 +11,9 @@ from gsworkbench.validation import (
     check_choice,
     check_finite_all,
     check_same_device_dtype,
-    checking_values,
     check_same_size,
     check_tensor,
+    checking_values,
 )
 
 BACKENDS = ("loop", "vectorized", "torch", "ext")

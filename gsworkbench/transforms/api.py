@@ -149,10 +149,9 @@ def transform(
     outs = _check_out(out, splats, frames)
     general = not frames.is_similarity
     dtype, device = splats.means.dtype, splats.means.device
-    raw = frames.kernel_params(splats.sh_degree)
-    if backend != "ext":  # the C++ kernel derives these from A itself
-        raw = {"affine": raw["affine"], **frames.quat_and_log_scale(), "sh_rot": raw["sh_rot"]}
-    params = {k: torch.from_numpy(v).to(dtype=dtype, device=device) for k, v in raw.items()}
+    raw = frames.params(splats.sh_degree)
+    names = ("affine", "sh_rot") if backend == "ext" else ("affine", "quat_r", "log_s", "sh_rot")
+    params = {k: raw[k].to(dtype=dtype, device=device) for k in names}  # the C++ kernel derives R, s from A
     inputs = [getattr(splats, f).contiguous() for f in _FIELDS]
     F, N, K = len(frames), len(splats), splats.sh_rest.shape[1]
 
