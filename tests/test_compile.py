@@ -39,7 +39,8 @@ def _case(op: str, backend: str, device: str, n: int = 120):  # noqa: ANN202
     if op == "evaluate":
         g = torch.Generator().manual_seed(1)
         pts, means = torch.rand(40, 3, generator=g), torch.rand(9, 3, generator=g)
-        L = torch.diag_embed(0.1 + torch.rand(9, 3, generator=g)) + torch.tril(0.02 * torch.randn(9, 3, 3, generator=g), -1)
+        L = torch.diag_embed(0.1 + torch.rand(9, 3, generator=g))
+        L = L + torch.tril(0.02 * torch.randn(9, 3, 3, generator=g), -1)
         w = torch.randn(9, generator=g)
 
         def fn(p, m, f, w):  # noqa: ANN001, ANN202
