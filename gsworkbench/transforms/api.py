@@ -110,7 +110,9 @@ def transform(
     Args:
         splats: N splats (float32 or float64; the output has the same dtype and device).
         frames: a prebuilt :class:`~gsworkbench.transforms.frames.Frames` (e.g. from
-            :func:`inverse` / :func:`compose`) instead of rotation/translation/scale/center.
+            :func:`inverse` / :func:`compose`) instead of rotation/translation/scale/center. Under
+            torch.compile pass Frames built outside the compiled function: building them is numpy
+            with data-dependent checks (graph breaks); with prebuilt Frames the call traces whole.
         rotation: 3x3 rotation matrix or wxyz quaternion; batched [F,3,3] / [F,4].
         translation: t [3] or [F,3] (world units).
         scale: s > 0, a scalar or 3-vector (``diag(s)`` applied after R, along world axes); [F] or [F,3].
