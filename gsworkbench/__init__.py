@@ -10,3 +10,12 @@ import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``gsworkbench.compile_step`` without importing torch at package import."""
+    if name == "compile_step":
+        from gsworkbench.compile import compile_step
+
+        return compile_step
+    raise AttributeError(f"module 'gsworkbench' has no attribute {name!r}")

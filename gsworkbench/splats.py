@@ -18,6 +18,8 @@ import torch
 from gsworkbench import gaussians
 from gsworkbench.validation import check_same_device_dtype, check_same_size, check_tensor
 
+FIELDS = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")  # SplatSet's, in order
+
 
 @dataclass
 class SplatSet:
@@ -46,8 +48,8 @@ class SplatSet:
         Order of the dataclass fields: means, quats, log_scales, opacity_logits, sh_dc, sh_rest.
         """
         obj = cls.__new__(cls)
-        for f, t in zip(fields(cls), tensors, strict=True):
-            object.__setattr__(obj, f.name, t)
+        for name, t in zip(FIELDS, tensors, strict=True):  # names, not dataclasses.fields: traceable
+            object.__setattr__(obj, name, t)
         return obj
 
     # ---- derived -------------------------------------------------------------------------------

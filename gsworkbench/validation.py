@@ -1,4 +1,12 @@
-"""Input checks shared by every capability: each failure is a ValueError that names the problem."""
+"""Input checks shared by every capability: each failure is a ValueError that names the problem.
+
+Under ``torch.compile``: checks of shapes, dtypes, devices and options are Python over static metadata
+and trace into the graph (they run when the graph is built). Checks that read tensor *values* (finite
+scans, value ranges) run in eager mode only (:func:`checking_values`): inside a graph they would need a
+device sync and a Python bool of tensor data, i.e. a graph break, or a traced assert paid on every
+call. A compiled caller therefore gets these errors by running once eagerly (``gsworkbench.compile_step``
+runs the first call of a step eagerly for this reason) and watches its loss for non-finite values.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,12 @@ import torch
 from gsworkbench._ext import has_kernel
 
 FLOAT_DTYPES = (torch.float32, torch.float64)
+
+
+def checking_values() -> bool:
+    """True when value checks (finite scans, value ranges) run: in eager mode, not while torch.compile
+    traces (see the module docstring)."""
+    return not torch.compiler.is_compiling()
 
 
 def check_tensor(
@@ -46,8 +60,11 @@ def check_finite(name: str, x: torch.Tensor) -> torch.Tensor:
 def check_finite_all(tensors: Mapping[str, torch.Tensor]) -> list[tuple[bool, float, float]]:
     """:func:`check_finite` for several tensors with one pass and one device sync; the error names the
     first offending tensor. Returns their :func:`value_stats` (min/max for range checks); tensors that
-    are not floating point, or have no data (meta), get (True, inf, -inf)."""
+    are not floating point, or have no data (meta, or traced by torch.compile: :func:`checking_values`),
+    get (True, inf, -inf), which pass every range check."""
     names = list(tensors)
+    if not checking_values():
+        return [(True, float("inf"), float("-inf")) for _ in names]
     checked = [n for n in names if tensors[n].is_floating_point() and tensors[n].device.type != "meta"]
     stats = dict(zip(checked, value_stats([tensors[n] for n in checked])))
     for name in checked:
@@ -87,7 +104,7 @@ def value_stats_torch(tensors: Sequence[torch.Tensor]) -> list[list[float]]:
 def check_same_size(size_name: str, *uses: tuple[str, torch.Tensor, int]) -> int:
     """Checks that dimension ``dim`` of every ``(label, tensor, dim)`` agrees; returns that size."""
     sizes = [(label, t.shape[d]) for label, t, d in uses]
-    if len({s for _, s in sizes}) > 1:
+    if any(s != sizes[0][1] for _, s in sizes):  # no set: symbolic sizes (torch.compile) are not hashable
         detail = ", ".join(f"{label}: {s}" for label, s in sizes)
         raise ValueError(f"inconsistent {size_name} across inputs ({detail})")
     return sizes[0][1]

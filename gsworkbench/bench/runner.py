@@ -1,9 +1,10 @@
 """Times benchmark cases with ``torch.utils.benchmark``: warm-up, then median, IQR and count.
 
-Cases that differ only in their ``backend`` (the comparisons every suite makes, e.g. ``ext`` against
-the ``torch`` reference on one input) are timed together in interleaved rounds: round r times a block
-of calls of each in turn. A drift in the machine's speed during the run (frequency, neighbours on a
-shared host) then affects each backend alike, so their ratio stays meaningful.
+Cases that differ only in their ``backend`` or ``compile`` mode (the comparisons the suites make, e.g.
+``ext`` against the ``torch`` reference on one input, eager against torch.compile) are timed together
+in interleaved rounds: round r times a block of calls of each in turn. A drift in the machine's speed
+during the run (frequency, neighbours on a shared host) then affects each alike, so their ratio stays
+meaningful.
 """
 
 from __future__ import annotations
@@ -60,11 +61,14 @@ def time_interleaved(
     return out
 
 
+COMPARED = ("backend", "compile")  # params whose values are timed against each other, interleaved
+
+
 def _comparison_groups(cases: list[Case]) -> list[list[int]]:
-    """Indices of the cases grouped by their params other than ``backend``, in order of appearance."""
+    """Indices of the cases grouped by their params other than :data:`COMPARED`, in order of appearance."""
     groups: dict[tuple, list[int]] = {}
     for i, case in enumerate(cases):
-        key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if k != "backend"))
+        key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if k not in COMPARED))
         groups.setdefault(key, []).append(i)
     return list(groups.values())
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import torch
 
+from gsworkbench._ext import has_cuda_kernels
 from gsworkbench.field import _torch_impl
+from gsworkbench.field.ops import field_forward
 from gsworkbench.validation import (
     check_choice,
     check_finite_all,
     check_same_device_dtype,
     check_same_size,
     check_tensor,
+    checking_values,
 )
 
 BACKENDS = ("loop", "vectorized", "torch", "ext")
@@ -20,7 +23,10 @@ COVARIANCES = ("full", "diag")
 def check_field_inputs(
     points: torch.Tensor, means: torch.Tensor, factors: torch.Tensor, weights: torch.Tensor, covariance: str
 ) -> None:
-    """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad factors."""
+    """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad factors.
+
+    The value checks (finite, positive diagonal, lower-triangular) run in eager mode only
+    (:func:`gsworkbench.validation.checking_values`)."""
     check_choice("covariance", covariance, COVARIANCES)
     check_tensor("points", points, (None, 3), finite=False)
     check_tensor("means", means, (None, 3), finite=False)
@@ -28,6 +34,8 @@ def check_field_inputs(
     check_tensor("factors", factors, (None, 3, 3) if covariance == "full" else (None, 3), finite=False)
     check_same_size("N (number of Gaussians)", ("means", means, 0), ("factors", factors, 0), ("weights", weights, 0))
     check_same_device_dtype(points=points, means=means, factors=factors, weights=weights)
+    if not checking_values():  # eager only: see gsworkbench.validation
+        return
     check_finite_all(dict(points=points, means=means, factors=factors, weights=weights))
     f = factors.detach()
     if covariance == "full":
@@ -69,13 +77,8 @@ def evaluate(
     check_field_inputs(points, means, factors, weights, covariance)
     L = torch.diag_embed(factors) if covariance == "diag" else factors
     if backend == "ext":
-        from gsworkbench.field.ops import field_forward
-
-        if points.is_cuda:
-            from gsworkbench._ext import has_cuda_kernels
-
-            if not has_cuda_kernels():
-                raise ValueError("backend 'ext' on CUDA tensors needs the extension built with CUDA")
+        if points.is_cuda and not has_cuda_kernels():
+            raise ValueError("backend 'ext' on CUDA tensors needs the extension built with CUDA")
         return field_forward(points, means, L, weights)
     L = torch.tril(L)  # the upper triangle is not a parameter: no gradient flows there
     if points.shape[0] == 0 or means.shape[0] == 0:

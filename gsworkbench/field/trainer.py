@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from gsworkbench.compile import COMPILE_MODES, compile_step
 from gsworkbench.field.module import GaussianField
 from gsworkbench.field.targets import Target
 from gsworkbench.results import atomic_write_bytes
@@ -30,6 +31,9 @@ class TrainConfig:
     seed: int = 0
     eval_points: int = 8192
     progress: bool = True
+    # torch.compile the model + loss (backward and Adam stay eager): False, True (inductor) or a
+    # backend name ("aot_eager", "inductor"); see gsworkbench.compile.compile_step
+    compile: bool | str = False
 
     def __post_init__(self) -> None:
         for name in ("iterations", "batch_size", "eval_points"):
@@ -39,6 +43,8 @@ class TrainConfig:
         for name in ("lr_means", "lr_factors", "lr_weights"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if not (isinstance(self.compile, bool) or self.compile in COMPILE_MODES):
+            raise ValueError(f"compile must be a bool or one of {', '.join(COMPILE_MODES)}; got {self.compile!r}")
 
 
 @dataclass
@@ -95,11 +101,16 @@ def train_field(
         state = load_checkpoint(checkpoint, model, opt)
         start, rows = state["iteration"], state["history"]
     gen = torch.Generator().manual_seed(cfg.seed + start)
+
+    def mse(pts: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+        return torch.mean((model(pts) - ref) ** 2)
+
+    loss_fn = compile_step(mse, cfg.compile)
     bar = tqdm(range(start, cfg.iterations), disable=not cfg.progress, desc="train", leave=False)
     for it in bar:
         t0 = time.perf_counter()
         pts = target.sample(cfg.batch_size, gen, dtype=model.means.dtype, device=model.means.device)
-        loss = torch.mean((model(pts) - target(pts)) ** 2)
+        loss = loss_fn(pts, target(pts))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

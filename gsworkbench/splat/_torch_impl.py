@@ -1,13 +1,16 @@
 """Pure-torch reference of each rasterizer stage (gsplat conventions); differentiable by autograd.
 
 Readable rather than fast: projection, SH and tile intersection are vectorized over Gaussians and
-cameras; rasterization loops over tiles in Python and is vectorized over the pixels and Gaussians of a
-tile. The ``ext`` kernels (csrc/cpu/splat.cpp) are tested against these functions.
+cameras; rasterization is vectorized over intersections x the pixels of their tile (no Python loop
+over tiles, so every stage traces whole under torch.compile). The ``ext`` kernels (csrc/cpu/splat.cpp)
+are tested against these functions.
 
 Shapes: N Gaussians, C cameras, D colour channels, M tile intersections, images H x W (pixels).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -156,19 +159,66 @@ def isect_tiles(
 
 
 def _absgrad_hooks(means2d: torch.Tensor, ids: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor) -> None:
-    """Hooks adding the per-pixel |dL/dx|, |dL/dy| of one tile's pairs [P,G] to ``means2d.absgrad``."""
+    """Hooks adding the per-pixel |dL/dx|, |dL/dy| of intersections [M,P] to ``means2d.absgrad``."""
     C, N = means2d.shape[:2]
 
     def add(axis: int) -> object:
         def hook(grad: torch.Tensor) -> None:
             if getattr(means2d, "absgrad", None) is None:
                 means2d.absgrad = means2d.new_zeros(C, N, 2)
-            means2d.absgrad.view(C * N, 2)[:, axis].index_add_(0, ids, grad.abs().sum(0))
+            means2d.absgrad.view(C * N, 2)[:, axis].index_add_(0, ids, grad.abs().sum(1))
 
         return hook
 
     dx.register_hook(add(0))
     dy.register_hook(add(1))
+
+
+# Intersections per chunk of tiles in eager mode (bounds the [M,P] temporaries; a tile is never split).
+CHUNK_ISECTS = 1 << 15
+
+
+def _tile_chunks(tile_offsets: torch.Tensor, M: int) -> list[tuple[int, int, int, int]]:
+    """Runs of whole tiles [t0, t1), intersections [s, e), with at most CHUNK_ISECTS intersections each
+    (or one tile). Under torch.compile one run holds every tile: splitting would read the offsets, a
+    data-dependent Python decision (a graph break)."""
+    T = tile_offsets.numel()
+    if torch.compiler.is_compiling():
+        return [(0, T, 0, M)]
+    offs = tile_offsets.reshape(-1).tolist() + [M]
+    chunks, t0 = [], 0
+    while t0 < T:
+        t1 = t0 + 1
+        while t1 < T and offs[t1 + 1] - offs[t0] <= CHUNK_ISECTS:
+            t1 += 1
+        chunks.append((t0, t1, offs[t0], offs[t1]))
+        t0 = t1
+    return chunks
+
+
+class _CumsumRows(torch.autograd.Function):
+    """``x.cumsum(0)`` with its backward written out (reversed cumsum). torch's own backward asks
+    whether the size is 1, which torch.compile cannot answer for a data-dependent number of rows."""
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return x.cumsum(0)
+
+    @staticmethod
+    def setup_context(ctx: object, inputs: tuple, output: torch.Tensor) -> None:  # noqa: D102
+        pass
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return grad.flip(0).cumsum(0).flip(0)
+
+
+def _segment_cumsum(x: torch.Tensor, start: torch.Tensor, inclusive: bool) -> torch.Tensor:
+    """Cumulative sums of x [M,P] along dim 0 that restart at each run; start [M]: first row of each
+    row's run."""
+    cs = _CumsumRows.apply(torch.cat([x.new_zeros(1, x.shape[1]), x]))  # cs[i]: sum of the rows before i
+    excl = cs[:-1]
+    return (cs[1:] if inclusive else excl) - excl[start]
 
 
 def rasterize_to_pixels(
@@ -189,47 +239,52 @@ def rasterize_to_pixels(
     skipped when sigma < 0 or alpha < 1/255, stopping before transmittance would reach 1e-4.
     With ``absgrad`` (and ``means2d`` requiring grad), the backward sets ``means2d.absgrad`` [C,N,2], the
     sum over pixels of |dL/dmean2d| per component (gsplat's convention).
+
+    Vectorized over intersections x tile pixels [M,P]: the transmittance before each intersection is
+    exp of a cumulative sum of log(1 - alpha) restarting at each tile's run (float64 sums), so there
+    is no loop over tiles and the function traces whole under torch.compile. Eager mode processes runs
+    of tiles of at most CHUNK_ISECTS intersections to bound memory.
     """
     C, N, D = colors.shape
     th, tw = tile_offsets.shape[1:]
-    M = flatten_ids.numel()
+    M = flatten_ids.shape[0]
+    dev, dtype = means2d.device, means2d.dtype
     flat_m, flat_c = means2d.reshape(C * N, 2), conics.reshape(C * N, 3)
     flat_col, flat_o = colors.reshape(C * N, D), opacities.reshape(C * N)
-    offs = tile_offsets.reshape(-1).tolist() + [M]
-    ar = torch.arange(tile_size, device=means2d.device)
+    all_offs = tile_offsets.reshape(-1).to(torch.int64)
+    ar = torch.arange(tile_size, device=dev)
     ly, lx = torch.meshgrid(ar, ar, indexing="ij")
-    lx, ly = lx.reshape(-1).to(means2d.dtype), ly.reshape(-1).to(means2d.dtype)
+    lx, ly = lx.reshape(-1).to(dtype) + 0.5, ly.reshape(-1).to(dtype) + 0.5  # pixel centres in a tile [P]
     P = tile_size * tile_size
-    zeros_c = means2d.new_zeros(P, D)
-    zeros_a = means2d.new_zeros(P)
+    log_t_min = math.log(TRANSMITTANCE_MIN)
     tiles_c, tiles_a = [], []
-    for t in range(C * th * tw):
-        s, e = offs[t], offs[t + 1]
-        if e <= s:
-            tiles_c.append(zeros_c)
-            tiles_a.append(zeros_a)
-            continue
-        ty, tx = (t % (th * tw)) // tw, t % tw
-        px = tx * tile_size + lx + 0.5
-        py = ty * tile_size + ly + 0.5
+    for t0, t1, s, e in _tile_chunks(tile_offsets, M):
         ids = flatten_ids[s:e].to(torch.int64)
+        offs = all_offs[t0:t1] - s
+        tile = torch.searchsorted(offs, torch.arange(ids.shape[0], device=dev), right=True) - 1  # [m]
+        start = offs[tile]
+        local = (t0 + tile) % (th * tw)
+        px = (local % tw * tile_size).to(dtype)[:, None] + lx  # [m,P]
+        py = (local // tw * tile_size).to(dtype)[:, None] + ly
         m, cn, o = flat_m[ids], flat_c[ids], flat_o[ids]
-        dx = m[None, :, 0] - px[:, None]  # [P,G]
-        dy = m[None, :, 1] - py[:, None]
+        dx = m[:, 0:1] - px
+        dy = m[:, 1:2] - py
         if absgrad and dx.requires_grad:
             _absgrad_hooks(means2d, ids, dx, dy)
-        sigma = 0.5 * (cn[:, 0] * dx * dx + cn[:, 2] * dy * dy) + cn[:, 1] * dx * dy
-        alpha = torch.clamp_max(o * torch.exp(-sigma.clamp_min(0)), ALPHA_MAX)
+        sigma = 0.5 * (cn[:, 0:1] * dx * dx + cn[:, 2:3] * dy * dy) + cn[:, 1:2] * dx * dy
+        alpha = torch.clamp_max(o[:, None] * torch.exp(-sigma.clamp_min(0)), ALPHA_MAX)
         alpha = torch.where((sigma >= 0) & (alpha >= ALPHA_MIN), alpha, torch.zeros_like(alpha))
-        keep = torch.cumprod(1 - alpha.detach(), dim=1) > TRANSMITTANCE_MIN  # a prefix per pixel
+        log_t = torch.log1p(-alpha.detach().double())
+        keep = _segment_cumsum(log_t, start, inclusive=True) > log_t_min  # a prefix of each run, per pixel
         alpha = alpha * keep
-        trans = torch.cumprod(1 - alpha, dim=1)
-        T_before = torch.cat([torch.ones_like(trans[:, :1]), trans[:, :-1]], dim=1)
-        w = alpha * T_before
-        tiles_c.append(w @ flat_col[ids])
-        tiles_a.append(1 - trans[:, -1])
-    img_c = torch.stack(tiles_c).reshape(C, th, tw, tile_size, tile_size, D)
-    img_a = torch.stack(tiles_a).reshape(C, th, tw, tile_size, tile_size, 1)
+        log_t = torch.log1p(-alpha.double())
+        w = alpha * torch.exp(_segment_cumsum(log_t, start, inclusive=False)).to(dtype)  # alpha T_before
+        nt = t1 - t0
+        tiles_c.append(means2d.new_zeros(nt, P, D).index_add(0, tile, w[:, :, None] * flat_col[ids][:, None, :]))
+        log_final = log_t.new_zeros(nt, P).index_add(0, tile, log_t)
+        tiles_a.append(1 - torch.exp(log_final).to(dtype))
+    img_c = torch.cat(tiles_c).reshape(C, th, tw, tile_size, tile_size, D)
+    img_a = torch.cat(tiles_a).reshape(C, th, tw, tile_size, tile_size, 1)
     img_c = img_c.permute(0, 1, 3, 2, 4, 5).reshape(C, th * tile_size, tw * tile_size, D)[:, :height, :width]
     img_a = img_a.permute(0, 1, 3, 2, 4, 5).reshape(C, th * tile_size, tw * tile_size, 1)[:, :height, :width]
     return img_c, img_a

@@ -5,7 +5,11 @@ distance 3 (60 degree horizontal fov). ``stage`` is one of:
 
 - ``project``, ``sh``, ``isect``, ``rasterize``: that stage alone (forward, inputs precomputed);
 - ``forward``: the whole ``rasterize`` call without gradients;
-- ``forward+backward``: ``rasterize`` then backward of sum(colours) + sum(alphas) to every input.
+- ``forward+backward``: ``rasterize`` then backward of sum(colours) + sum(alphas) to every input;
+- ``train-step``: ``rasterize``, the L1 loss against a fixed image, and its backward.
+
+The last three also run under torch.compile (``compile``: "aot_eager", "inductor"; "eager" is no
+compilation), interleaved with the eager runs; compilation happens in the case's setup.
 
 Beside the timings, each case records (in :data:`CASE_EXTRAS`, merged by :func:`summarize_render`)
 the number of tile intersections and ``peak_mem_mb``: the largest increase of the process's resident
@@ -28,11 +32,13 @@ import pandas as pd
 import torch
 
 from gsworkbench.bench.registry import Case
+from gsworkbench.compile import compile_step
 from gsworkbench.splat import _torch_impl, cameras
 from gsworkbench.splat.rasterize import backend_module, rasterize
 from gsworkbench.splats import SplatSet, synthetic_splats
 
 STAGES = ("project", "sh", "isect", "rasterize", "forward", "forward+backward")
+WHOLE_CALLS = ("forward", "forward+backward", "train-step")  # stages that can run compiled
 CASE_EXTRAS: dict[str, dict[str, Any]] = {}
 
 
@@ -71,7 +77,50 @@ def peak_rss_increase(fn: Callable[[], Any], interval_s: float = 0.001) -> float
     return (peak[0] - base) / 2**20
 
 
-def _make_setup(name: str, num: int, width: int, height: int, sh_degree: int, backend: str, stage: str):  # noqa: ANN202
+def _whole_call(
+    stage: str, compile_mode: str, inputs: tuple[torch.Tensor, ...], Ks: torch.Tensor, width: int, height: int,
+    sh_degree: int, backend: str,
+) -> Callable[[], Any]:
+    """One call of ``rasterize`` (forward), or with a loss and its backward (forward+backward: sum of
+    colours and alphas; train-step: L1 against a fixed image), the forward and loss compiled with
+    ``compile_mode`` (compile_step; the backward runs outside the compiled function, compiled by
+    AOTAutograd). Compilation happens here, in the setup: two calls warm it up."""
+    leaves = [t.detach().clone().requires_grad_(stage != "forward") for t in inputs]
+
+    def render(*ts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        img, alpha, _ = rasterize(*ts, Ks, width, height, sh_degree=sh_degree, backend=backend)
+        return img, alpha
+
+    if stage == "forward":
+        compiled = compile_step(render, compile_mode, eager_first_call=False)
+
+        def fn() -> Any:
+            with torch.no_grad():
+                return compiled(*leaves)
+
+    else:
+        with torch.no_grad():
+            target = render(*leaves)[0].flip(1) if stage == "train-step" else None  # a fixed image: mirrored
+
+        def loss(*ts: torch.Tensor) -> torch.Tensor:
+            img, alpha = render(*ts)
+            return (img - target).abs().mean() if target is not None else img.sum() + alpha.sum()
+
+        compiled = compile_step(loss, compile_mode, eager_first_call=False)
+
+        def fn() -> Any:
+            for t in leaves:
+                t.grad = None
+            compiled(*leaves).backward()
+
+    if compile_mode != "eager":
+        fn()
+        fn()
+    return fn
+
+
+def _make_setup(name: str, num: int, width: int, height: int, sh_degree: int, backend: str, stage: str,  # noqa: ANN202
+                compile_mode: str = "eager"):  # fmt: skip
     def setup() -> Callable[[], Any]:
         s = _scene(num, sh_degree)
         vm, Ks = cameras.orbit_cameras(1, width, height, distance=3.0)
@@ -92,35 +141,9 @@ def _make_setup(name: str, num: int, width: int, height: int, sh_degree: int, ba
             fn = lambda: impl.isect_tiles(m2, radii, depths, ts, tw, th)  # noqa: E731
         elif stage == "rasterize":
             fn = lambda: impl.rasterize_to_pixels(m2, conics, colors, o, width, height, ts, toff, fid)  # noqa: E731
-        elif stage == "forward":
-
-            def fn() -> Any:
-                with torch.no_grad():
-                    return rasterize(
-                        means,
-                        quats,
-                        scales,
-                        opac,
-                        sh,
-                        vm,
-                        Ks,
-                        width,
-                        height,
-                        sh_degree=sh_degree,
-                        backend=backend,
-                    )
-
         else:
-            leaves = [t.detach().clone().requires_grad_(True) for t in (means, quats, scales, opac, sh, vm)]
-
-            def fn() -> Any:
-                for t in leaves:
-                    t.grad = None
-                img, alpha, _ = rasterize(
-                    *leaves[:5], leaves[5], Ks, width, height, sh_degree=sh_degree, backend=backend
-                )
-                (img.sum() + alpha.sum()).backward()
-
+            inputs = (means, quats, scales, opac, sh, vm)
+            fn = _whole_call(stage, compile_mode, inputs, Ks, width, height, sh_degree, backend)
         # memory of the first (cold) call: later calls reuse memory the C allocator kept resident
         CASE_EXTRAS[name] = {"n_isects": int(fid.numel()), "peak_mem_mb": peak_rss_increase(fn)}
         return fn
@@ -135,31 +158,39 @@ def render_cases(
     backends: Iterable[str],
     stages: Iterable[str] = STAGES,
     skip: Callable[[dict[str, Any]], str | None] = lambda p: None,
+    compile_modes: Iterable[str] = ("eager",),
 ) -> list[Case]:
-    """The grid of cases; ``skip(params)`` may return a reason to record a case as skipped."""
+    """The grid of cases; ``skip(params)`` may return a reason to record a case as skipped.
+
+    ``compile_modes``: "eager", "aot_eager", "inductor" (torch.compile backends) for the stages
+    forward, forward+backward and train-step (the single-stage cases run eagerly only)."""
     cases = []
     for num in nums:
         for width, height in sizes:
             for deg in sh_degrees:
                 for backend in backends:
                     for stage in stages:
-                        params = dict(
-                            backend=backend, num=num, width=width, height=height, sh_degree=deg, stage=stage
-                        )
-                        name = f"render/{backend}/n{num}/{width}x{height}/sh{deg}/{stage}"
-                        setup = _make_setup(name, num, width, height, deg, backend, stage)
-                        cases.append(Case(name, params, setup, skip=skip(params)))
+                        for mode in compile_modes if stage in WHOLE_CALLS else ("eager",):
+                            params = dict(backend=backend, num=num, width=width, height=height, sh_degree=deg,
+                                          stage=stage, compile=mode)  # fmt: skip
+                            name = f"render/{backend}/n{num}/{width}x{height}/sh{deg}/{stage}"
+                            name += f"/{mode}" if mode != "eager" else ""
+                            setup = _make_setup(name, num, width, height, deg, backend, stage, mode)
+                            cases.append(Case(name, params, setup, skip=skip(params)))
     return cases
 
 
 def summarize_render(df: pd.DataFrame) -> pd.DataFrame:
-    """Adds n_isects, peak_mem_mb, fps, isects_per_s, the backward time and ext-over-torch speedups."""
+    """Adds n_isects, peak_mem_mb, fps, isects_per_s, the backward time, ext-over-torch speedups and
+    compiled-over-eager speedups."""
     df = df.copy()
+    if "compile" not in df:
+        df["compile"] = "eager"
     for col in ("n_isects", "peak_mem_mb"):
         df[col] = [CASE_EXTRAS.get(c, {}).get(col) for c in df["case"]]
     if "median_s" not in df:
         df["median_s"] = float("nan")
-    key = ["backend", "num", "width", "height", "sh_degree"]
+    key = ["backend", "compile", "num", "width", "height", "sh_degree"]
     fwd = df[df.stage == "forward"].set_index(key)["median_s"]
     both = df[df.stage == "forward+backward"].set_index(key)["median_s"]
     bwd = (both - fwd).dropna()
@@ -168,7 +199,7 @@ def summarize_render(df: pd.DataFrame) -> pd.DataFrame:
         n_is = df[df.stage == "forward"].set_index(key)["n_isects"]
         extra["n_isects"] = n_is.reindex(extra.set_index(key).index).to_numpy()
         df = pd.concat([df, extra], ignore_index=True)
-    df["fps"] = (1.0 / df["median_s"]).where(df.stage.isin(["forward", "forward+backward"]))
+    df["fps"] = (1.0 / df["median_s"]).where(df.stage.isin(list(WHOLE_CALLS)))
     df["isects_per_s"] = df["n_isects"] / df["median_s"]
     cols = [*key, "stage"]
     t = df[df.backend == "torch"][[*cols, "median_s"]].rename(columns={"median_s": "torch_s"})
@@ -176,4 +207,8 @@ def summarize_render(df: pd.DataFrame) -> pd.DataFrame:
     df = df.merge(t, on=cols[1:], how="left")
     df["speedup_vs_torch"] = (df["torch_s"] / df["median_s"]).where(df.backend == "ext")
     df = df.drop(columns="torch_s")
-    return df
+    cols = [c for c in [*key, "stage"] if c != "compile"]
+    e = df[df.compile == "eager"][[*cols, "median_s"]].rename(columns={"median_s": "eager_s"}).dropna()
+    df = df.merge(e, on=cols, how="left")
+    df["speedup_vs_eager"] = df["eager_s"] / df["median_s"]
+    return df.drop(columns="eager_s")

@@ -17,14 +17,15 @@ from typing import Any
 import torch
 
 from gsworkbench import gaussians
-from gsworkbench._ext import has_kernel
-from gsworkbench.splat import _torch_impl
+from gsworkbench._ext import has_kernel, require_ext
+from gsworkbench.splat import _torch_impl, ops
 from gsworkbench.validation import (
     check_choice,
     check_finite_all,
     check_same_device_dtype,
     check_same_size,
     check_tensor,
+    checking_values,
 )
 
 BACKENDS = ("torch", "ext")
@@ -37,9 +38,6 @@ def backend_module(backend: str) -> ModuleType:
     check_choice("backend", backend, BACKENDS)
     if backend == "torch":
         return _torch_impl
-    from gsworkbench._ext import require_ext
-    from gsworkbench.splat import ops
-
     require_ext()
     return ops
 
@@ -69,7 +67,10 @@ def check_rasterize_inputs(
     tile_size: int,
     backend: str,
 ) -> None:
-    """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad sizes or modes."""
+    """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad sizes or modes.
+
+    The value checks (finite, opacity and scale ranges, focal lengths) run in eager mode only
+    (:func:`gsworkbench.validation.checking_values`); the others also trace under torch.compile."""
     check_choice("backend", backend, BACKENDS)
     check_choice("render_mode", render_mode, RENDER_MODES)
     check_choice("rasterize_mode", rasterize_mode, RASTERIZE_MODES)
@@ -125,7 +126,8 @@ def check_rasterize_inputs(
         check_same_size("C (number of cameras)", ("viewmats", viewmats, 0), ("backgrounds", backgrounds, 0))
         tensors["backgrounds"] = backgrounds
     check_same_device_dtype(**tensors)
-    _check_values(tensors)
+    if checking_values():
+        _check_values(tensors)
     if means.is_cuda and backend == "ext" and not has_cuda_kernels():
         raise ValueError("backend 'ext' on CUDA tensors needs the extension built with its CUDA kernels")
 
@@ -220,6 +222,11 @@ def rasterize(
         tile_size,
         backend,
     )
+    if absgrad and torch.compiler.is_compiling():
+        raise NotImplementedError(
+            "rasterize(absgrad=True) is not supported under torch.compile (it accumulates into "
+            "means2d.absgrad from the backward); run that step eagerly"
+        )
     impl = backend_module(backend)
     stage = stages if stages is not None else _no_stage
     C, N = viewmats.shape[0], means.shape[0]
@@ -272,7 +279,7 @@ def rasterize(
         isect_ids=isect_ids,
         flatten_ids=flatten_ids,
         tile_offsets=tile_offsets,
-        n_isects=int(flatten_ids.numel()),
+        n_isects=flatten_ids.shape[0],  # an int; symbolic (data-dependent) while torch.compile traces
         tile_width=tile_width,
         tile_height=tile_height,
         tile_size=tile_size,

@@ -110,7 +110,9 @@ def transform(
     Args:
         splats: N splats (float32 or float64; the output has the same dtype and device).
         frames: a prebuilt :class:`~gsworkbench.transforms.frames.Frames` (e.g. from
-            :func:`inverse` / :func:`compose`) instead of rotation/translation/scale/center.
+            :func:`inverse` / :func:`compose`) instead of rotation/translation/scale/center. Under
+            torch.compile pass Frames built outside the compiled function: building them is numpy
+            with data-dependent checks (graph breaks); with prebuilt Frames the call traces whole.
         rotation: 3x3 rotation matrix or wxyz quaternion; batched [F,3,3] / [F,4].
         translation: t [3] or [F,3] (world units).
         scale: s > 0, a scalar or 3-vector (``diag(s)`` applied after R, along world axes); [F] or [F,3].
@@ -149,10 +151,9 @@ def transform(
     outs = _check_out(out, splats, frames)
     general = not frames.is_similarity
     dtype, device = splats.means.dtype, splats.means.device
-    raw = frames.kernel_params(splats.sh_degree)
-    if backend != "ext":  # the C++ kernel derives these from A itself
-        raw = {"affine": raw["affine"], **frames.quat_and_log_scale(), "sh_rot": raw["sh_rot"]}
-    params = {k: torch.from_numpy(v).to(dtype=dtype, device=device) for k, v in raw.items()}
+    raw = frames.params(splats.sh_degree)
+    names = ("affine", "sh_rot") if backend == "ext" else ("affine", "quat_r", "log_s", "sh_rot")
+    params = {k: raw[k].to(dtype=dtype, device=device) for k in names}  # the C++ kernel derives R, s from A
     inputs = [getattr(splats, f).contiguous() for f in _FIELDS]
     F, N, K = len(frames), len(splats), splats.sh_rest.shape[1]
 

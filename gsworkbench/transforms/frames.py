@@ -9,14 +9,14 @@ are constants: gradients (``backend="torch"``) flow to the splats, not to the tr
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from gsworkbench import gaussians
+from gsworkbench.transforms._numpy_impl import rotmat_to_quat
 
 # |R R^T - I| and |det R - 1| allowed for a given rotation matrix (it is then re-orthonormalised).
 ROTATION_TOL = 1e-4
@@ -131,11 +131,18 @@ def _scale(x: Any, frames: int | None) -> tuple[np.ndarray, bool]:
 
 @dataclass(frozen=True, eq=False)
 class Frames:
-    """F affine maps ``x -> A x + b``: A [F,3,3], b [F,3] (float64 numpy). ``batched``: F outputs wanted."""
+    """F affine maps ``x -> A x + b``: A [F,3,3], b [F,3] (float64 numpy). ``batched``: F outputs wanted.
+
+    ``is_similarity`` (every A is s R) is decided at construction (``similarity`` may say so for frames
+    built that way), and so are the kernel parameters as float64 CPU tensors (:meth:`params`): a
+    transform with prebuilt Frames then reads no numpy and takes no data-dependent branch, so it traces
+    whole under torch.compile.
+    """
 
     A: np.ndarray
     b: np.ndarray
     batched: bool
+    similarity: bool | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         A = np.asarray(self.A, dtype=np.float64)
@@ -150,6 +157,15 @@ class Frames:
             raise ValueError("the linear part of a transform must have a positive determinant (no mirroring)")
         object.__setattr__(self, "A", A)
         object.__setattr__(self, "b", b)
+        if self.similarity is None:
+            object.__setattr__(self, "similarity", self._check_similarity())
+        rotation = self.A / self.scale[:, None, None] if self.similarity else nearest_rotation(self.A)
+        object.__setattr__(self, "_tensors", {
+            "affine": torch.from_numpy(np.concatenate([A.reshape(-1, 9), b], axis=1)),
+            "rotation": torch.from_numpy(rotation),
+            "quat_r": torch.from_numpy(rotmat_to_quat(rotation)),
+            "log_s": torch.from_numpy(np.log(self.scale)),
+        })  # fmt: skip
 
     def __len__(self) -> int:
         return self.A.shape[0]
@@ -159,9 +175,12 @@ class Frames:
         """Uniform scale per frame [F]: sqrt(trace(A A^T) / 3)."""
         return np.sqrt((self.A * self.A).sum(axis=(-1, -2)) / 3.0)
 
-    @functools.cached_property
+    @property
     def is_similarity(self) -> bool:
         """True when every A is s R (uniform scale): the fast path, no per-Gaussian decomposition."""
+        return bool(self.similarity)
+
+    def _check_similarity(self) -> bool:
         s2 = self.scale**2
         err = np.abs(self.A @ np.swapaxes(self.A, -1, -2) - s2[:, None, None] * np.eye(3)).max(axis=(-1, -2))
         return bool((err <= SIMILARITY_TOL * s2).all())
@@ -172,25 +191,22 @@ class Frames:
 
         This is the rotation applied to the SH coefficients.
         """
-        if self.is_similarity:
-            return self.A / self.scale[:, None, None]
-        return nearest_rotation(self.A)
+        return self._tensors["rotation"].numpy()
+
+    def params(self, degree: int) -> dict[str, torch.Tensor]:
+        """Kernel parameters (float64 CPU tensors): affine [F,12] (A row-major, then b), sh_rot [F,K,K]
+        (SH bands 1..degree), and for similarity frames the quaternion of R quat_r [F,4] (wxyz, w >= 0)
+        and log s [F]."""
+        t = self._tensors
+        k = gaussians.num_sh_bases(degree) - 1
+        R = t["rotation"]
+        sh_rot = gaussians.sh_rotation_matrix(R, degree) if degree > 0 else R.new_zeros(R.shape[0], k, k)
+        return {"affine": t["affine"], "sh_rot": sh_rot, "quat_r": t["quat_r"], "log_s": t["log_s"]}
 
     def kernel_params(self, degree: int) -> dict[str, np.ndarray]:
-        """Kernel parameters (float64): affine [F,12] (A row-major, then b), sh_rot [F,K,K]."""
-        k = gaussians.num_sh_bases(degree) - 1
-        return {
-            "affine": np.concatenate([self.A.reshape(-1, 9), self.b], axis=1),
-            "sh_rot": gaussians.sh_rotation_matrix(torch.from_numpy(self.rotation), degree).numpy()
-            if degree > 0
-            else np.zeros((len(self), k, k)),
-        }
-
-    def quat_and_log_scale(self) -> dict[str, np.ndarray]:
-        """Similarity frames: quaternion of R [F,4] (wxyz, w >= 0) and log s [F]."""
-        from gsworkbench.transforms._numpy_impl import rotmat_to_quat
-
-        return {"quat_r": rotmat_to_quat(self.rotation), "log_s": np.log(self.scale)}
+        """:meth:`params` affine and sh_rot as numpy arrays (the ext / numpy / numba kernels' inputs)."""
+        p = self.params(degree)
+        return {"affine": p["affine"].numpy(), "sh_rot": p["sh_rot"].numpy()}
 
     def inverse(self) -> Frames:
         """The inverse maps: ``x -> A^-1 x - A^-1 b`` (a similarity's inverse is a similarity)."""
@@ -250,7 +266,5 @@ def make_frames(
     b = c + t - (A @ c[..., None])[..., 0]
     if sizes and A.shape[0] != b.shape[0]:
         A = np.broadcast_to(A, (b.shape[0], 3, 3))
-    frames = Frames(A, b, bool(sizes))
-    if (s == s[:, :1]).all():  # uniform scales and orthonormal R: a similarity by construction
-        frames.__dict__["is_similarity"] = True
-    return frames
+    # uniform scales and orthonormal R: a similarity by construction
+    return Frames(A, b, bool(sizes), similarity=True if (s == s[:, :1]).all() else None)

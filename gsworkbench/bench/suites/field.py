@@ -2,8 +2,10 @@
 
 Sizes: N = 100 and 1000 Gaussians x B = 500 points, and N = 1000 x B = 5000, each with full and
 diagonal covariance, for all backends; N = 4096 x B = 65536 for ``torch`` and ``ext`` only.
-The summary adds pairs per second and the speedup over ``vectorized`` and over ``loop`` measured in
-the same run.
+N = 1000 x B = 5000 (full covariance) also runs ``torch`` and ``ext`` under torch.compile
+(``compile``: aot_eager, inductor; quick: ext forward+backward under aot_eager), interleaved with the
+eager runs. The summary adds pairs per second and the speedups over ``vectorized`` and over ``loop``
+(eager) and over the same backend eager, measured in the same run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 from gsworkbench._ext import has_ext
 from gsworkbench.bench.registry import Case, register_suite
+from gsworkbench.compile import COMPILE_MODES, compile_step
 from gsworkbench.field import BACKENDS, evaluate
 from gsworkbench.field._torch_impl import memory_budget, vectorized_bytes
 
@@ -33,26 +36,38 @@ def field_inputs(B: int, N: int, covariance: str, seed: int = 0) -> tuple[torch.
     return points, means, factors, weights
 
 
-def _make(B: int, N: int, covariance: str, backend: str, mode: str) -> Callable[[], Callable[[], object]]:
+def _make(
+    B: int, N: int, covariance: str, backend: str, mode: str, compile_mode: str = "eager"
+) -> Callable[[], Callable[[], object]]:
     def setup() -> Callable[[], object]:
         inputs = field_inputs(B, N, covariance)
+
+        def field(*ts: torch.Tensor) -> torch.Tensor:
+            return evaluate(*ts, covariance=covariance, backend=backend)
+
+        compiled = compile_step(field, compile_mode, eager_first_call=False)
         if mode == "forward":
 
             def run() -> object:
                 with torch.no_grad():
-                    return evaluate(*inputs, covariance=covariance, backend=backend)
+                    return compiled(*inputs)
 
-            return run
-        leaves = [t.clone().requires_grad_() for t in inputs]
-        grad = torch.ones(B)
+            fn = run
+        else:
+            leaves = [t.clone().requires_grad_() for t in inputs]
+            grad = torch.ones(B)
 
-        def run_fb() -> object:
-            for t in leaves:
-                t.grad = None
-            evaluate(*leaves, covariance=covariance, backend=backend).backward(grad)
-            return leaves[0].grad
+            def run_fb() -> object:
+                for t in leaves:
+                    t.grad = None
+                compiled(*leaves).backward(grad)
+                return leaves[0].grad
 
-        return run_fb
+            fn = run_fb
+        if compile_mode != "eager":  # compilation stays out of the timings
+            fn()
+            fn()
+        return fn
 
     return setup
 
@@ -71,22 +86,33 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         return df
     df = df.copy()
     df["pairs_per_s"] = df.N * df.B / df.median_s
+    if "compile" not in df:
+        df["compile"] = "eager"
     keys = ["N", "B", "covariance", "mode"]
+    eager = df[df.compile == "eager"]
     for base in ("vectorized", "loop"):
-        ref = df[df.backend == base].set_index(keys).median_s.rename(f"_{base}")
+        ref = eager[eager.backend == base].set_index(keys).median_s.rename(f"_{base}")
         df = df.join(ref, on=keys)
         df[f"speedup_vs_{base}"] = df[f"_{base}"] / df.median_s
         df = df.drop(columns=f"_{base}")
+    ref = eager.set_index([*keys, "backend"]).median_s.rename("_eager")
+    df = df.join(ref, on=[*keys, "backend"])
+    df["speedup_vs_eager"] = df._eager / df.median_s
+    df = df.drop(columns="_eager")
     df["iqr_pct"] = 100 * df.iqr_s / df.median_s
     return df
 
 
 @register_suite("field", "Gaussian field: forward and forward+backward per backend", summarize)
 def cases(quick: bool) -> list[Case]:
+    # torch.compile variants (compile_step, fullgraph) of the field step, timed interleaved with eager
     if quick:
         sizes = [(100, 200, BACKENDS)]
+        compiled = {(100, 200, "full", "forward+backward", "ext"): ("aot_eager",)}
     else:
         sizes = [(100, 500, BACKENDS), (1000, 500, BACKENDS), (1000, 5000, BACKENDS), (4096, 65536, ("torch", "ext"))]
+        compiled = {(1000, 5000, "full", m, b): COMPILE_MODES[1:] for m in ("forward", "forward+backward")
+                    for b in ("torch", "ext")}  # fmt: skip
     out = []
     for N, B, backends in sizes:
         for covariance in ("full", "diag"):
@@ -94,7 +120,10 @@ def cases(quick: bool) -> list[Case]:
                 continue  # the large size is specified for full covariance
             for mode in ("forward", "forward+backward"):
                 for backend in backends:
-                    params = {"backend": backend, "N": N, "B": B, "covariance": covariance, "mode": mode}
-                    name = f"field/{backend}/N{N}/B{B}/{covariance}/{mode}"
-                    out.append(Case(name, params, _make(B, N, covariance, backend, mode), _skip(backend, B, N)))
+                    for cm in compiled.get((N, B, covariance, mode, backend), ()) + ("eager",):
+                        params = {"backend": backend, "N": N, "B": B, "covariance": covariance, "mode": mode,
+                                  "compile": cm}  # fmt: skip
+                        name = f"field/{backend}/N{N}/B{B}/{covariance}/{mode}" + (f"/{cm}" if cm != "eager" else "")
+                        setup = _make(B, N, covariance, backend, mode, cm)
+                        out.append(Case(name, params, setup, _skip(backend, B, N)))
     return out

@@ -4,8 +4,10 @@ Full grid (ext): 10k, 100k, 1M Gaussians x 128^2, 256^2, 512^2, 800^2 x SH degre
 forward+backward; the per-stage breakdown (project, sh, isect, rasterize) at SH degree 3. The torch
 reference runs on the small end of the grid (<= 100k Gaussians at <= 256^2, forward+backward only at
 10k) and is recorded as skipped elsewhere, as is ext forward+backward for 1M Gaussians above 512^2
-(several seconds each on 2 cores). Plus the target case: 2,000 Gaussians at 128^2, SH degree 3.
-quick=True: 500 Gaussians at 64x48 (for tests).
+(several seconds each on 2 cores). Plus the target case: 2,000 Gaussians at 128^2, SH degree 3,
+forward, forward+backward and train-step (L1 loss + backward), each eager and under torch.compile
+(aot_eager, inductor), interleaved. quick=True: 500 Gaussians at 64x48 (for tests), with the ext
+train-step also under aot_eager.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from gsworkbench.bench.registry import Case, register_suite
-from gsworkbench.splat.bench import STAGES, render_cases, summarize_render
+from gsworkbench.compile import COMPILE_MODES
+from gsworkbench.splat.bench import STAGES, WHOLE_CALLS, render_cases, summarize_render
 
 FULL_NUMS = (10_000, 100_000, 1_000_000)
 FULL_SIZES = ((128, 128), (256, 256), (512, 512), (800, 800))
@@ -37,8 +40,10 @@ def _skip_full(p: dict[str, Any]) -> str | None:
 
 def cases(quick: bool) -> list[Case]:
     if quick:
-        return render_cases([500], [(64, 48)], [0, 3], ["ext", "torch"], STAGES)
-    target = render_cases([2_000], [(128, 128)], [3], ["ext", "torch"], ("forward", "forward+backward"))
+        return render_cases([500], [(64, 48)], [0, 3], ["ext", "torch"], STAGES) + render_cases(
+            [500], [(64, 48)], [3], ["ext"], ("train-step",), compile_modes=("eager", "aot_eager")
+        )
+    target = render_cases([2_000], [(128, 128)], [3], ["ext", "torch"], WHOLE_CALLS, compile_modes=COMPILE_MODES)
     grid = render_cases(FULL_NUMS, FULL_SIZES, [0, 3], ["ext", "torch"], STAGES, skip=_skip_full)
     return target + grid
 
