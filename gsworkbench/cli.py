@@ -51,6 +51,18 @@ def _cmd_prepare_smoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sync_notebooks(args: argparse.Namespace) -> int:
+    from gsworkbench.notebooks import sync_notebooks
+
+    report = sync_notebooks(check=args.check)
+    for line in report:
+        print(("stale: " if args.check else "written: ") + line)
+    if args.check and report:
+        print("run `gsworkbench sync-notebooks` to regenerate the .ipynb from the .py sources", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -91,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prepare-smoke", help="inject smoke parameters into copies of the notebooks")
     p.add_argument("dir", type=Path)
     p.set_defaults(func=_cmd_prepare_smoke)
+
+    p = sub.add_parser("sync-notebooks", help="write every notebooks/NN_*.ipynb from its percent-format .py source")
+    p.add_argument("--check", action="store_true", help="only compare; exit 1 when any .ipynb is stale")
+    p.set_defaults(func=_cmd_sync_notebooks)
 
     p = sub.add_parser("bench", help="run a benchmark suite (or 'all') and store its table")
     p.add_argument("suite")

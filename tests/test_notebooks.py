@@ -39,16 +39,53 @@ def test_validate_parameters():
     assert nbs.parse_cli_value("0.5") == 0.5
 
 
+def _notebook_stems():
+    return sorted({p.stem for p in nbs.list_notebooks() + nbs.list_scripts()})
+
+
+@pytest.mark.parametrize("stem", _notebook_stems())
+def test_ipynb_is_generated_from_script(stem):
+    """Each notebooks/NN_*.py has its NN_*.ipynb, exactly as `gsworkbench sync-notebooks` writes it."""
+    script, notebook = nbs.NOTEBOOK_DIR / f"{stem}.py", nbs.NOTEBOOK_DIR / f"{stem}.ipynb"
+    assert script.exists(), f"{notebook.name} has no source script {script.name}"
+    assert notebook.exists(), f"{notebook.name} is missing: run `gsworkbench sync-notebooks`"
+    expected = nbs.files.script_text_as_ipynb(script)
+    assert notebook.read_text(encoding="utf-8") == expected, (
+        f"{notebook.name} differs from what {script.name} generates: run `gsworkbench sync-notebooks`"
+    )
+
+
+def test_sync_detects_and_repairs_a_stale_notebook(tmp_path):
+    src = nbs.list_scripts()[0]
+    (tmp_path / src.name).write_text(src.read_text())
+    expected = f"{tmp_path / src.stem}.ipynb: missing what {src.name} generates"
+    assert nbs.sync_notebooks(tmp_path, check=True) == [expected]
+    assert nbs.sync_notebooks(tmp_path) == [str(tmp_path / f"{src.stem}.ipynb")]
+    assert nbs.sync_notebooks(tmp_path, check=True) == []
+    (tmp_path / src.name).write_text(src.read_text().replace("results_dir = \"\"", "results_dir = \"x\""))
+    assert "differs from" in nbs.sync_notebooks(tmp_path, check=True)[0]
+    (tmp_path / src.name).unlink()
+    assert "no source script" in nbs.sync_notebooks(tmp_path, check=True)[0]
+
+
+def test_smoke_parameters_round_trip_through_the_script_header():
+    for script in nbs.list_scripts():
+        assert nbs.smoke_parameters(script) == nbs.smoke_parameters(script.with_suffix(".ipynb"))
+
+
 @pytest.mark.parametrize("path", nbs.list_notebooks(), ids=lambda p: p.name)
 def test_every_notebook_follows_the_conventions(path):
     nb = nbformat.read(path, as_version=4)
+    assert nb.metadata.kernelspec.name == nbs.KERNEL_NAME
     defaults = nbs.notebook_defaults(path)
     assert "results_dir" in defaults and defaults["results_dir"] == ""
     smoke = nbs.smoke_parameters(path)
     assert smoke, "notebook needs metadata.gsworkbench.smoke_parameters"
-    nbs.validate_parameters(defaults, smoke)
+    rules = nbs.notebook_rules(path)
+    nbs.validate_parameters(defaults, smoke, rules)
+    nbs.validate_parameters(defaults, {}, rules)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
-    assert "ParameterGuard()" in code[0]
+    assert "guard = ParameterGuard(" in code[0]
     assert "parameters" in nb.cells[[c.cell_type for c in nb.cells].index("code") + 1].metadata.get("tags", [])
     assert "guard.check(globals())" in code[2]
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"

@@ -1,22 +1,55 @@
-"""Source of notebooks/03_rendering.ipynb: run `python tools/notebook_03.py` to regenerate."""
+# ---
+# jupyter:
+#   gsworkbench:
+#     smoke_parameters:
+#       num_gaussians: 500
+#       width: 64
+#       height: 48
+#       orbit_views: 4
+#       bench_nums: [500, 2000]
+#       bench_sizes: [64]
+#       bench_torch_max_num: 500
+#       bench_min_run_time: 0.02
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#   kernelspec:
+#     display_name: gsworkbench (.venv)
+#     language: python
+#     name: gsworkbench
+# ---
 
-from make_notebook import make_notebook
+# %% [markdown]
+# # 03 · Rendering 3D Gaussian splats on the CPU
+#
+# Renders a synthetic splat scene with the differentiable tile rasterizer `gsworkbench.splat.rasterize`
+# (gsplat conventions): an orbit of views, their expected depth and alpha, then a notebook-sized run of the
+# `render` benchmark (ext against the pure-torch reference): the per-stage time breakdown and frames per
+# second against Gaussian count and resolution. The last cell is an interactive camera (ipywidgets); run
+# headless, it renders its default view once. Tables and plots go to `results/`.
 
-cells = [
-    ("md", """
-# 03 · Rendering 3D Gaussian splats on the CPU
-
-Renders a synthetic splat scene with the differentiable tile rasterizer `gsworkbench.splat.rasterize`
-(gsplat conventions): an orbit of views, their expected depth and alpha, then a notebook-sized run of the
-`render` benchmark (ext against the pure-torch reference): the per-stage time breakdown and frames per
-second against Gaussian count and resolution. The last cell is an interactive camera (ipywidgets); run
-headless, it renders its default view once. Tables and plots go to `results/`.
-"""),
-    ("code", """
+# %%
 from gsworkbench.notebooks import ParameterGuard
-guard = ParameterGuard()
-"""),
-    ("parameters", """
+
+guard = ParameterGuard(
+    num_gaussians={"ge": 1},
+    sh_degree={"ge": 0, "le": 3},
+    width={"ge": 1, "le": 8192, "help": "image width in pixels"},
+    height={"ge": 1, "le": 8192, "help": "image height in pixels"},
+    orbit_views={"ge": 1},
+    distance={"gt": 0.0, "help": "camera distance from the scene centre"},
+    elevation={"ge": -89.0, "le": 89.0, "help": "camera elevation in degrees"},
+    backend={"choices": ["ext", "torch"]},
+    seed={"ge": 0},
+    bench_nums={"ge": 1, "help": "Gaussian counts of the benchmark"},
+    bench_sizes={"ge": 1, "le": 8192, "help": "square image sizes of the benchmark (pixels)"},
+    bench_backends={"choices": ["ext", "torch"]},
+    bench_torch_max_num={"ge": 0},
+    bench_torch_max_size={"ge": 0},
+    bench_min_run_time={"gt": 0.0, "help": "seconds of timing per case"},
+)
+
+# %% tags=["parameters"]
 num_gaussians = 20000
 sh_degree = 3
 width = 256
@@ -26,21 +59,21 @@ distance = 3.0
 elevation = 20.0
 backend = "ext"
 seed = 0
-bench_nums = "2000,20000,100000"
-bench_sizes = "128,256,512"
-bench_backends = "ext,torch"
+bench_nums = [2000, 20000, 100000]
+bench_sizes = [128, 256, 512]
+bench_backends = ["ext", "torch"]
 bench_torch_max_num = 2000
 bench_torch_max_size = 256
 bench_min_run_time = 0.3
 results_dir = ""
-"""),
-    ("code", """
+
+# %%
 params = guard.check(globals())
 
-import matplotlib.pyplot as plt
-import pandas as pd
-import torch
 from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
 
 from gsworkbench.bench import run_cases
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
@@ -52,9 +85,11 @@ run_dir = Path(results_dir) if results_dir else new_run_dir("03_rendering")
 write_metadata(run_dir, params)
 torch.manual_seed(seed)
 print("results:", run_dir, "| threads:", torch.get_num_threads())
-"""),
-    ("md", "## An orbit of views (one call, all cameras)"),
-    ("code", """
+
+# %% [markdown]
+# ## An orbit of views (one call, all cameras)
+
+# %%
 scene = synthetic_splats(num_gaussians, sh_degree, seed=seed)
 viewmats, Ks = orbit_cameras(orbit_views, width, height, distance=distance, elevation_deg=elevation)
 with torch.no_grad():
@@ -75,9 +110,11 @@ for i, ax in enumerate(axes.flat):
         ax.set_title(f"azimuth {360 * i / orbit_views:.0f}°", fontsize=9)
 save_figure(run_dir / "orbit.png", fig)
 plt.show()
-"""),
-    ("md", "## Expected depth and alpha"),
-    ("code", """
+
+# %% [markdown]
+# ## Expected depth and alpha
+
+# %%
 n_show = min(3, orbit_views)
 fig, axes = plt.subplots(2, n_show, figsize=(3.2 * n_show, 6 * height / width), squeeze=False)
 for i in range(n_show):
@@ -90,30 +127,30 @@ for i in range(n_show):
         ax.axis("off")
 save_figure(run_dir / "depth_alpha.png", fig)
 plt.show()
-"""),
-    ("md", "## Benchmark: ext against the torch reference (a notebook-sized `render` grid)"),
-    ("code", """
-nums = [int(x) for x in bench_nums.split(",") if x]
-sizes = [(int(s), int(s)) for s in bench_sizes.split(",") if s]
-backends = [b for b in bench_backends.split(",") if b]
+
+# %% [markdown]
+# ## Benchmark: ext against the torch reference (a notebook-sized `render` grid)
+
+# %%
+sizes = [(s, s) for s in bench_sizes]
 
 def skip(p):
     if p["backend"] == "torch" and (p["num"] > bench_torch_max_num or p["width"] > bench_torch_max_size):
         return "torch reference: outside the notebook's size limits"
     return None
 
-cases = render_cases(nums, sizes, [sh_degree], backends, STAGES, skip=skip)
+cases = render_cases(bench_nums, sizes, [sh_degree], bench_backends, STAGES, skip=skip)
 bench = summarize_render(run_cases(cases, min_run_time=bench_min_run_time, progress=False))
 write_table(run_dir / "render_bench.csv", bench)
 show = bench[bench.stage.isin(["forward", "forward+backward"])].dropna(subset=["median_s"])
 cols = ["backend", "num", "width", "height", "stage", "median_s", "fps", "n_isects", "peak_mem_mb",
         "speedup_vs_torch"]
 show[cols]
-"""),
-    ("code", """
+
+# %%
 stage_order = ["project", "sh", "isect", "rasterize", "backward (fb - f)"]
-fig, axes = plt.subplots(1, len(backends), figsize=(6 * len(backends), 3.8), squeeze=False)
-for ax, b in zip(axes[0], backends):
+fig, axes = plt.subplots(1, len(bench_backends), figsize=(6 * len(bench_backends), 3.8), squeeze=False)
+for ax, b in zip(axes[0], bench_backends):
     sub = bench[(bench.backend == b) & bench.stage.isin(stage_order)].dropna(subset=["median_s"])
     if sub.empty:
         ax.set_visible(False)
@@ -126,8 +163,8 @@ for ax, b in zip(axes[0], backends):
     ax.legend(fontsize=8)
 save_figure(run_dir / "stage_breakdown.png", fig)
 plt.show()
-"""),
-    ("code", """
+
+# %%
 fwd = bench[(bench.stage == "forward")].dropna(subset=["median_s"])
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
 for (b, w), g in fwd.groupby(["backend", "width"]):
@@ -143,14 +180,14 @@ for ax in axes:
     ax.grid(alpha=0.3)
 save_figure(run_dir / "fps.png", fig)
 plt.show()
-"""),
-    ("md", """
-## Interactive camera
 
-Drag the sliders to orbit the scene (needs a live kernel with ipywidgets). Run headless (papermill,
-nbval), the cell renders the default view once and does not wait for input.
-"""),
-    ("code", """
+# %% [markdown]
+# ## Interactive camera
+#
+# Drag the sliders to orbit the scene (needs a live kernel with ipywidgets). Run headless (papermill,
+# nbval), the cell renders the default view once and does not wait for input.
+
+# %%
 from gsworkbench.splat import intrinsics_from_fov, look_at, orbit_eye
 
 K1 = intrinsics_from_fov(width, height, 60.0)[None]
@@ -179,20 +216,3 @@ if widgets is not None:
     ))
 else:
     render_view()
-"""),
-]
-
-make_notebook(
-    "notebooks/03_rendering.ipynb",
-    cells,
-    {
-        "num_gaussians": 500,
-        "width": 64,
-        "height": 48,
-        "orbit_views": 4,
-        "bench_nums": "500,2000",
-        "bench_sizes": "64",
-        "bench_torch_max_num": 500,
-        "bench_min_run_time": 0.02,
-    },
-)
