@@ -16,6 +16,7 @@ import os
 import platform
 import subprocess
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from importlib import metadata as _md
@@ -42,6 +43,16 @@ def new_run_dir(kind: str, root: str | os.PathLike[str] | None = None) -> Path:
 
 # ---- atomic writes ---------------------------------------------------------------------------
 
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    """The process's file-creation mask (read by setting and restoring it)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
 
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
@@ -54,6 +65,7 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a written file follows the umask like any other
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
@@ -108,7 +120,7 @@ def _git(*args: str) -> str | None:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo where available)."""
+    """The CPU's model name (/proc/cpuinfo on Linux, sysctl on macOS), else the architecture."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -116,7 +128,24 @@ def cpu_model() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    if platform.system() == "Darwin":
+        try:
+            cmd = ["sysctl", "-n", "machdep.cpu.brand_string"]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
     return platform.processor() or platform.machine()
+
+
+def build_info() -> dict[str, Any] | None:
+    """How the extension was compiled (compiler, version, flags incl. ``-march`` and what it resolved
+    to), as setup.py recorded it in ``gsworkbench/_build_info.json``; None when not recorded."""
+    try:
+        return json.loads((Path(__file__).resolve().parent / "_build_info.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def thread_settings() -> dict[str, Any]:
@@ -152,7 +181,7 @@ def environment() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "threads": thread_settings(),
-        "extension": {"built": has_ext(), "cuda_kernels": has_cuda_kernels()},
+        "extension": {"built": has_ext(), "cuda_kernels": has_cuda_kernels(), "build": build_info()},
         "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -160,3 +189,17 @@ def environment() -> dict[str, Any]:
 def write_metadata(run_dir: str | os.PathLike[str], params: Mapping[str, Any], **extra: Any) -> Path:
     """Writes ``metadata.json`` (parameters + environment + extra fields) into ``run_dir``."""
     return write_json(Path(run_dir) / "metadata.json", {"parameters": dict(params), **extra, **environment()})
+
+
+def machine_summary(device: str = "cpu") -> str:
+    """One line for plot footers: the CPU (or GPU) and threads, and the commit."""
+    import torch
+
+    commit = (_git("rev-parse", "--short", "HEAD") or "no git") + (
+        "+dirty" if _git("status", "--porcelain", "--untracked-files=no") else ""
+    )
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        where = f"GPU {torch.cuda.get_device_name()}"
+    else:
+        where = f"{cpu_model()}, {torch.get_num_threads()} threads"
+    return f"{where} | commit {commit} | torch {torch.__version__}"

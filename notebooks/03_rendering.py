@@ -143,12 +143,12 @@ cases = render_cases(bench_nums, sizes, [sh_degree], bench_backends, STAGES, ski
 bench = summarize_render(run_cases(cases, min_run_time=bench_min_run_time, progress=False))
 write_table(run_dir / "render_bench.csv", bench)
 show = bench[bench.stage.isin(["forward", "forward+backward"])].dropna(subset=["median_s"])
-cols = ["backend", "num", "width", "height", "stage", "median_s", "fps", "n_isects", "peak_mem_mb",
+cols = ["backend", "num", "width", "height", "stage", "median_s", "fps", "n_isects", "first_call_peak_rss_mib",
         "speedup_vs_torch"]
 show[cols]
 
 # %%
-stage_order = ["project", "sh", "isect", "rasterize", "backward (fb - f)"]
+stage_order = ["project", "sh", "isect", "rasterize", "backward"]
 fig, axes = plt.subplots(1, len(bench_backends), figsize=(6 * len(bench_backends), 3.8), squeeze=False)
 for ax, b in zip(axes[0], bench_backends):
     sub = bench[(bench.backend == b) & bench.stage.isin(stage_order)].dropna(subset=["median_s"])

@@ -1,7 +1,9 @@
 """Target volumes to fit a field to: analytic ones and user grids.
 
 A target maps points [B,3] to density values [B] and has ``bounds`` (lo [3], hi [3]) from which
-training points are drawn.
+training points are drawn. Targets follow their points: values come back on the points' device (CPU
+or CUDA), and ``sample(..., device=)`` draws on the CPU generator and moves the points, so a seed gives
+the same points on every device.
 """
 
 from __future__ import annotations
@@ -27,11 +29,16 @@ class Target:
         return self.lo, self.hi
 
     def sample(
-        self, n: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
+        self,
+        n: int,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        """n points uniform in the bounds, [n,3]."""
+        """n points uniform in the bounds, [n,3], on ``device`` (default CPU)."""
         u = torch.rand(n, 3, generator=generator, dtype=dtype)
-        return self.lo.to(dtype) + u * (self.hi - self.lo).to(dtype)
+        pts = self.lo.to(dtype) + u * (self.hi - self.lo).to(dtype)
+        return pts if device is None else pts.to(device)
 
 
 def _cube(volume_size: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,7 +67,9 @@ class GaussianMixtureTarget(Target):
         return cls(means, L, weights, volume_size)
 
     def __call__(self, points: torch.Tensor) -> torch.Tensor:
-        return evaluate_torch(points.double(), self.means, self.factors, self.weights).to(points.dtype)
+        dev = points.device
+        values = evaluate_torch(points.double(), self.means.to(dev), self.factors.to(dev), self.weights.to(dev))
+        return values.to(points.dtype)
 
 
 class TorusTarget(Target):
@@ -105,9 +114,11 @@ class GridTarget(Target):
             raise ValueError(f"bounding box must be lo < hi per axis (3 values each), got lo={lo}, hi={hi}")
 
     def __call__(self, points: torch.Tensor) -> torch.Tensor:
-        u = 2 * (points.double() - self.lo.double()) / (self.hi - self.lo).double() - 1  # [-1,1], xyz
+        lo, hi = self.lo.to(points.device, torch.float64), self.hi.to(points.device, torch.float64)
+        u = 2 * (points.double() - lo) / (hi - lo) - 1  # [-1,1], xyz
         grid = u.reshape(1, 1, 1, -1, 3)
-        out = F.grid_sample(self.volume[None, None], grid, mode="bilinear", align_corners=True, padding_mode="zeros")
+        vol = self.volume.to(points.device)[None, None]
+        out = F.grid_sample(vol, grid, mode="bilinear", align_corners=True, padding_mode="zeros")
         return out.reshape(-1).to(points.dtype)
 
 
@@ -127,7 +138,8 @@ def make_target(name: str, seed: int = 0, volume_size: float = 2.0, num_componen
 
 
 def slice_grid(target_or_field, axis: int = 2, value: float = 0.0, lo: float = -1.0, hi: float = 1.0, res: int = 96):
-    """Values on a res x res slice through the volume (axis fixed at ``value``), as a [res,res] tensor."""
+    """Values on a res x res slice through the volume (axis fixed at ``value``), as a [res,res] CPU
+    tensor; a field (``nn.Module``) is evaluated on its own device."""
     t = torch.linspace(lo, hi, res)
     a, b = torch.meshgrid(t, t, indexing="ij")
     pts = torch.zeros(res * res, 3)
@@ -135,8 +147,11 @@ def slice_grid(target_or_field, axis: int = 2, value: float = 0.0, lo: float = -
     pts[:, others[0]] = b.reshape(-1)
     pts[:, others[1]] = a.reshape(-1)
     pts[:, axis] = value
+    params = list(target_or_field.parameters()) if isinstance(target_or_field, torch.nn.Module) else []
+    if params:
+        pts = pts.to(params[0].device, params[0].dtype)
     with torch.no_grad():
-        return target_or_field(pts).reshape(res, res)
+        return target_or_field(pts).reshape(res, res).cpu()
 
 
 __all__ = ["GaussianMixtureTarget", "GridTarget", "ShellTarget", "Target", "TorusTarget", "make_target", "slice_grid"]

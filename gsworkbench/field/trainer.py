@@ -64,9 +64,9 @@ def _optimizer(model: GaussianField, cfg: TrainConfig) -> torch.optim.Adam:
 
 
 def held_out_error(model: GaussianField, target: Target, n: int = 8192, seed: int = 12345) -> tuple[float, float]:
-    """(relative RMSE, MSE) of the field against the target on ``n`` fresh points."""
+    """(relative RMSE, MSE) of the field against the target on ``n`` fresh points (on the model's device)."""
     g = torch.Generator().manual_seed(seed)
-    pts = target.sample(n, g, dtype=model.means.dtype)
+    pts = target.sample(n, g, dtype=model.means.dtype, device=model.means.device)
     with torch.no_grad():
         pred, ref = model(pts), target(pts)
     mse = float(((pred - ref) ** 2).mean())
@@ -83,6 +83,8 @@ def train_field(
 ) -> TrainResult:
     """Trains ``model`` in place: each step samples ``batch_size`` points and minimises the MSE.
 
+    Training runs on the model's device (``model.to("cuda")`` trains on the GPU): the points are drawn
+    from the CPU generator (same points for a seed on every device) and moved there.
     With ``checkpoint``, the final state is saved there (atomically); with ``resume`` too, training
     starts from that file's state when it exists and runs up to ``config.iterations`` in total.
     """
@@ -98,7 +100,7 @@ def train_field(
     bar = tqdm(range(start, cfg.iterations), disable=not cfg.progress, desc="train", leave=False)
     for it in bar:
         t0 = time.perf_counter()
-        pts = target.sample(cfg.batch_size, gen, dtype=model.means.dtype)
+        pts = target.sample(cfg.batch_size, gen, dtype=model.means.dtype, device=model.means.device)
         loss = torch.mean((model(pts) - target(pts)) ** 2)
         opt.zero_grad(set_to_none=True)
         loss.backward()

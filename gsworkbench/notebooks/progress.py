@@ -30,10 +30,13 @@ def first_line(source: str, width: int = 60) -> str:
 
 
 class CellProgress:
-    """Prints ``[cell 5/14, 0:42 in cell, 1:10 total] tgt = field.make_target(...)`` while cells run."""
+    """Prints ``[cell 5/14, 0:42 in cell, 1:10 total] tgt = field.make_target(...)`` while cells run.
 
-    def __init__(self, total: int, stream: TextIO | None = None, live: bool | None = None) -> None:
-        self.total = total
+    Cells are numbered as in the source notebook (markdown included; papermill's injected parameters
+    cell is not counted), like the failure report of :class:`~gsworkbench.notebooks.NotebookFailed`.
+    """
+
+    def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.live = self.stream.isatty() if live is None else live
         self.started = time.monotonic()
@@ -47,10 +50,11 @@ class CellProgress:
         now = time.monotonic()
         return f"[{self.label}, {_clock(now - self.cell_started)} in cell, {_clock(now - self.started)} total]"
 
-    def cell_start(self, index: int, source: str) -> None:
+    def cell_start(self, label: str, source: str) -> None:
+        """A cell starts: ``label`` names it (``cell 5/14``), ``source`` is its code."""
         with self._lock:
             self.cell_started = time.monotonic()
-            self.label = f"cell {index + 1}/{self.total}"
+            self.label = label
             self.text = first_line(source)
             if not self.live:
                 print(f"{self._line()} {self.text}", file=self.stream, flush=True)
@@ -75,7 +79,7 @@ class CellProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            self.stream.write(f"\r\x1b[Kran {self.total} cells in {_clock(time.monotonic() - self.started)}\n")
+            self.stream.write(f"\r\x1b[Kdone in {_clock(time.monotonic() - self.started)}\n")
             self.stream.flush()
 
 
@@ -88,13 +92,23 @@ class ProgressEngine(NBClientEngine):
         if progress is None:
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
         start, complete = nb_man.cell_start, nb_man.cell_complete
+        tags = [c.get("metadata", {}).get("tags", []) for c in nb_man.nb.cells]
+        injected = next((i for i, t in enumerate(tags) if "injected-parameters" in t), None)
+        total = len(tags) - (injected is not None)
+
+        def source_label(index: int) -> str:
+            if index == injected:
+                return "injected parameters"
+            return f"cell {index + 1 - (injected is not None and index > injected)}/{total}"
 
         def cell_start(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
-            progress.cell_start(cell_index or 0, cell.source)
+            if cell.cell_type == "code":
+                progress.cell_start(source_label(cell_index or 0), cell.source)
             return start(cell, cell_index, **kw)
 
         def cell_complete(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
-            progress.cell_end()
+            if cell.cell_type == "code":
+                progress.cell_end()
             return complete(cell, cell_index, **kw)
 
         nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete

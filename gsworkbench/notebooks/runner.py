@@ -93,7 +93,7 @@ def run_notebook(
     out = run_dir / (path.stem + ".ipynb")
     extra: dict[str, Any] = {}
     if progress and not prepare_only:
-        extra["progress"] = CellProgress(len(source_nb.cells) + 1)  # + papermill's injected cell
+        extra["progress"] = CellProgress()
     try:
         pm.execute_notebook(
             source_nb,
