@@ -99,10 +99,14 @@ def write_table(path: str | os.PathLike[str], df: Any) -> Path:
     return atomic_write_text(path, df.to_csv(index=False))
 
 
-def save_figure(path: str | os.PathLike[str], fig: Any, dpi: int = 110) -> Path:
-    """Atomically saves a matplotlib figure as PNG."""
+def save_figure(path: str | os.PathLike[str], fig: Any, dpi: int = 110, device: str = "cpu") -> Path:
+    """Atomically saves a matplotlib figure as PNG, with the machine and commit in a footer
+    (:func:`gsworkbench.plots.add_footer`; ``device`` says whether to name the CPU or the GPU)."""
     import io
 
+    from gsworkbench.plots import add_footer
+
+    add_footer(fig, device)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     return atomic_write_bytes(path, buf.getvalue())

@@ -60,9 +60,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from gsworkbench import field
+from gsworkbench import field, plots
 from gsworkbench.field.report import step_times, summarize_step_times
-from gsworkbench.field.targets import slice_grid
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("01_gaussian_field")
@@ -93,12 +92,7 @@ plt.show()
 # ## Target against fit: slices through the volume
 
 # %%
-fig, axes = plt.subplots(2, 3, figsize=(10, 6.5))
-for col, axis in enumerate((2, 1, 0)):
-    ref = slice_grid(tgt, axis=axis)
-    for row, (name, img) in enumerate((("target", ref), ("fit", slice_grid(model, axis=axis)))):
-        axes[row, col].imshow(img.numpy(), origin="lower", extent=(-1, 1, -1, 1), vmin=0, vmax=float(ref.max()))
-        axes[row, col].set_title(f"{name}, {'xyz'[axis]} = 0")
+fig = plots.field_slices(tgt, model)
 save_figure(run_dir / "slices.png", fig)
 plt.show()
 

@@ -75,6 +75,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
+from gsworkbench import plots
 from gsworkbench.bench import run_cases
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 from gsworkbench.splat import orbit_cameras, rasterize
@@ -115,16 +116,7 @@ plt.show()
 # ## Expected depth and alpha
 
 # %%
-n_show = min(3, orbit_views)
-fig, axes = plt.subplots(2, n_show, figsize=(3.2 * n_show, 6 * height / width), squeeze=False)
-for i in range(n_show):
-    d = torch.where(alpha[i, ..., 0] > 0.05, depth[i], torch.nan)
-    axes[0, i].imshow(d.numpy(), cmap="viridis")
-    axes[0, i].set_title(f"view {i}: expected depth", fontsize=9)
-    im = axes[1, i].imshow(alpha[i, ..., 0].numpy(), cmap="gray", vmin=0, vmax=1)
-    axes[1, i].set_title(f"view {i}: alpha", fontsize=9)
-    for ax in axes[:, i]:
-        ax.axis("off")
+fig = plots.depth_alpha(depth, alpha, plots.spread_views(orbit_views, 3), orbit_views)
 save_figure(run_dir / "depth_alpha.png", fig)
 plt.show()
 
@@ -143,76 +135,63 @@ cases = render_cases(bench_nums, sizes, [sh_degree], bench_backends, STAGES, ski
 bench = summarize_render(run_cases(cases, min_run_time=bench_min_run_time, progress=False))
 write_table(run_dir / "render_bench.csv", bench)
 show = bench[bench.stage.isin(["forward", "forward+backward"])].dropna(subset=["median_s"])
-cols = ["backend", "num", "width", "height", "stage", "median_s", "fps", "n_isects", "first_call_peak_rss_mib",
-        "speedup_vs_torch"]
+cols = ["backend", "num", "width", "height", "stage", "median_s", "fps", "n_isects", "first_call_peak_rss_mib"]
+cols += ["speedup_vs_torch"]
 show[cols]
 
 # %%
-stage_order = ["project", "sh", "isect", "rasterize", "backward"]
-fig, axes = plt.subplots(1, len(bench_backends), figsize=(6 * len(bench_backends), 3.8), squeeze=False)
-for ax, b in zip(axes[0], bench_backends):
-    sub = bench[(bench.backend == b) & bench.stage.isin(stage_order)].dropna(subset=["median_s"])
-    if sub.empty:
-        ax.set_visible(False)
-        continue
-    sub = sub.assign(config=sub.num.astype(int).astype(str) + " @ " + sub.width.astype(int).astype(str) + "²")
-    table = sub.pivot_table(index="config", columns="stage", values="median_s", sort=False) * 1e3
-    table = table[[s for s in stage_order if s in table]]
-    table.plot.bar(stacked=True, ax=ax, rot=30)
-    ax.set(ylabel="ms (median)", title=f"{b}: time per stage, SH degree {sh_degree}", yscale="linear")
-    ax.legend(fontsize=8)
+fig = plots.stage_breakdown(bench, bench_backends, sh_degree)
 save_figure(run_dir / "stage_breakdown.png", fig)
 plt.show()
 
 # %%
-fwd = bench[(bench.stage == "forward")].dropna(subset=["median_s"])
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-for (b, w), g in fwd.groupby(["backend", "width"]):
-    axes[0].plot(g.num, g.fps, "o-", label=f"{b}, {w}²")
-for (b, n), g in fwd.groupby(["backend", "num"]):
-    axes[1].plot(g.width * g.height, g.fps, "o-", label=f"{b}, N={n}")
-axes[0].set(xscale="log", yscale="log", xlabel="Gaussians", ylabel="FPS (forward)",
-            title="FPS against Gaussian count")
-axes[1].set(xscale="log", yscale="log", xlabel="pixels", ylabel="FPS (forward)",
-            title="FPS against resolution")
-for ax in axes:
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+fig = plots.fps_plot(bench)
 save_figure(run_dir / "fps.png", fig)
 plt.show()
 
 # %% [markdown]
 # ## Interactive camera
 #
-# Drag the sliders to orbit the scene (needs a live kernel with ipywidgets). Run headless (papermill,
-# nbval), the cell renders the default view once and does not wait for input.
+# Drag the sliders to orbit the scene (needs a live kernel with ipywidgets). The default view is also
+# drawn as a plain image (and saved as `camera_default_view.png`), so the executed notebook shows it in any
+# viewer; run headless (papermill, nbval), the cell does not wait for input.
 
 # %%
 from gsworkbench.splat import intrinsics_from_fov, look_at, orbit_eye
 
 K1 = intrinsics_from_fov(width, height, 60.0)[None]
 
-def render_view(azimuth=30.0, elevation=20.0, distance=3.0):
+
+
+def view_figure(azimuth=30.0, elevation=20.0, distance=3.0):
     vm = look_at(orbit_eye(azimuth, elevation, distance))[None]
     with torch.no_grad():
         im, _, _ = rasterize(scene.means, scene.quats, scene.scales, scene.opacities, scene.sh, vm, K1,
                              width, height, sh_degree=sh_degree, backend=backend)
     fig, ax = plt.subplots(figsize=(4, 4 * height / width))
     ax.imshow(im[0].clamp(0, 1).numpy())
+    ax.set_title(f"azimuth {azimuth:.0f}°, elevation {elevation:.0f}°, distance {distance:.1f}", fontsize=9)
     ax.axis("off")
+    return fig
+
+
+def render_view(azimuth=30.0, elevation=20.0, distance=3.0):
+    view_figure(azimuth, elevation, distance)
     plt.show()
 
+
+save_figure(run_dir / "camera_default_view.png", view_figure())
+plt.show()  # the static image, beside the widget below
 try:
     import ipywidgets as widgets
     from IPython.display import display
 except ImportError:
     widgets = None
 if widgets is not None:
+    slider = dict(continuous_update=False)
     display(widgets.interactive(
         render_view,
-        azimuth=widgets.FloatSlider(value=30.0, min=0.0, max=360.0, step=5.0, continuous_update=False),
-        elevation=widgets.FloatSlider(value=20.0, min=-80.0, max=80.0, step=5.0, continuous_update=False),
-        distance=widgets.FloatSlider(value=3.0, min=1.5, max=8.0, step=0.1, continuous_update=False),
+        azimuth=widgets.FloatSlider(value=30.0, min=0.0, max=360.0, step=5.0, **slider),
+        elevation=widgets.FloatSlider(value=20.0, min=-80.0, max=80.0, step=5.0, **slider),
+        distance=widgets.FloatSlider(value=3.0, min=1.5, max=8.0, step=0.1, **slider),
     ))
-else:
-    render_view()

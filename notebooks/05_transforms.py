@@ -59,7 +59,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from gsworkbench import gaussians
+from gsworkbench import gaussians, plots
 from gsworkbench._ext import has_ext
 from gsworkbench.bench import get_suite, run_cases
 from gsworkbench.bench.suites.transforms import sweep_cases
@@ -195,17 +195,6 @@ show = table[[c for c in cols if c in table]].copy()
 show
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
-for ax, degree in zip(axes, (0, 3)):
-    part = table[(table.sh_degree == degree) & (table.out == True) & table.median_s.notna()]  # noqa: E712
-    copy = part[part.backend == "copy"].sort_values("n")
-    for backend, grp in part[part.backend != "copy"].groupby("backend"):
-        grp = grp.sort_values("n")
-        ax.errorbar(grp.n, grp.gb_per_s, yerr=grp.gb_per_s * grp.iqr_pct / 100, marker="o", label=backend)
-    ax.plot(copy.n, copy.gb_per_s, "k--", label="parallel copy (same bytes)")
-    title = f"SH degree {degree}, out buffers, {int(part.threads.iloc[0])} threads"
-    ax.set(xscale="log", yscale="log", xlabel="N splats", title=title)
-axes[0].set_ylabel("effective GB/s (read + written)")
-axes[0].legend()
+fig = plots.throughput(table)
 save_figure(run_dir / "throughput.png", fig)
 plt.show()

@@ -134,3 +134,98 @@ def test_run_notebook_writes_results(tiny_notebook, tmp_path):
     assert out.exists() and out.parent == tmp_path / "run"
     executed = nbformat.read(out, as_version=4)
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+
+
+# ---- rules, CLI values, the failure report ------------------------------------------------------
+
+RULES = {"num": {"ge": 1}, "rate": {"gt": 0.0, "le": 1.0}, "name": {"choices": ["torus", "shell"]}}
+
+
+def test_rules_are_checked():
+    d = nbs.parse_parameters_source(SOURCE)
+    assert nbs.validate_parameters(d, {"num": 1, "rate": 1.0}, RULES)["num"] == 1
+    with pytest.raises(nbs.ParameterError, match="'num' must be >= 1, got -5"):
+        nbs.validate_parameters(d, {"num": -5}, RULES)
+    with pytest.raises(nbs.ParameterError, match="'num' must be >= 1, got 0"):
+        nbs.validate_parameters(d, {"num": 0}, RULES)
+    with pytest.raises(nbs.ParameterError, match="'rate' must be > 0.0"):
+        nbs.validate_parameters(d, {"rate": 0}, RULES)
+    with pytest.raises(nbs.ParameterError, match="'name' must be one of 'torus', 'shell'; got 'cube'"):
+        nbs.validate_parameters(d, {"name": "cube"}, RULES)
+    with pytest.raises(nbs.ParameterError, match="does not have: nope"):
+        nbs.validate_parameters(d, {}, {"nope": {"ge": 1}})
+    with pytest.raises(nbs.ParameterError, match="unknown key"):
+        nbs.parse_rules_source('g = ParameterGuard(num={"min": 1})')
+
+
+def test_path_rule(tmp_path):
+    d = {"ply_path": "", "results_dir": ""}
+    rules = {"ply_path": {"path": "file"}}
+    assert nbs.validate_parameters(d, {}, rules)["ply_path"] == ""  # "" = not given
+    (tmp_path / "a.ply").write_bytes(b"x")
+    nbs.validate_parameters(d, {"ply_path": str(tmp_path / "a.ply")}, rules)
+    with pytest.raises(nbs.ParameterError, match="'ply_path': file not found: .*missing.ply"):
+        nbs.validate_parameters(d, {"ply_path": str(tmp_path / "missing.ply")}, rules)
+
+
+def test_numbers_parse_as_numbers_and_lists_take_single_values():
+    assert nbs.parse_cli_value("5e-2") == 0.05 and isinstance(nbs.parse_cli_value("5e-2"), float)
+    assert nbs.parse_cli_value("5e-2", 0.01) == 0.05
+    assert nbs.parse_cli_value("1e4", 512) == 10000.0 and nbs.coerce_parameter("n", 512, 1e4) == 10000
+    assert nbs.parse_cli_value("true", False) is True
+    assert nbs.parse_cli_value("123", "name") == "123"  # a string parameter keeps the text
+    assert nbs.parse_cli_value("1000", [128, 256]) == [1000]
+    assert nbs.parse_cli_value("1000,2000", [128]) == [1000, 2000]
+    assert nbs.parse_cli_value("[1000, 2000]", [128]) == [1000, 2000]
+    assert nbs.parse_cli_value("ext", ["ext", "torch"]) == ["ext"]
+    defaults = {"sizes": [128, 256], "results_dir": ""}
+    assert nbs.validate_parameters(defaults, {"sizes": 1000})["sizes"] == [1000]
+    with pytest.raises(nbs.ParameterError, match="'sizes' must be >= 1, got 0"):
+        nbs.validate_parameters(defaults, {"sizes": [64, 0]}, {"sizes": {"ge": 1}})
+    with pytest.raises(nbs.ParameterError, match="must be of type int"):
+        nbs.validate_parameters(defaults, {"sizes": ["big"]})
+
+
+@pytest.fixture
+def failing_notebook(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    guard = nbformat.v4.new_code_cell(
+        'from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard(n={"ge": 1})'
+    )
+    params = nbformat.v4.new_code_cell('n = 3\nresults_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    check = nbformat.v4.new_code_cell("params = guard.check(globals())")
+    boom = nbformat.v4.new_code_cell("# a comment line\nvalue = {'a': 1}['missing']  # fails\nprint(value)")
+    nb.cells = [nbformat.v4.new_markdown_cell("# tiny"), guard, params, check, boom]
+    path = tmp_path / "98_failing.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _cli(*args, timeout=180):
+    return subprocess.run([sys.executable, "-m", "gsworkbench.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def test_failing_notebook_gives_one_short_block(failing_notebook, tmp_path):
+    out = _cli("run", failing_notebook, "--out", tmp_path / "run")
+    assert out.returncode == 1
+    report = out.stderr[out.stderr.index("gsworkbench: notebook"):]
+    assert "cell 5: value = {'a': 1}['missing']" in report
+    assert "KeyError: 'missing'" in report
+    assert f"partly executed notebook: {tmp_path / 'run' / failing_notebook.name}" in report
+    assert (tmp_path / "run" / failing_notebook.name).exists()
+    assert "Traceback" not in out.stderr and len(report.splitlines()) <= 6
+    verbose = _cli("run", failing_notebook, "--out", tmp_path / "run2", "--verbose")
+    assert verbose.returncode == 1 and "KeyError" in verbose.stderr and "----> 2" in verbose.stderr
+
+
+def test_bad_values_are_refused_before_a_kernel_starts(failing_notebook, tmp_path):
+    out = _cli("run", failing_notebook, "-p", "n", "0", "--out", tmp_path / "run")
+    assert out.returncode == 2
+    assert out.stderr.strip() == "gsworkbench: error: parameter 'n' must be >= 1, got 0"
+    assert not (tmp_path / "run").exists()
+    missing = _cli("run", tmp_path / "99_nope.ipynb")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"gsworkbench: error: notebook not found: {tmp_path / '99_nope.ipynb'}"

@@ -88,7 +88,7 @@ def train_field(
     With ``checkpoint``, the final state is saved there (atomically); with ``resume`` too, training
     starts from that file's state when it exists and runs up to ``config.iterations`` in total.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # text, not a widget: an executed notebook shows the final bar in any viewer
 
     cfg = config or TrainConfig()
     opt = _optimizer(model, cfg)
@@ -97,7 +97,7 @@ def train_field(
         state = load_checkpoint(checkpoint, model, opt)
         start, rows = state["iteration"], state["history"]
     gen = torch.Generator().manual_seed(cfg.seed + start)
-    bar = tqdm(range(start, cfg.iterations), disable=not cfg.progress, desc="train", leave=False)
+    bar = tqdm(range(start, cfg.iterations), disable=not cfg.progress, desc="train", mininterval=1.0)
     for it in bar:
         t0 = time.perf_counter()
         pts = target.sample(cfg.batch_size, gen, dtype=model.means.dtype, device=model.means.device)
