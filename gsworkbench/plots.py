@@ -108,7 +108,8 @@ def depth_alpha(depth: Any, alpha: Any, views: list[int], num_views: int, min_al
 def fps_plot(bench: pd.DataFrame) -> Any:
     """Forward FPS against Gaussian count (per resolution) and against resolution (per count).
 
-    Ticks sit at the measured values with plain labels; a series of one point is a marker only.
+    Ticks sit at the measured values with plain labels; a series of one point is a marker only; error
+    bars are the IQR over the timing rounds.
     """
     import matplotlib.pyplot as plt
 
@@ -120,7 +121,8 @@ def fps_plot(bench: pd.DataFrame) -> Any:
         for (b, k), g in fwd.groupby(series):
             g = g.sort_values(x)
             label = f"{b}, {k}²" if series[1] == "width" else f"{b}, N={_count(k)}"
-            ax.plot(g[x], g.fps, "o-" if len(g) > 1 else "o", label=label)
+            yerr = (g.fps * g.iqr_s / g.median_s).fillna(0) if "iqr_s" in g else None  # IQR of the rounds
+            ax.errorbar(g[x], g.fps, yerr=yerr, fmt="o-" if len(g) > 1 else "o", capsize=2, label=label)
         values = sorted(fwd[x].unique())
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="frames per second (forward)")
         ax.set_xticks(values, [_count(v) if x == "num" else f"{int(v)}²" for v in values])
