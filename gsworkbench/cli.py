@@ -92,7 +92,7 @@ def _cmd_params(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     print(f"{args.notebook}: parameters (set with -p NAME VALUE)")
     for r in rows:
-        print("  " + "  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + ("  " + r[4] if r[4] else ""))
+        print(("  " + "  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4]).rstrip())
     smoke = " ".join(f"-p {k} {json.dumps(v).replace(' ', '')}" for k, v in smoke_parameters(args.notebook).items())
     print(f"\nsmall, quick parameters (used by the tests): {smoke}")
     return 0
