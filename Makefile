@@ -11,7 +11,7 @@ EXT_STAMP := gsworkbench/.ext-stamp
 KERNEL_STAMP := $(VENV)/.kernel-stamp
 CSRC := $(shell find csrc -type f 2>/dev/null) setup.py
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench clean notebooks
 setup: $(KERNEL_STAMP)
 
 $(DEPS_STAMP): requirements.txt pyproject.toml
@@ -35,13 +35,16 @@ run: setup
 	$(BIN)/gsworkbench run-all
 
 test: setup
-	$(BIN)/python -m ruff check gsworkbench tests
+	$(BIN)/python -m ruff check gsworkbench tests notebooks
 	$(BIN)/python -m pytest -q -n 2 tests
 	rm -rf build/smoke && $(BIN)/gsworkbench prepare-smoke build/smoke
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
 
 lint: setup
-	$(BIN)/python -m ruff check gsworkbench tests
+	$(BIN)/python -m ruff check gsworkbench tests notebooks
+
+notebooks: setup  # regenerate notebooks/NN_*.ipynb from their .py sources
+	$(BIN)/gsworkbench sync-notebooks
 
 bench: setup
 	$(BIN)/gsworkbench bench all

@@ -43,4 +43,40 @@ else:
         extra_link_args=["-fopenmp"],
     )
 
+
+
+def _compiler_info() -> dict:
+    """Records the C++ compiler (as torch's BuildExtension calls it), its version and flags for every run."""
+    import json
+    import subprocess
+
+    cxx = os.environ.get("CXX", "c++")
+
+    def first_line(*args: str) -> str | None:
+        try:
+            out = subprocess.run([cxx, *args], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.splitlines()[0].strip() if out.strip() else None
+
+    try:
+        cmd = [cxx, f"-march={march}", "-Q", "--help=target"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        resolved = next((ln.split()[-1] for ln in out.stdout.splitlines() if ln.strip().startswith("-march=")), None)
+    except (OSError, subprocess.SubprocessError):
+        resolved = None
+    info = {
+        "cxx": cxx,
+        "cxx_version": first_line("--version"),
+        "cxx_flags": cxx_flags,
+        "march": march,
+        "march_resolved": resolved,
+        "cuda": with_cuda,
+        "nvcc_flags": ext.extra_compile_args.get("nvcc") if with_cuda else None,
+    }
+    with open(os.path.join(here, "gsworkbench", "_build_info.json"), "w") as f:
+        json.dump(info, f, indent=2)
+
+
+_compiler_info()
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension})

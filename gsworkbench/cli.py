@@ -1,32 +1,100 @@
-"""The ``gsworkbench`` command line.
-
-gsworkbench run NOTEBOOK [-p NAME VALUE]...     one notebook, checked parameters
-gsworkbench run-all [--smoke]                   the notebook suite into results/<run-id>/
-gsworkbench prepare-smoke DIR                   notebooks with smoke parameters, for nbval
-gsworkbench bench SUITE|all [--quick] [--threads N]
-gsworkbench env                                 the environment metadata every run records
-"""
+"""The gsworkbench command line: run the notebooks, list their parameters, run benchmarks."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import sys
 from pathlib import Path
 
+DESCRIPTION = "gsworkbench: run the workbench's notebooks and benchmarks from the command line."
+EPILOG = """\
+examples (times on a 2-core laptop-class CPU):
+  gsworkbench run notebooks/01_gaussian_field.ipynb -p iterations 200       about 1 minute
+  gsworkbench params notebooks/03_rendering.ipynb                           every parameter, its allowed values
+  gsworkbench run-all --smoke                                               every notebook, small sizes: 2-3 minutes
+  gsworkbench bench field --quick                                           under a minute
+  gsworkbench bench --help                                                  the benchmark suites
 
-def _params(pairs: list[list[str]] | None) -> dict[str, object]:
-    from gsworkbench.notebooks import parse_cli_value
+Results go to results/<run-id>/ (set GSW_RESULTS_DIR to change it).
+"""
 
-    return {name: parse_cli_value(value) for name, value in (pairs or [])}
+
+# ---- argument types: every number range-checked ---------------------------------------------------
+
+
+def _number(kind: type, text: str, lo: float, hi: float | None, what: str) -> int | float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not (value >= lo and (hi is None or value <= hi)):  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+    return value
+
+
+def thread_count(text: str) -> int:
+    """1 .. the number of cores."""
+    cores = os.cpu_count() or 1
+    return int(_number(int, text, 1, cores, f"a thread count from 1 to {cores} (the cores here)"))
+
+
+def run_time(text: str) -> float:
+    """Seconds of timing per case: above 0, at most an hour."""
+    value = _number(float, text, 0.0, 3600.0, "seconds in (0, 3600]")
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected seconds in (0, 3600], got 0")
+    return float(value)
+
+
+# ---- suites, listed without importing them (help stays fast) ---------------------------------------
+
+
+def suite_summaries() -> dict[str, str]:
+    """Benchmark suite name -> the first line of its module docstring (one module per suite)."""
+    folder = Path(__file__).resolve().parent / "bench" / "suites"
+    out = {}
+    for path in sorted(folder.glob("[a-z]*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        first = doc.split("\n\n")[0].replace("\n", " ").replace("``", "")
+        out[path.stem] = first.split(": ", 1)[1] if ": " in first else first
+    return out
+
+
+# ---- commands -----------------------------------------------------------------------------------
+
+
+def _params(notebook: Path, pairs: list[list[str]] | None) -> dict[str, object]:
+    from gsworkbench.notebooks import notebook_defaults, parse_cli_value
+
+    defaults = notebook_defaults(notebook)
+    return {name: parse_cli_value(value, defaults.get(name)) for name, value in (pairs or [])}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from gsworkbench.notebooks import run_notebook
 
-    out = run_notebook(args.notebook, _params(args.p), args.out, progress=True)
+    out = run_notebook(args.notebook, _params(args.notebook, args.p), args.out, progress=True)
     print(f"executed notebook: {out}\nresults in: {out.parent}")
+    return 0
+
+
+def _cmd_params(args: argparse.Namespace) -> int:
+    from gsworkbench.notebooks import describe_rule, notebook_defaults, notebook_rules, smoke_parameters, type_label
+
+    defaults, rules = notebook_defaults(args.notebook), notebook_rules(args.notebook)
+    rows = [("name", "type", "default", "allowed", "")]
+    for name, default in defaults.items():
+        rule = rules.get(name, {})
+        rows.append((name, type_label(default), repr(default), describe_rule(default, rule), rule.get("help", "")))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    print(f"{args.notebook}: parameters (set with -p NAME VALUE)")
+    for r in rows:
+        print(("  " + "  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4]).rstrip())
+    smoke = " ".join(f"-p {k} {json.dumps(v).replace(' ', '')}" for k, v in smoke_parameters(args.notebook).items())
+    print(f"\nsmall, quick parameters (used by the tests): {smoke}")
     return 0
 
 
@@ -37,9 +105,8 @@ def _cmd_run_all(args: argparse.Namespace) -> int:
     print(f"\nnotebook suite results: {run_dir}")
     for nb, status in statuses:
         files = sorted(p.name for p in (run_dir / nb.stem).glob("*") if p.is_file())
-        print(
-            f"  {nb.name:<32} {status}   ({len(files)} files: {', '.join(files[:6])}{' ...' if len(files) > 6 else ''})"
-        )
+        more = " ..." if len(files) > 6 else ""
+        print(f"  {nb.name:<32} {status}   ({len(files)} files: {', '.join(files[:6])}{more})")
     return 0 if all(s == "ok" for _, s in statuses) else 1
 
 
@@ -48,6 +115,18 @@ def _cmd_prepare_smoke(args: argparse.Namespace) -> int:
 
     for p in prepare_smoke(args.dir):
         print(p)
+    return 0
+
+
+def _cmd_sync_notebooks(args: argparse.Namespace) -> int:
+    from gsworkbench.notebooks import sync_notebooks
+
+    report = sync_notebooks(check=args.check)
+    for line in report:
+        print(("stale: " if args.check else "written: ") + line)
+    if args.check and report:
+        print("run `gsworkbench sync-notebooks` to regenerate the .ipynb from the .py sources", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -74,29 +153,53 @@ def _cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from gsworkbench import __version__
+    from gsworkbench.results import _git
+
+    commit = _git("rev-parse", "--short", "HEAD")
+    return f"gsworkbench {__version__}" + (f" (commit {commit})" if commit else "")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gsworkbench", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="gsworkbench", description=DESCRIPTION, epilog=EPILOG, formatter_class=raw)
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="run one notebook headless with checked parameters")
-    p.add_argument("notebook", type=Path)
-    p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="a parameter (YAML value)")
+    p.add_argument("notebook", type=Path, help="a notebooks/NN_*.ipynb file (or its .py source)")
+    p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="set a parameter (repeatable); see `gsworkbench params NOTEBOOK`")  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="run folder (default: results/<run-id>/)")
+    p.add_argument("--verbose", action="store_true", help="on failure, show the cell's full traceback")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("params", help="list a notebook's parameters: types, defaults, allowed values")
+    p.add_argument("notebook", type=Path)
+    p.set_defaults(func=_cmd_params)
 
     p = sub.add_parser("run-all", help="run every notebook in notebooks/ into results/<run-id>/")
     p.add_argument("--smoke", action="store_true", help="use each notebook's small smoke parameters")
     p.set_defaults(func=_cmd_run_all)
 
-    p = sub.add_parser("prepare-smoke", help="inject smoke parameters into copies of the notebooks")
+    p = sub.add_parser("prepare-smoke", help="inject smoke parameters into copies of the notebooks (for nbval)")
     p.add_argument("dir", type=Path)
     p.set_defaults(func=_cmd_prepare_smoke)
 
-    p = sub.add_parser("bench", help="run a benchmark suite (or 'all') and store its table")
-    p.add_argument("suite")
+    p = sub.add_parser("sync-notebooks", help="write every notebooks/NN_*.ipynb from its .py source")
+    p.add_argument("--check", action="store_true", help="only compare; exit 1 when any .ipynb is stale")
+    p.set_defaults(func=_cmd_sync_notebooks)
+
+    suites = suite_summaries()
+    listing = "\n".join(f"  {name:<12} {text}" for name, text in {**suites, "all": "every suite above"}.items())
+    p = sub.add_parser("bench", help="run a benchmark suite (or all) and store its table",
+                       description=f"Run a benchmark suite and store its table.\n\nsuites:\n{listing}",
+                       formatter_class=raw)  # fmt: skip
+    p.add_argument("suite", choices=[*suites, "all"], metavar="SUITE", help="one of: " + ", ".join([*suites, "all"]))
     p.add_argument("--quick", action="store_true", help="small sizes only")
-    p.add_argument("--threads", type=int, default=None, help="torch/OpenMP threads (default: all)")
-    p.add_argument("--min-run-time", type=float, default=0.5, help="seconds of timing per case")
+    p.add_argument("--threads", type=thread_count, default=None, help="torch/OpenMP threads (default: all cores)")
+    p.add_argument("--min-run-time", type=run_time, default=0.5, help="seconds of timing per case (default 0.5)")
     p.set_defaults(func=_cmd_bench)
 
     p = sub.add_parser("env", help="print the environment metadata recorded with every run")
@@ -107,11 +210,25 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
+    from gsworkbench.notebooks import NotebookFailed
+
     try:
         return args.func(args)
-    except ValueError as err:  # bad parameters, unknown suites: a message, not a traceback
+    except NotebookFailed as err:  # one short block; the full traceback on request
+        if getattr(args, "verbose", False):
+            from papermill.exceptions import strip_color
+
+            print(strip_color("\n".join(err.traceback)), file=sys.stderr)
+        print(f"gsworkbench: {err}", file=sys.stderr)
+        if not getattr(args, "verbose", False):
+            print("  (--verbose shows the full traceback)", file=sys.stderr)
+        return 1
+    except ValueError as err:  # bad parameters, missing files: a message, not a traceback
         print(f"gsworkbench: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("gsworkbench: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import os
 import platform
 import subprocess
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from importlib import metadata as _md
@@ -42,6 +43,16 @@ def new_run_dir(kind: str, root: str | os.PathLike[str] | None = None) -> Path:
 
 # ---- atomic writes ---------------------------------------------------------------------------
 
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    """The process's file-creation mask (read by setting and restoring it)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
 
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
@@ -54,6 +65,7 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a written file follows the umask like any other
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
@@ -87,10 +99,14 @@ def write_table(path: str | os.PathLike[str], df: Any) -> Path:
     return atomic_write_text(path, df.to_csv(index=False))
 
 
-def save_figure(path: str | os.PathLike[str], fig: Any, dpi: int = 110) -> Path:
-    """Atomically saves a matplotlib figure as PNG."""
+def save_figure(path: str | os.PathLike[str], fig: Any, dpi: int = 110, device: str = "cpu") -> Path:
+    """Atomically saves a matplotlib figure as PNG, with the machine and commit in a footer
+    (:func:`gsworkbench.plots.add_footer`; ``device`` says whether to name the CPU or the GPU)."""
     import io
 
+    from gsworkbench.plots import add_footer
+
+    add_footer(fig, device)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     return atomic_write_bytes(path, buf.getvalue())
@@ -108,7 +124,7 @@ def _git(*args: str) -> str | None:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo where available)."""
+    """The CPU's model name (/proc/cpuinfo on Linux, sysctl on macOS), else the architecture."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -116,7 +132,24 @@ def cpu_model() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    if platform.system() == "Darwin":
+        try:
+            cmd = ["sysctl", "-n", "machdep.cpu.brand_string"]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
     return platform.processor() or platform.machine()
+
+
+def build_info() -> dict[str, Any] | None:
+    """How the extension was compiled (compiler, version, flags incl. ``-march`` and what it resolved
+    to), as setup.py recorded it in ``gsworkbench/_build_info.json``; None when not recorded."""
+    try:
+        return json.loads((Path(__file__).resolve().parent / "_build_info.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def thread_settings() -> dict[str, Any]:
@@ -152,7 +185,7 @@ def environment() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "threads": thread_settings(),
-        "extension": {"built": has_ext(), "cuda_kernels": has_cuda_kernels()},
+        "extension": {"built": has_ext(), "cuda_kernels": has_cuda_kernels(), "build": build_info()},
         "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -39,16 +39,53 @@ def test_validate_parameters():
     assert nbs.parse_cli_value("0.5") == 0.5
 
 
+def _notebook_stems():
+    return sorted({p.stem for p in nbs.list_notebooks() + nbs.list_scripts()})
+
+
+@pytest.mark.parametrize("stem", _notebook_stems())
+def test_ipynb_is_generated_from_script(stem):
+    """Each notebooks/NN_*.py has its NN_*.ipynb, exactly as `gsworkbench sync-notebooks` writes it."""
+    script, notebook = nbs.NOTEBOOK_DIR / f"{stem}.py", nbs.NOTEBOOK_DIR / f"{stem}.ipynb"
+    assert script.exists(), f"{notebook.name} has no source script {script.name}"
+    assert notebook.exists(), f"{notebook.name} is missing: run `gsworkbench sync-notebooks`"
+    expected = nbs.files.script_text_as_ipynb(script)
+    assert notebook.read_text(encoding="utf-8") == expected, (
+        f"{notebook.name} differs from what {script.name} generates: run `gsworkbench sync-notebooks`"
+    )
+
+
+def test_sync_detects_and_repairs_a_stale_notebook(tmp_path):
+    src = nbs.list_scripts()[0]
+    (tmp_path / src.name).write_text(src.read_text())
+    expected = f"{tmp_path / src.stem}.ipynb: missing what {src.name} generates"
+    assert nbs.sync_notebooks(tmp_path, check=True) == [expected]
+    assert nbs.sync_notebooks(tmp_path) == [str(tmp_path / f"{src.stem}.ipynb")]
+    assert nbs.sync_notebooks(tmp_path, check=True) == []
+    (tmp_path / src.name).write_text(src.read_text().replace("results_dir = \"\"", "results_dir = \"x\""))
+    assert "differs from" in nbs.sync_notebooks(tmp_path, check=True)[0]
+    (tmp_path / src.name).unlink()
+    assert "no source script" in nbs.sync_notebooks(tmp_path, check=True)[0]
+
+
+def test_smoke_parameters_round_trip_through_the_script_header():
+    for script in nbs.list_scripts():
+        assert nbs.smoke_parameters(script) == nbs.smoke_parameters(script.with_suffix(".ipynb"))
+
+
 @pytest.mark.parametrize("path", nbs.list_notebooks(), ids=lambda p: p.name)
 def test_every_notebook_follows_the_conventions(path):
     nb = nbformat.read(path, as_version=4)
+    assert nb.metadata.kernelspec.name == nbs.KERNEL_NAME
     defaults = nbs.notebook_defaults(path)
     assert "results_dir" in defaults and defaults["results_dir"] == ""
     smoke = nbs.smoke_parameters(path)
     assert smoke, "notebook needs metadata.gsworkbench.smoke_parameters"
-    nbs.validate_parameters(defaults, smoke)
+    rules = nbs.notebook_rules(path)
+    nbs.validate_parameters(defaults, smoke, rules)
+    nbs.validate_parameters(defaults, {}, rules)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
-    assert "ParameterGuard()" in code[0]
+    assert "guard = ParameterGuard(" in code[0]
     assert "parameters" in nb.cells[[c.cell_type for c in nb.cells].index("code") + 1].metadata.get("tags", [])
     assert "guard.check(globals())" in code[2]
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"
@@ -97,3 +134,98 @@ def test_run_notebook_writes_results(tiny_notebook, tmp_path):
     assert out.exists() and out.parent == tmp_path / "run"
     executed = nbformat.read(out, as_version=4)
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+
+
+# ---- rules, CLI values, the failure report ------------------------------------------------------
+
+RULES = {"num": {"ge": 1}, "rate": {"gt": 0.0, "le": 1.0}, "name": {"choices": ["torus", "shell"]}}
+
+
+def test_rules_are_checked():
+    d = nbs.parse_parameters_source(SOURCE)
+    assert nbs.validate_parameters(d, {"num": 1, "rate": 1.0}, RULES)["num"] == 1
+    with pytest.raises(nbs.ParameterError, match="'num' must be >= 1, got -5"):
+        nbs.validate_parameters(d, {"num": -5}, RULES)
+    with pytest.raises(nbs.ParameterError, match="'num' must be >= 1, got 0"):
+        nbs.validate_parameters(d, {"num": 0}, RULES)
+    with pytest.raises(nbs.ParameterError, match="'rate' must be > 0.0"):
+        nbs.validate_parameters(d, {"rate": 0}, RULES)
+    with pytest.raises(nbs.ParameterError, match="'name' must be one of 'torus', 'shell'; got 'cube'"):
+        nbs.validate_parameters(d, {"name": "cube"}, RULES)
+    with pytest.raises(nbs.ParameterError, match="does not have: nope"):
+        nbs.validate_parameters(d, {}, {"nope": {"ge": 1}})
+    with pytest.raises(nbs.ParameterError, match="unknown key"):
+        nbs.parse_rules_source('g = ParameterGuard(num={"min": 1})')
+
+
+def test_path_rule(tmp_path):
+    d = {"ply_path": "", "results_dir": ""}
+    rules = {"ply_path": {"path": "file"}}
+    assert nbs.validate_parameters(d, {}, rules)["ply_path"] == ""  # "" = not given
+    (tmp_path / "a.ply").write_bytes(b"x")
+    nbs.validate_parameters(d, {"ply_path": str(tmp_path / "a.ply")}, rules)
+    with pytest.raises(nbs.ParameterError, match="'ply_path': file not found: .*missing.ply"):
+        nbs.validate_parameters(d, {"ply_path": str(tmp_path / "missing.ply")}, rules)
+
+
+def test_numbers_parse_as_numbers_and_lists_take_single_values():
+    assert nbs.parse_cli_value("5e-2") == 0.05 and isinstance(nbs.parse_cli_value("5e-2"), float)
+    assert nbs.parse_cli_value("5e-2", 0.01) == 0.05
+    assert nbs.parse_cli_value("1e4", 512) == 10000.0 and nbs.coerce_parameter("n", 512, 1e4) == 10000
+    assert nbs.parse_cli_value("true", False) is True
+    assert nbs.parse_cli_value("123", "name") == "123"  # a string parameter keeps the text
+    assert nbs.parse_cli_value("1000", [128, 256]) == [1000]
+    assert nbs.parse_cli_value("1000,2000", [128]) == [1000, 2000]
+    assert nbs.parse_cli_value("[1000, 2000]", [128]) == [1000, 2000]
+    assert nbs.parse_cli_value("ext", ["ext", "torch"]) == ["ext"]
+    defaults = {"sizes": [128, 256], "results_dir": ""}
+    assert nbs.validate_parameters(defaults, {"sizes": 1000})["sizes"] == [1000]
+    with pytest.raises(nbs.ParameterError, match="'sizes' must be >= 1, got 0"):
+        nbs.validate_parameters(defaults, {"sizes": [64, 0]}, {"sizes": {"ge": 1}})
+    with pytest.raises(nbs.ParameterError, match="must be of type int"):
+        nbs.validate_parameters(defaults, {"sizes": ["big"]})
+
+
+@pytest.fixture
+def failing_notebook(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    guard = nbformat.v4.new_code_cell(
+        'from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard(n={"ge": 1})'
+    )
+    params = nbformat.v4.new_code_cell('n = 3\nresults_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    check = nbformat.v4.new_code_cell("params = guard.check(globals())")
+    boom = nbformat.v4.new_code_cell("# a comment line\nvalue = {'a': 1}['missing']  # fails\nprint(value)")
+    nb.cells = [nbformat.v4.new_markdown_cell("# tiny"), guard, params, check, boom]
+    path = tmp_path / "98_failing.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _cli(*args, timeout=180):
+    return subprocess.run([sys.executable, "-m", "gsworkbench.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def test_failing_notebook_gives_one_short_block(failing_notebook, tmp_path):
+    out = _cli("run", failing_notebook, "--out", tmp_path / "run")
+    assert out.returncode == 1
+    report = out.stderr[out.stderr.index("gsworkbench: notebook"):]
+    assert "cell 5: value = {'a': 1}['missing']" in report
+    assert "KeyError: 'missing'" in report
+    assert f"partly executed notebook: {tmp_path / 'run' / failing_notebook.name}" in report
+    assert (tmp_path / "run" / failing_notebook.name).exists()
+    assert "Traceback" not in out.stderr and len(report.splitlines()) <= 6
+    verbose = _cli("run", failing_notebook, "--out", tmp_path / "run2", "--verbose")
+    assert verbose.returncode == 1 and "KeyError" in verbose.stderr and "----> 2" in verbose.stderr
+
+
+def test_bad_values_are_refused_before_a_kernel_starts(failing_notebook, tmp_path):
+    out = _cli("run", failing_notebook, "-p", "n", "0", "--out", tmp_path / "run")
+    assert out.returncode == 2
+    assert out.stderr.strip() == "gsworkbench: error: parameter 'n' must be >= 1, got 0"
+    assert not (tmp_path / "run").exists()
+    missing = _cli("run", tmp_path / "99_nope.ipynb")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"gsworkbench: error: notebook not found: {tmp_path / '99_nope.ipynb'}"

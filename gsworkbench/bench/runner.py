@@ -5,11 +5,15 @@ Cases that differ only in their ``backend`` or ``compile`` mode (the comparisons
 in interleaved rounds: round r times a block of calls of each in turn. A drift in the machine's speed
 during the run (frequency, neighbours on a shared host) then affects each alike, so their ratio stays
 meaningful.
+
+Counts (``threads``, ``runs``, ``calls_per_run``) are integer columns (empty for skipped cases). A case
+slow enough to get a single round has no spread: its ``iqr_s`` is empty (NaN), not 0.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -22,6 +26,7 @@ from torch.utils import benchmark
 from gsworkbench.bench.registry import Case, get_suite
 
 ROUNDS = 10
+COUNT_COLUMNS = ("threads", "runs", "calls_per_run")
 
 
 def default_threads() -> int:
@@ -57,7 +62,8 @@ def time_interleaved(
     out = []
     for k, times in enumerate(per_call):
         q = torch.tensor(times, dtype=torch.float64).quantile(torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
-        out.append({"median_s": float(q[1]), "iqr_s": float(q[2] - q[0]), "runs": rounds, "calls_per_run": numbers[k]})
+        iqr = float(q[2] - q[0]) if rounds > 1 else math.nan  # one round: no spread to report
+        out.append({"median_s": float(q[1]), "iqr_s": iqr, "runs": rounds, "calls_per_run": numbers[k]})
     return out
 
 
@@ -111,7 +117,11 @@ def run_cases(
                     print(f"[{done}/{len(cases)}] {case.name:<60} {shown}", file=sys.stderr, flush=True)
     finally:
         torch.set_num_threads(prev)
-    return pd.DataFrame([rows[i] for i in range(len(cases))])
+    df = pd.DataFrame([rows[i] for i in range(len(cases))])
+    for col in COUNT_COLUMNS:
+        if col in df:
+            df[col] = df[col].astype("Int64")
+    return df
 
 
 def run_suite(

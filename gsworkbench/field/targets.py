@@ -1,7 +1,9 @@
 """Target volumes to fit a field to: analytic ones and user grids.
 
 A target maps points [B,3] to density values [B] and has ``bounds`` (lo [3], hi [3]) from which
-training points are drawn.
+training points are drawn. Targets follow their points: values come back on the points' device (CPU
+or CUDA), and ``sample(..., device=)`` draws on the CPU generator and moves the points, so a seed gives
+the same points on every device.
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ class Target:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        """n points uniform in the bounds, [n,3], on ``device`` (default CPU). Drawn on the CPU (where
-        ``generator`` lives), so a seed gives the same points on every device."""
-        u = torch.rand(n, 3, generator=generator, dtype=dtype).to(device)
-        return self.lo.to(device, dtype) + u * (self.hi - self.lo).to(device, dtype)
+        """n points uniform in the bounds, [n,3], on ``device`` (default CPU)."""
+        u = torch.rand(n, 3, generator=generator, dtype=dtype)
+        pts = self.lo.to(dtype) + u * (self.hi - self.lo).to(dtype)
+        return pts if device is None else pts.to(device)
 
 
 def _cube(volume_size: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,9 +68,8 @@ class GaussianMixtureTarget(Target):
 
     def __call__(self, points: torch.Tensor) -> torch.Tensor:
         dev = points.device
-        return evaluate_torch(
-            points.double(), self.means.to(dev), self.factors.to(dev), self.weights.to(dev)
-        ).to(points.dtype)
+        values = evaluate_torch(points.double(), self.means.to(dev), self.factors.to(dev), self.weights.to(dev))
+        return values.to(points.dtype)
 
 
 class TorusTarget(Target):
@@ -116,8 +117,8 @@ class GridTarget(Target):
         lo, hi = self.lo.to(points.device, torch.float64), self.hi.to(points.device, torch.float64)
         u = 2 * (points.double() - lo) / (hi - lo) - 1  # [-1,1], xyz
         grid = u.reshape(1, 1, 1, -1, 3)
-        volume = self.volume.to(points.device)
-        out = F.grid_sample(volume[None, None], grid, mode="bilinear", align_corners=True, padding_mode="zeros")
+        vol = self.volume.to(points.device)[None, None]
+        out = F.grid_sample(vol, grid, mode="bilinear", align_corners=True, padding_mode="zeros")
         return out.reshape(-1).to(points.dtype)
 
 
@@ -151,6 +152,9 @@ def slice_grid(target_or_field, axis: int = 2, value: float = 0.0, lo: float = -
     pts[:, others[0]] = b.reshape(-1)
     pts[:, others[1]] = a.reshape(-1)
     pts[:, axis] = value
+    params = list(target_or_field.parameters()) if isinstance(target_or_field, torch.nn.Module) else []
+    if params:
+        pts = pts.to(params[0].device, params[0].dtype)
     with torch.no_grad():
         return target_or_field(pts).reshape(res, res).cpu()
 

@@ -70,7 +70,7 @@ def _optimizer(model: GaussianField, cfg: TrainConfig) -> torch.optim.Adam:
 
 
 def held_out_error(model: GaussianField, target: Target, n: int = 8192, seed: int = 12345) -> tuple[float, float]:
-    """(relative RMSE, MSE) of the field against the target on ``n`` fresh points."""
+    """(relative RMSE, MSE) of the field against the target on ``n`` fresh points (on the model's device)."""
     g = torch.Generator().manual_seed(seed)
     pts = target.sample(n, g, dtype=model.means.dtype, device=model.means.device)
     with torch.no_grad():
@@ -89,10 +89,12 @@ def train_field(
 ) -> TrainResult:
     """Trains ``model`` in place: each step samples ``batch_size`` points and minimises the MSE.
 
+    Training runs on the model's device (``model.to("cuda")`` trains on the GPU): the points are drawn
+    from the CPU generator (same points for a seed on every device) and moved there.
     With ``checkpoint``, the final state is saved there (atomically); with ``resume`` too, training
     starts from that file's state when it exists and runs up to ``config.iterations`` in total.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # text, not a widget: an executed notebook shows the final bar in any viewer
 
     cfg = config or TrainConfig()
     opt = _optimizer(model, cfg)
@@ -106,7 +108,7 @@ def train_field(
         return torch.mean((model(pts) - ref) ** 2)
 
     loss_fn = compile_step(mse, cfg.compile)
-    bar = tqdm(range(start, cfg.iterations), disable=not cfg.progress, desc="train", leave=False)
+    bar = tqdm(range(start, cfg.iterations), disable=not cfg.progress, desc="train", mininterval=1.0)
     for it in bar:
         t0 = time.perf_counter()
         pts = target.sample(cfg.batch_size, gen, dtype=model.means.dtype, device=model.means.device)

@@ -9,9 +9,12 @@ Layout (binary little-endian float32, one ``vertex`` element, one row per splat)
 - ``opacity`` is the logit, ``scale_i`` the log-scales, ``rot_0..3`` the quaternion wxyz (as stored,
   not normalised); normals are written as zeros and ignored on read.
 
-Reading accepts files other tools wrote: extra properties, no normals, float64 properties (cast to
-float32), any property order. Everything a 3DGS file needs must be present; otherwise, and for
-truncated or corrupt files, ValueError says what is wrong. A float32 round trip is bit-exact.
+Reading accepts files other tools wrote: extra properties, no normals, float64 properties (cast
+to float32 unless ``dtype=torch.float64``), any property order. Everything a 3DGS file needs must
+be present; otherwise, and for truncated or corrupt files, ValueError says what is wrong.
+A float32 round trip is bit-exact. Writing float64 splats warns that they are stored as float32
+(the Inria layout), unless ``dtype=torch.float64`` asks for double properties (read back bit-exact
+with ``dtype=torch.float64``; other 3DGS tools may expect float32).
 Writing goes to a temporary file in the same folder and is renamed into place, so an interrupted
 write never leaves a half-written file.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +39,26 @@ _REQUIRED = ["x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", 
 _REST = re.compile(r"^f_rest_(\d+)$")
 
 
-def _columns(vertex: np.ndarray, names: list[str]) -> np.ndarray:
-    """[N, len(names)] float32 array of the named fields of a structured array."""
-    out = np.empty((vertex.shape[0], len(names)), dtype=np.float32)
+def _columns(vertex: np.ndarray, names: list[str], dtype: type = np.float32) -> np.ndarray:
+    """[N, len(names)] array (float32 by default) of the named fields of a structured array."""
+    out = np.empty((vertex.shape[0], len(names)), dtype=dtype)
     for i, name in enumerate(names):
         out[:, i] = vertex[name]
     return out
 
 
-def read_ply(path: str | os.PathLike[str]) -> SplatSet:
-    """Reads an Inria 3DGS PLY file into a float32 :class:`SplatSet` (see the module docstring)."""
+def _numpy_dtype(dtype: torch.dtype | str | None) -> type:
+    if dtype in (None, torch.float32, "float32"):
+        return np.float32
+    if dtype in (torch.float64, "float64"):
+        return np.float64
+    raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+
+
+def read_ply(path: str | os.PathLike[str], dtype: torch.dtype | str = torch.float32) -> SplatSet:
+    """Reads an Inria 3DGS PLY file into a :class:`SplatSet` of ``dtype`` (float32 or float64; see the
+    module docstring)."""
+    np_dtype = _numpy_dtype(dtype)
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
@@ -82,14 +96,17 @@ def read_ply(path: str | os.PathLike[str]) -> SplatSet:
         raise ValueError(f"{path}: {m} f_rest_* properties; a 3DGS file has 0, 9, 24 or 45 (3 channels x K)")
     k = m // 3
     n = vertex.shape[0]
-    rest = _columns(vertex, [f"f_rest_{i}" for i in range(m)]).reshape(n, 3, k).transpose(0, 2, 1)
+    def cols(names: list[str]) -> np.ndarray:
+        return _columns(vertex, names, np_dtype)
+
+    rest = cols([f"f_rest_{i}" for i in range(m)]).reshape(n, 3, k).transpose(0, 2, 1)
     try:
         return SplatSet(
-            torch.from_numpy(_columns(vertex, ["x", "y", "z"])),
-            torch.from_numpy(_columns(vertex, ["rot_0", "rot_1", "rot_2", "rot_3"])),
-            torch.from_numpy(_columns(vertex, ["scale_0", "scale_1", "scale_2"])),
-            torch.from_numpy(_columns(vertex, ["opacity"])[:, 0].copy()),
-            torch.from_numpy(_columns(vertex, ["f_dc_0", "f_dc_1", "f_dc_2"])),
+            torch.from_numpy(cols(["x", "y", "z"])),
+            torch.from_numpy(cols(["rot_0", "rot_1", "rot_2", "rot_3"])),
+            torch.from_numpy(cols(["scale_0", "scale_1", "scale_2"])),
+            torch.from_numpy(cols(["opacity"])[:, 0].copy()),
+            torch.from_numpy(cols(["f_dc_0", "f_dc_1", "f_dc_2"])),
             torch.from_numpy(np.ascontiguousarray(rest)),
         )
     except ValueError as err:
@@ -104,27 +121,41 @@ def ply_properties(sh_degree: int) -> list[str]:
             + ["opacity", "scale_0", "scale_1", "scale_2", "rot_0", "rot_1", "rot_2", "rot_3"])  # fmt: skip
 
 
-def write_ply(path: str | os.PathLike[str], splats: SplatSet) -> Path:
-    """Writes ``splats`` as a binary little-endian float32 Inria 3DGS PLY (atomically); returns the path."""
+def write_ply(path: str | os.PathLike[str], splats: SplatSet, dtype: torch.dtype | str | None = None) -> Path:
+    """Writes ``splats`` as a binary little-endian Inria 3DGS PLY (atomically); returns the path.
+
+    ``dtype``: float32 (the Inria layout; the default) or float64 (double properties). Float64 splats
+    written without a ``dtype`` are stored as float32 with a warning, since that loses precision.
+    """
     if not isinstance(splats, SplatSet):
         raise ValueError(f"splats must be a SplatSet, got {type(splats).__name__}")
+    np_dtype = _numpy_dtype(dtype)
+    if dtype is None and splats.means.dtype == torch.float64:
+        warnings.warn(
+            f"write_ply({str(path)!r}): float64 splats are stored as float32 (the Inria 3DGS layout); "
+            "pass dtype=torch.float64 to keep double precision, or convert with splats.to(torch.float32)",
+            UserWarning,
+            stacklevel=2,
+        )
     path = Path(path)
     n, k = len(splats), splats.sh_rest.shape[1]
+    torch_dtype = torch.float64 if np_dtype is np.float64 else torch.float32
 
-    def f32(t: torch.Tensor) -> np.ndarray:
-        return t.detach().to("cpu", torch.float32).numpy()
+    def as_np(t: torch.Tensor) -> np.ndarray:
+        return t.detach().to("cpu", torch_dtype).numpy()
 
     names = ply_properties(splats.sh_degree)
-    cols = np.empty((n, len(names)), dtype=np.float32)
-    cols[:, 0:3] = f32(splats.means)
+    cols = np.empty((n, len(names)), dtype=np_dtype)
+    cols[:, 0:3] = as_np(splats.means)
     cols[:, 3:6] = 0.0
-    cols[:, 6:9] = f32(splats.sh_dc)
-    cols[:, 9 : 9 + 3 * k] = f32(splats.sh_rest).transpose(0, 2, 1).reshape(n, 3 * k)
+    cols[:, 6:9] = as_np(splats.sh_dc)
+    cols[:, 9 : 9 + 3 * k] = as_np(splats.sh_rest).transpose(0, 2, 1).reshape(n, 3 * k)
     o = 9 + 3 * k
-    cols[:, o] = f32(splats.opacity_logits)
-    cols[:, o + 1 : o + 4] = f32(splats.log_scales)
-    cols[:, o + 4 : o + 8] = f32(splats.quats)
-    vertex = cols.view(np.dtype([(name, "<f4") for name in names])).reshape(n)
+    cols[:, o] = as_np(splats.opacity_logits)
+    cols[:, o + 1 : o + 4] = as_np(splats.log_scales)
+    cols[:, o + 4 : o + 8] = as_np(splats.quats)
+    code = "<f8" if np_dtype is np.float64 else "<f4"
+    vertex = cols.view(np.dtype([(name, code) for name in names])).reshape(n)
     data = PlyData([PlyElement.describe(vertex, "vertex")], text=False, byte_order="<")
     with atomic_writer(path) as f:
         data.write(f)

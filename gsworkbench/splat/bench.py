@@ -12,25 +12,23 @@ The last three also run under torch.compile (``compile``: "aot_eager", "inductor
 compilation), interleaved with the eager runs; compilation happens in the case's setup.
 
 Beside the timings, each case records (in :data:`CASE_EXTRAS`, merged by :func:`summarize_render`)
-the number of tile intersections and ``peak_mem_mb``: the largest increase of the process's resident
-set size (``/proc/self/statm``, sampled every millisecond by a thread) over its value just before the
-case's first call (inputs already built). That is the call's peak working memory as the OS sees it,
-approximately: memory that an earlier case freed but the C allocator kept resident is reused without
-raising the RSS, so small values (and 0) are lower bounds; it is not torch-allocator accounting.
+the number of tile intersections and ``first_call_peak_rss_mib``: how far the process's resident set
+rose during the case's first call (inputs already built) above its level just before it, in MiB
+(:func:`gsworkbench.bench.memory.peak_rss_increase_mib`: freed memory is returned to the OS first and
+the kernel's high-water mark is reset, so the number does not depend on earlier cases). It is the
+call's working memory, outputs included, as the OS sees it; NaN where it cannot be measured.
 """
 
 from __future__ import annotations
 
 import functools
-import os
-import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pandas as pd
 import torch
 
+from gsworkbench.bench.memory import peak_rss_increase_mib
 from gsworkbench.bench.registry import Case
 from gsworkbench.compile import compile_step
 from gsworkbench.splat import _torch_impl, cameras
@@ -45,36 +43,6 @@ CASE_EXTRAS: dict[str, dict[str, Any]] = {}
 @functools.lru_cache(maxsize=4)
 def _scene(num: int, sh_degree: int) -> SplatSet:
     return synthetic_splats(num, sh_degree, seed=0)
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:  # not Linux: no measurement
-        return 0
-
-
-def peak_rss_increase(fn: Callable[[], Any], interval_s: float = 0.001) -> float:
-    """Largest resident-set increase (MiB) during one call of ``fn``, sampled by a thread."""
-    base = _rss_bytes()
-    peak = [base]
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], _rss_bytes())
-            time.sleep(interval_s)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    try:
-        fn()
-    finally:
-        stop.set()
-        th.join()
-    peak[0] = max(peak[0], _rss_bytes())
-    return (peak[0] - base) / 2**20
 
 
 def _whole_call(
@@ -144,8 +112,7 @@ def _make_setup(name: str, num: int, width: int, height: int, sh_degree: int, ba
         else:
             inputs = (means, quats, scales, opac, sh, vm)
             fn = _whole_call(stage, compile_mode, inputs, Ks, width, height, sh_degree, backend)
-        # memory of the first (cold) call: later calls reuse memory the C allocator kept resident
-        CASE_EXTRAS[name] = {"n_isects": int(fid.numel()), "peak_mem_mb": peak_rss_increase(fn)}
+        CASE_EXTRAS[name] = {"n_isects": int(fid.numel()), "first_call_peak_rss_mib": peak_rss_increase_mib(fn)}
         return fn
 
     return setup
@@ -181,12 +148,12 @@ def render_cases(
 
 
 def summarize_render(df: pd.DataFrame) -> pd.DataFrame:
-    """Adds n_isects, peak_mem_mb, fps, isects_per_s, the backward time, ext-over-torch speedups and
+    """Adds n_isects, first_call_peak_rss_mib, fps, isects_per_s, the backward time, ext-over-torch speedups and
     compiled-over-eager speedups."""
     df = df.copy()
     if "compile" not in df:
         df["compile"] = "eager"
-    for col in ("n_isects", "peak_mem_mb"):
+    for col in ("n_isects", "first_call_peak_rss_mib"):
         df[col] = [CASE_EXTRAS.get(c, {}).get(col) for c in df["case"]]
     if "median_s" not in df:
         df["median_s"] = float("nan")
@@ -195,10 +162,11 @@ def summarize_render(df: pd.DataFrame) -> pd.DataFrame:
     both = df[df.stage == "forward+backward"].set_index(key)["median_s"]
     bwd = (both - fwd).dropna()
     if len(bwd):
-        extra = bwd.rename("median_s").reset_index().assign(stage="backward (fb - f)")
+        extra = bwd.rename("median_s").reset_index().assign(stage="backward")
         n_is = df[df.stage == "forward"].set_index(key)["n_isects"]
         extra["n_isects"] = n_is.reindex(extra.set_index(key).index).to_numpy()
         df = pd.concat([df, extra], ignore_index=True)
+    df["n_isects"] = df["n_isects"].astype("Int64")
     df["fps"] = (1.0 / df["median_s"]).where(df.stage.isin(list(WHOLE_CALLS)))
     df["isects_per_s"] = df["n_isects"] / df["median_s"]
     cols = [*key, "stage"]

@@ -1,28 +1,45 @@
-"""Source of notebooks/01_gaussian_field.ipynb: run `python tools/notebook_01.py` to regenerate."""
+# ---
+# jupyter:
+#   gsworkbench:
+#     smoke_parameters:
+#       num_gaussians: 32
+#       iterations: 30
+#       batch_size: 1024
+#       timing_gaussians: 16
+#       timing_batch: 256
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#   kernelspec:
+#     display_name: gsworkbench (.venv)
+#     language: python
+#     name: gsworkbench
+# ---
 
-from make_notebook import make_notebook
+# %% [markdown]
+# # 01 · Fitting a 3D Gaussian field
+#
+# Trains a sum of N weighted 3D Gaussians to match a target density volume, end to end, with one of the
+# evaluation backends (`loop`, `vectorized`, `torch`, `ext`). Shows the loss curve, target-against-fit
+# slices and the time per training iteration of each backend. Tables and plots go to `results/`.
 
-cells = [
-    (
-        "md",
-        """
-# 01 · Fitting a 3D Gaussian field
-
-Trains a sum of N weighted 3D Gaussians to match a target density volume, end to end, with one of the
-evaluation backends (`loop`, `vectorized`, `torch`, `ext`). Shows the loss curve, target-against-fit
-slices and the time per training iteration of each backend. Tables and plots go to `results/`.
-""",
-    ),
-    (
-        "code",
-        """
+# %%
 from gsworkbench.notebooks import ParameterGuard
-guard = ParameterGuard()
-""",
-    ),
-    (
-        "parameters",
-        """
+
+guard = ParameterGuard(
+    num_gaussians={"ge": 1, "help": "Gaussians in the field"},
+    covariance={"choices": ["full", "diag"]},
+    backend={"choices": ["loop", "vectorized", "torch", "ext"], "help": "evaluation backend for training"},
+    iterations={"ge": 1},
+    batch_size={"ge": 1, "help": "points sampled per iteration"},
+    target={"choices": ["torus", "shell", "mixture"]},
+    seed={"ge": 0},
+    timing_backends={"choices": ["loop", "vectorized", "torch", "ext"], "help": "backends timed at the end"},
+    timing_gaussians={"ge": 1},
+    timing_batch={"ge": 1},
+)
+
+# %% tags=["parameters"]
 num_gaussians = 512
 covariance = "full"
 backend = "ext"
@@ -30,38 +47,32 @@ iterations = 1500
 batch_size = 8192
 target = "torus"
 seed = 0
-timing_backends = "loop,vectorized,torch,ext"
+timing_backends = ["loop", "vectorized", "torch", "ext"]
 timing_gaussians = 256
 timing_batch = 2048
 results_dir = ""
-""",
-    ),
-    (
-        "code",
-        """
+
+# %%
 params = guard.check(globals())
 
-import matplotlib
+from pathlib import Path
+
 import matplotlib.pyplot as plt
-import pandas as pd
 import torch
 
-from gsworkbench import field
+from gsworkbench import field, plots
 from gsworkbench.field.report import step_times, summarize_step_times
-from gsworkbench.field.targets import slice_grid
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
-from pathlib import Path
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("01_gaussian_field")
 write_metadata(run_dir, params)
 torch.manual_seed(seed)
 print("results:", run_dir, "| threads:", torch.get_num_threads())
-""",
-    ),
-    ("md", "## Train"),
-    (
-        "code",
-        """
+
+# %% [markdown]
+# ## Train
+
+# %%
 tgt = field.make_target(target, seed=seed)
 model = field.GaussianField(num_gaussians, covariance, backend=backend, seed=seed)
 result = field.train_field(model, tgt, field.TrainConfig(iterations=iterations, batch_size=batch_size, seed=seed))
@@ -69,37 +80,27 @@ history = result.history.assign(backend=backend, covariance=covariance, num_gaus
 write_table(run_dir / "history.csv", history)
 print(f"held-out relative RMSE: {result.final_error:.4f}   MSE: {result.final_loss:.3e}")
 print(f"median step: {history.time_s.median() * 1e3:.2f} ms")
-""",
-    ),
-    (
-        "code",
-        """
+
+# %%
 fig, ax = plt.subplots(figsize=(6, 3.5))
 ax.semilogy(history.iteration, history.loss)
 ax.set(xlabel="iteration", ylabel="MSE", title=f"{target}: N={num_gaussians}, {covariance}, {backend}")
 save_figure(run_dir / "loss.png", fig)
 plt.show()
-""",
-    ),
-    ("md", "## Target against fit: slices through the volume"),
-    (
-        "code",
-        """
-fig, axes = plt.subplots(2, 3, figsize=(10, 6.5))
-for col, axis in enumerate((2, 1, 0)):
-    ref = slice_grid(tgt, axis=axis)
-    for row, (name, img) in enumerate((("target", ref), ("fit", slice_grid(model, axis=axis)))):
-        axes[row, col].imshow(img.numpy(), origin="lower", extent=(-1, 1, -1, 1), vmin=0, vmax=float(ref.max()))
-        axes[row, col].set_title(f"{name}, {'xyz'[axis]} = 0")
+
+# %% [markdown]
+# ## Target against fit: slices through the volume
+
+# %%
+fig = plots.field_slices(tgt, model)
 save_figure(run_dir / "slices.png", fig)
 plt.show()
-""",
-    ),
-    ("md", "## Time per training iteration, by backend"),
-    (
-        "code",
-        """
-times = step_times(tgt, timing_gaussians, covariance, timing_batch, [b for b in timing_backends.split(",") if b])
+
+# %% [markdown]
+# ## Time per training iteration, by backend
+
+# %%
+times = step_times(tgt, timing_gaussians, covariance, timing_batch, timing_backends)
 summary = summarize_step_times(times).assign(num_gaussians=timing_gaussians, batch=timing_batch)
 write_table(run_dir / "step_times.csv", summary)
 fig, ax = plt.subplots(figsize=(6, 3))
@@ -108,12 +109,3 @@ ax.set(xscale="log", xlabel="ms per iteration (median, IQR)", title=f"N={timing_
 save_figure(run_dir / "step_times.png", fig)
 plt.show()
 summary
-""",
-    ),
-]
-
-make_notebook(
-    "notebooks/01_gaussian_field.ipynb",
-    cells,
-    {"num_gaussians": 32, "iterations": 30, "batch_size": 1024, "timing_gaussians": 16, "timing_batch": 256},
-)

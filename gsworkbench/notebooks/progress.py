@@ -1,0 +1,121 @@
+"""Progress of a headless notebook run: which cell runs, for how long, and the total time.
+
+A papermill engine (``engine_name="gsworkbench"``) that reports each cell's start and end to a
+:class:`CellProgress`. On a terminal one status line is redrawn every second, so a long cell does not
+look frozen; otherwise (a log, CI) one line is printed as each cell starts and ends.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from papermill.engines import NBClientEngine, papermill_engines
+
+ENGINE_NAME = "gsworkbench"
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60:d}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m:d}:{s:02d}"
+
+
+def first_line(source: str, width: int = 60) -> str:
+    """The first non-blank, non-comment line of a cell, cut to ``width`` characters."""
+    lines = [ln.strip() for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    line = lines[0] if lines else (source.strip().splitlines() or [""])[0]
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+class CellProgress:
+    """Prints ``[cell 5/14, 0:42 in cell, 1:10 total] tgt = field.make_target(...)`` while cells run.
+
+    Cells are numbered as in the source notebook (markdown included; papermill's injected parameters
+    cell is not counted), like the failure report of :class:`~gsworkbench.notebooks.NotebookFailed`.
+    """
+
+    def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.live = self.stream.isatty() if live is None else live
+        self.started = time.monotonic()
+        self.cell_started = self.started
+        self.label = ""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _line(self) -> str:
+        now = time.monotonic()
+        return f"[{self.label}, {_clock(now - self.cell_started)} in cell, {_clock(now - self.started)} total]"
+
+    def cell_start(self, label: str, source: str) -> None:
+        """A cell starts: ``label`` names it (``cell 5/14``), ``source`` is its code."""
+        with self._lock:
+            self.cell_started = time.monotonic()
+            self.label = label
+            self.text = first_line(source)
+            if not self.live:
+                print(f"{self._line()} {self.text}", file=self.stream, flush=True)
+        if self.live and self._thread is None:
+            self._thread = threading.Thread(target=self._redraw, daemon=True)
+            self._thread.start()
+
+    def cell_end(self) -> None:
+        if not self.live:
+            with self._lock:
+                took = time.monotonic() - self.cell_started
+                if took >= 1.0:
+                    print(f"  {self.label} done in {_clock(took)}", file=self.stream, flush=True)
+
+    def _redraw(self) -> None:
+        while not self._stop.wait(0.5):
+            with self._lock:
+                self.stream.write(f"\r\x1b[K{self._line()} {self.text}")
+                self.stream.flush()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self.stream.write(f"\r\x1b[Kdone in {_clock(time.monotonic() - self.started)}\n")
+            self.stream.flush()
+
+
+class ProgressEngine(NBClientEngine):
+    """papermill's nbclient engine, reporting cell starts and ends to ``progress`` (a CellProgress)."""
+
+    @classmethod
+    def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
+        progress: CellProgress | None = kwargs.pop("progress", None)
+        if progress is None:
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+        start, complete = nb_man.cell_start, nb_man.cell_complete
+        tags = [c.get("metadata", {}).get("tags", []) for c in nb_man.nb.cells]
+        injected = next((i for i, t in enumerate(tags) if "injected-parameters" in t), None)
+        total = len(tags) - (injected is not None)
+
+        def source_label(index: int) -> str:
+            if index == injected:
+                return "injected parameters"
+            return f"cell {index + 1 - (injected is not None and index > injected)}/{total}"
+
+        def cell_start(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+            if cell.cell_type == "code":
+                progress.cell_start(source_label(cell_index or 0), cell.source)
+            return start(cell, cell_index, **kw)
+
+        def cell_complete(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+            if cell.cell_type == "code":
+                progress.cell_end()
+            return complete(cell, cell_index, **kw)
+
+        nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete
+        try:
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+        finally:
+            progress.close()
+
+
+papermill_engines.register(ENGINE_NAME, ProgressEngine)

@@ -1,0 +1,142 @@
+"""Running notebooks headless (papermill): checked parameters, progress, a short failure report."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gsworkbench.notebooks.files import (
+    list_notebooks,
+    load_notebook,
+    notebook_defaults,
+    notebook_rules,
+    smoke_parameters,
+)
+from gsworkbench.notebooks.parameters import validate_parameters
+from gsworkbench.notebooks.progress import ENGINE_NAME, CellProgress, first_line
+from gsworkbench.results import new_run_dir
+
+KERNEL_NAME = "gsworkbench"
+
+
+@dataclass
+class NotebookFailed(Exception):
+    """A cell of a notebook raised; ``str()`` is the short report, ``traceback`` the full one."""
+
+    notebook: Path
+    cell_number: int  # 1-based, counting every cell of the source notebook (markdown included)
+    cell_line: str
+    ename: str
+    evalue: str
+    executed: Path  # the partly executed notebook
+    traceback: list[str] = field(default_factory=list, repr=False)
+
+    def __str__(self) -> str:
+        evalue = "\n    ".join(self.evalue.strip().splitlines()[:6])
+        return (
+            f"notebook {self.notebook} failed\n"
+            f"  cell {self.cell_number}: {self.cell_line}\n"
+            f"  {self.ename}: {evalue}\n"
+            f"  partly executed notebook: {self.executed}"
+        )
+
+
+def kernel_name() -> str:
+    """The project's kernel when registered (``make setup`` does), else ``python3``."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    return KERNEL_NAME if KERNEL_NAME in KernelSpecManager().find_kernel_specs() else "python3"
+
+
+def check_parameters(path: str | os.PathLike[str], parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The notebook's parameters with ``parameters`` applied, checked against their types and rules
+    (ParameterError otherwise); relative paths of ``path`` parameters made absolute."""
+    nb = load_notebook(path)
+    rules = notebook_rules(nb)
+    params = validate_parameters(notebook_defaults(nb), dict(parameters or {}), rules)
+    for name, rule in rules.items():
+        if rule.get("path") and params[name]:
+            params[name] = str(Path(params[name]).resolve())  # the kernel runs in the notebook's folder
+    return params
+
+
+def _failure(err: Any, source_nb: Any, path: Path, out: Path) -> NotebookFailed:
+    sources = [c.source for c in source_nb.cells]
+    number = sources.index(err.source) + 1 if err.source in sources else err.cell_index + 1
+    return NotebookFailed(path, number, first_line(err.source, 80), err.ename, str(err.evalue), out, err.traceback)
+
+
+def run_notebook(
+    path: str | os.PathLike[str],
+    parameters: Mapping[str, Any] | None = None,
+    run_dir: str | os.PathLike[str] | None = None,
+    *,
+    prepare_only: bool = False,
+    progress: bool = False,
+) -> Path:
+    """Executes one notebook (``.ipynb`` or percent-format ``.py``) with checked parameters; returns
+    the executed copy's path. Its tables and plots go to ``run_dir`` (a new ``results/<run-id>/``
+    when None). Bad parameters raise ParameterError before any kernel starts; a failing cell raises
+    :class:`NotebookFailed`.
+    """
+    import papermill as pm
+
+    path = Path(path)
+    params = check_parameters(path, parameters)
+    source_nb = load_notebook(path)
+    run_dir = Path(run_dir) if run_dir is not None else new_run_dir(path.stem)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    params["results_dir"] = str(run_dir)
+    out = run_dir / (path.stem + ".ipynb")
+    extra: dict[str, Any] = {}
+    if progress and not prepare_only:
+        extra["progress"] = CellProgress()
+    try:
+        pm.execute_notebook(
+            source_nb,
+            str(out),
+            parameters=params,
+            kernel_name=kernel_name(),
+            cwd=str(path.resolve().parent),
+            prepare_only=prepare_only,
+            progress_bar=False,
+            engine_name=ENGINE_NAME,
+            **extra,
+        )
+    except pm.PapermillExecutionError as err:
+        raise _failure(err, source_nb, path, out) from None
+    return out
+
+
+def run_all(
+    smoke: bool = False, root: str | os.PathLike[str] | None = None, notebooks: list[Path] | None = None
+) -> tuple[Path, list[tuple[Path, str]]]:
+    """Runs every notebook into one run folder; returns it and (notebook, status) pairs."""
+    from gsworkbench.results import write_metadata
+
+    run_dir = new_run_dir("suite-smoke" if smoke else "suite", root)
+    statuses: list[tuple[Path, str]] = []
+    chosen = notebooks if notebooks is not None else list_notebooks()
+    write_metadata(run_dir, {"notebooks": [p.name for p in chosen], "smoke": smoke})
+    for nb in chosen:
+        params = smoke_parameters(nb) if smoke else {}
+        try:
+            run_notebook(nb, params, run_dir / nb.stem, progress=True)
+            statuses.append((nb, "ok"))
+        except NotebookFailed as err:  # keep going: one failing notebook must not lose the others
+            message = (err.evalue.splitlines() or [""])[0]
+            statuses.append((nb, f"FAILED in cell {err.cell_number}: {err.ename}: {message}"))
+        except ValueError as err:
+            statuses.append((nb, f"FAILED: {err}"))
+    return run_dir, statuses
+
+
+def prepare_smoke(out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Writes each notebook with its smoke parameters injected (not executed) for nbval."""
+    out_dir = Path(out_dir)
+    return [
+        run_notebook(nb, smoke_parameters(nb), out_dir / nb.stem, prepare_only=True) for nb in list_notebooks()
+    ]

@@ -1,0 +1,64 @@
+"""Results others can read: file modes follow the umask, counts are integers, float64 PLY is not lost
+silently, metadata names the compiler and CPU."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import warnings
+
+import pytest
+import torch
+
+from gsworkbench.io import read_ply, write_ply
+from gsworkbench.results import atomic_write_text, environment
+from gsworkbench.splats import synthetic_splats
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_written_files_follow_the_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        path = atomic_write_text(tmp_path / "a.txt", "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+
+
+def test_float64_ply_warns_or_keeps_double(tmp_path):
+    s64 = synthetic_splats(50, 3, seed=0).to(torch.float64)
+    with pytest.warns(UserWarning, match="float64 splats are stored as float32"):
+        write_ply(tmp_path / "a.ply", s64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        write_ply(tmp_path / "b.ply", s64, dtype=torch.float64)
+        write_ply(tmp_path / "c.ply", s64.to(torch.float32))
+    back = read_ply(tmp_path / "b.ply", dtype=torch.float64)
+    for name in ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest"):
+        assert torch.equal(getattr(back, name), getattr(s64, name)), name
+    assert read_ply(tmp_path / "b.ply").means.dtype == torch.float32  # default stays float32
+    with pytest.raises(ValueError, match="dtype must be float32 or float64"):
+        write_ply(tmp_path / "d.ply", s64, dtype=torch.float16)
+
+
+def test_metadata_names_cpu_and_compiler():
+    env = environment()
+    assert env["cpu_model"]
+    if env["extension"]["built"]:
+        build = env["extension"]["build"]
+        assert build is not None, "setup.py records gsworkbench/_build_info.json"
+        assert any(f.startswith("-march=") for f in build["cxx_flags"]) and build["cxx_version"]
+
+
+def test_count_columns_are_integers_and_one_round_has_no_spread():
+    from gsworkbench.bench.registry import Case
+    from gsworkbench.bench.runner import run_cases
+
+    slow = Case("slow", {"backend": "a"}, lambda: (lambda: sum(range(200_000))))
+    skipped = Case("skipped", {"backend": "b"}, lambda: (lambda: None), skip="not here")
+    df = run_cases([slow, skipped], threads=1, min_run_time=1e-4, progress=False)
+    for col in ("threads", "runs", "calls_per_run"):
+        assert str(df[col].dtype) == "Int64", col
+    assert df.runs[0] == 1 and math.isnan(df.iqr_s[0])  # one round: no spread, not an IQR of 0
+    assert df.threads[1] == 1 and df.runs.isna()[1]
