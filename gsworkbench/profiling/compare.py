@@ -114,7 +114,7 @@ def compare_ops(before: pd.DataFrame, after: pd.DataFrame, top: int = 10) -> pd.
     col = "self_device_s" if "self_device_s" in before and "self_device_s" in after else "self_cpu_s"
     b = before[~before.name.str.startswith("stage:")].groupby("name")[[col, "calls"]].sum()
     a = after[~after.name.str.startswith("stage:")].groupby("name")[[col, "calls"]].sum()
-    df = b.join(a, how="outer", lsuffix="_before", rsuffix="_after").fillna(0.0)
+    df = b.merge(a, how="outer", left_index=True, right_index=True, suffixes=("_before", "_after")).fillna(0.0)
     df["change_s"] = df[f"{col}_after"] - df[f"{col}_before"]
     df = df.reset_index()
     gains = df[df.change_s < 0].nsmallest(top, "change_s").assign(kind="gain")

@@ -114,7 +114,7 @@ def frame_changes(before: Mapping[str, int], after: Mapping[str, int], strip_lin
         before, after = strip_line_numbers(before), strip_line_numbers(after)
     b = frame_shares(before).set_index("frame")
     a = frame_shares(after).set_index("frame")
-    df = b.join(a, how="outer", lsuffix="_before", rsuffix="_after").fillna(0.0)
+    df = b.merge(a, how="outer", left_index=True, right_index=True, suffixes=("_before", "_after")).fillna(0.0)
     df["inclusive_change"] = df["inclusive_after"] - df["inclusive_before"]
     df["self_change"] = df["self_after"] - df["self_before"]
     df = df.reset_index().rename(columns={"index": "frame"})

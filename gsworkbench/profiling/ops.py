@@ -61,7 +61,8 @@ def profile_ops(
 ) -> tuple[pd.DataFrame, float]:
     """One run under ``torch.profiler``: (op table, the run's wall seconds under the profiler).
 
-    ``trace_path``: where to write the chrome trace (JSON for Perfetto / chrome://tracing), atomically.
+    ``trace_path``: where to write the chrome trace (JSON for Perfetto / chrome://tracing; gzipped when
+    the name ends in ``.gz``), atomically.
     """
     activities = [ProfilerActivity.CPU]
     if str(device).startswith("cuda"):
@@ -76,7 +77,9 @@ def profile_ops(
     if trace_path is not None:
         path = Path(trace_path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp" + "".join(path.suffixes[-1:])
+        )
         os.close(fd)
         try:
             prof.export_chrome_trace(tmp)

@@ -26,6 +26,8 @@ from typing import Any
 
 from gsworkbench.results import REPO_ROOT
 
+_THIS_FILE = "gsworkbench/profiling/pyspy.py"
+
 
 class PySpyUnavailable(RuntimeError):
     """py-spy is not installed or cannot attach (no ptrace permission); the message says which."""
@@ -125,14 +127,16 @@ def speedscope_to_folded(doc: dict[str, Any], rate: int | None = None) -> Counte
     """Folded stacks (root first, ``;``-joined frame labels) -> sample counts, over every thread.
 
     py-spy's speedscope weights are seconds per sample; with ``rate`` they convert to counts (one
-    sample = 1 / rate s), otherwise each listed sample counts once.
+    sample = 1 / rate s), otherwise each listed sample counts once. Samples of this module (the
+    recording starting or stopping) are left out.
     """
     frames = [frame_label(f) for f in doc["shared"]["frames"]]
+    own = {i for i, f in enumerate(doc["shared"]["frames"]) if str(f.get("file", "")).endswith(_THIS_FILE)}
     counts: Counter[str] = Counter()
     for prof in doc["profiles"]:
         weights = prof.get("weights") or [None] * len(prof["samples"])
         for stack, w in zip(prof["samples"], weights):
-            if not stack:
+            if not stack or any(i in own for i in stack):
                 continue
             n = max(1, round(w * rate)) if (rate and w) else 1
             counts[";".join(frames[i].replace(";", ":") for i in stack)] += n

@@ -11,7 +11,7 @@ Files in ``results/<run-id>/`` (or ``out``), each written atomically:
 - ``metadata.json``: workload, parameters, settings, environment (commit, versions, CPU, threads), py-spy status;
 - ``repeats.csv`` (repeat, stage, seconds), ``stages.csv`` (:func:`~gsworkbench.profiling.stages.stage_table`
   plus ``profiler_s``), ``stages.png``;
-- ``ops.csv`` (``torch.profiler`` key averages), ``trace.json`` (chrome trace, for Perfetto);
+- ``ops.csv`` (``torch.profiler`` key averages), ``trace.json.gz`` (chrome trace, gzipped JSON; Perfetto opens it);
 - ``profile.speedscope.json``, ``stacks.folded``, ``flamegraph.svg`` (py-spy, ``--native``);
 - ``overhead.csv``: wall time per run without a profiler, under torch.profiler, under py-spy (median).
 """
@@ -49,7 +49,7 @@ FILES = {
     "stages": "stages.csv",
     "stages_png": "stages.png",
     "ops": "ops.csv",
-    "trace": "trace.json",
+    "trace": "trace.json.gz",
     "speedscope": "profile.speedscope.json",
     "folded": "stacks.folded",
     "flamegraph": "flamegraph.svg",
@@ -110,7 +110,7 @@ def profile(
     """Profiles ``workload`` (a spec such as ``"train:micro"``, ``"render"``, ``"field"`` with
     ``params``; a :class:`Workload`; or a callable) and writes everything to ``out`` (default: a new
     ``results/<run-id>/``). ``rate``: py-spy samples per second; py-spy samples
-    whole runs until ``sample_s`` seconds have passed (at least two runs). ``log``: where progress and the
+    whole runs until ``sample_s`` seconds have passed (at least one run). ``log``: where progress and the
     summary go (None: silent). Returns the :class:`ProfileRun`."""
     wl = make_workload(workload, params)
     _check_count("repeats", repeats, 1)
@@ -149,7 +149,7 @@ def profile(
         try:
             with pyspy.pyspy_recording(run_dir / FILES["speedscope"], rate=rate, native=native):
                 t0, spy_walls = time.perf_counter(), []
-                while len(spy_walls) < 2 or time.perf_counter() - t0 < sample_s:
+                while not spy_walls or time.perf_counter() - t0 < sample_s:
                     spy_walls.append(stages.timed_run(fn, wl.device)[0])
             doc = json.loads((run_dir / FILES["speedscope"]).read_text())
             folded = pyspy.speedscope_to_folded(doc, rate)
@@ -163,12 +163,12 @@ def profile(
             say(f"  NOTE: {err}; the torch.profiler outputs are written")
 
     plain = float(reps.loc[reps.stage == stages.TOTAL, "seconds"].median())
-    spy_ok = pyspy_status.startswith("ok")
+    spy_ok, nan = pyspy_status.startswith("ok"), float("nan")
     spy = f"py-spy {rate} Hz{' --native' if native else ''}"
     overhead = pd.DataFrame(
         {
             "mode": ["no profiler", "torch.profiler", spy, f"{spy}, first run (attach, symbol loading)"],
-            "wall_s": [plain, wall_torch, float(np.median(spy_walls[1:] or spy_walls)), spy_walls[0]],
+            "wall_s": [plain, wall_torch, float(np.median(spy_walls[1:])) if len(spy_walls) > 1 else nan, spy_walls[0]],
             "runs": [repeats, 1, len(spy_walls) - 1 if spy_ok else 0, 1 if spy_ok else 0],
         }
     )

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,7 +89,9 @@ def _merge(kind: str, defaults: Mapping[str, Any], given: Mapping[str, Any]) -> 
 
 
 def render_workload(**params: Any) -> Workload:
-    """``calls`` renders (forward, or forward + backward of sum(colours) + sum(alphas)) per run."""
+    """``calls`` renders (forward, or forward + backward of sum(colours) + sum(alphas)) per run. Stages:
+    rasterize's four, ``checks+glue`` (the rest of the ``rasterize`` call: input checks, background
+    compositing) and ``backward`` (the loss sum and the backward pass)."""
     p = _merge("render", RENDER_DEFAULTS, params)
 
     def setup() -> RunFn:
@@ -102,22 +105,35 @@ def render_workload(**params: Any) -> Workload:
         grad = p["mode"] == "forward+backward"
         leaves = [t.detach().clone().requires_grad_(grad) for t in (s.means, s.quats, s.scales, s.opacities, s.sh)]
 
-        def run(stage: StageHook) -> None:
+        def run(stage: StageHook) -> dict[str, float]:
+            inner = [0.0]
+
+            @contextlib.contextmanager
+            def timed(name: str) -> Iterator[None]:
+                t0 = time.perf_counter()
+                with stage(name):
+                    yield
+                inner[0] += time.perf_counter() - t0
+
+            glue = 0.0
             for _ in range(p["calls"]):
                 for t in leaves:
                     t.grad = None
+                inner[0], t0 = 0.0, time.perf_counter()
                 with torch.set_grad_enabled(grad):
                     img, alpha, _ = rasterize(
                         *leaves, vm, Ks, p["width"], p["height"], sh_degree=p["sh_degree"], backend=p["backend"],
-                        stages=stage,
+                        stages=timed,
                     )  # fmt: skip
+                glue += time.perf_counter() - t0 - inner[0]
                 if grad:
                     with stage("backward"):
                         (img.sum() + alpha.sum()).backward()
+            return {"checks+glue": glue}
 
         return run
 
-    stages = ("project", "sh", "isect", "rasterize", "backward")
+    stages = ("checks+glue", "project", "sh", "isect", "rasterize", "backward")
     return Workload("render", p, setup, p["device"], stages)
 
 
