@@ -126,6 +126,8 @@ def plot_stages(tables: Mapping[str, pd.DataFrame], title: str = "time per run",
             ax.barh(y, v, left=left, color=colors[s], label=s)
             left += v
         ax.text(left, y, f"  {float(t[TOTAL]):.3g} s", va="center", fontsize=8)
+    ax.invert_yaxis()  # the first profile on top
+    ax.set_xlim(0, 1.15 * max(float(t.set_index("stage").loc[TOTAL, "median_s"]) for t in tables.values()))
     handles, names = ax.get_legend_handles_labels()
     uniq = dict(zip(names, handles))
     ax.set_yticks(range(len(labels)), labels)

@@ -249,3 +249,18 @@ def make_workload(spec: str | Workload | Callable[..., Any], params: Mapping[str
 def null_stage(name: str) -> AbstractContextManager[Any]:
     """A stage hook that does nothing (for runs outside a profile)."""
     return contextlib.nullcontext()
+
+
+def workload_spec(
+    workload: str, preset: str, backend: str, device: str = "cpu", iterations: int = 0
+) -> tuple[str, dict]:
+    """The (spec, params) of ``workload`` (``train``, ``render`` or ``field``) for one backend, as the
+    profiling notebook names them; ``preset`` and ``iterations`` (0: the preset's) apply to ``train``."""
+    params: dict[str, Any] = {"backend": backend, "device": device}
+    if workload == "train":
+        if iterations:
+            params["iterations"] = iterations
+        return f"train:{preset}", params
+    if workload in ("render", "field"):
+        return workload, params
+    raise ValueError(f"unknown workload {workload!r}; one of train, render, field")
