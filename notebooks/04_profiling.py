@@ -38,7 +38,7 @@ guard = ParameterGuard(
     iterations={"ge": 0, "help": "training steps per run; 0 = the preset's"},
     repeats={"ge": 1, "help": "timed runs per profile (2 or more for the diff's significance)"},
     rate={"ge": 1, "help": "py-spy samples per second"},
-    sample_s={"ge": 0.0, "help": "seconds of py-spy sampling (at least one run)"},
+    sample_s={"ge": 0.0, "help": "seconds of py-spy sampling after a first run (at least two runs)"},
 )
 
 # %% tags=["parameters"]

@@ -2,9 +2,10 @@
 
 Order of work: set the workload up; ``warmup`` runs (not recorded); ``repeats`` plain runs (the stage
 breakdown and the reference wall time); one run under ``torch.profiler`` (op table, chrome trace);
-runs sampled by py-spy for ``sample_s`` seconds (flamegraph). Comparing the profiled runs' wall times
-with the plain runs' median gives each profiler's overhead; for py-spy the median of its runs after the
-first, and the first apart (with ``--native`` py-spy resolves the libraries' symbols during it).
+runs sampled by py-spy: a first one, then ``sample_s`` seconds' worth (flamegraph). Comparing the
+profiled runs' wall times with the plain runs' median gives each profiler's overhead; for py-spy the
+median of its runs after the first, and the first apart (with ``--native`` py-spy resolves the
+libraries' symbols during it).
 
 Files in ``results/<run-id>/`` (or ``out``), each written atomically:
 
@@ -109,8 +110,8 @@ def profile(
 ) -> ProfileRun:
     """Profiles ``workload`` (a spec such as ``"train:micro"``, ``"render"``, ``"field"`` with
     ``params``; a :class:`Workload`; or a callable) and writes everything to ``out`` (default: a new
-    ``results/<run-id>/``). ``rate``: py-spy samples per second; py-spy samples
-    whole runs until ``sample_s`` seconds have passed (at least one run). ``log``: where progress and the
+    ``results/<run-id>/``). ``rate``: py-spy samples per second; py-spy samples a first run, then whole
+    runs until ``sample_s`` more seconds have passed (at least one). ``log``: where progress and the
     summary go (None: silent). Returns the :class:`ProfileRun`."""
     wl = make_workload(workload, params)
     _check_count("repeats", repeats, 1)
@@ -145,11 +146,12 @@ def profile(
 
     folded, pyspy_status, spy_walls = None, "not asked for", [float("nan")]
     if pyspy_enabled:
-        say(f"  runs for {sample_s:g} s sampled by py-spy at {rate} Hz{' (--native)' if native else ''}")
+        say(f"  one run, then runs for {sample_s:g} s, sampled by py-spy at {rate} Hz{' (--native)' if native else ''}")
         try:
             with pyspy.pyspy_recording(run_dir / FILES["speedscope"], rate=rate, native=native):
-                t0, spy_walls = time.perf_counter(), []
-                while not spy_walls or time.perf_counter() - t0 < sample_s:
+                spy_walls = [stages.timed_run(fn, wl.device)[0]]  # the first run: attach, symbol loading
+                t0 = time.perf_counter()
+                while len(spy_walls) < 2 or time.perf_counter() - t0 < sample_s:
                     spy_walls.append(stages.timed_run(fn, wl.device)[0])
             doc = json.loads((run_dir / FILES["speedscope"]).read_text())
             folded = pyspy.speedscope_to_folded(doc, rate)
