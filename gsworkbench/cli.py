@@ -1,4 +1,15 @@
-"""The gsworkbench command line: run the notebooks, list their parameters, run benchmarks."""
+"""The ``gsworkbench`` command line.
+
+gsworkbench run NOTEBOOK [-p NAME VALUE]...      one notebook, checked parameters
+gsworkbench params NOTEBOOK                      its parameters: types, defaults, allowed values
+gsworkbench run-all [--smoke]                    the notebook suite into results/<run-id>/
+gsworkbench prepare-smoke DIR                    notebooks with smoke parameters, for nbval
+gsworkbench sync-notebooks [--check]             notebooks/NN_*.ipynb from their .py sources
+gsworkbench bench SUITE|all [--quick] [--threads N]
+gsworkbench env                                  the environment metadata every run records
+gsworkbench profile WORKLOAD [-p NAME VALUE]...  stages, op table, flamegraph, overheads
+gsworkbench profile diff BEFORE AFTER            what changed between two profiles
+"""
 
 from __future__ import annotations
 
@@ -161,6 +172,35 @@ def _version() -> str:
     return f"gsworkbench {__version__}" + (f" (commit {commit})" if commit else "")
 
 
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from gsworkbench.notebooks import parse_cli_value
+    from gsworkbench.profiling.command import profile_command
+
+    return profile_command(args.target, {name: parse_cli_value(value) for name, value in (args.p or [])}, vars(args))
+
+
+def _add_profile_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="profile a workload (train:<preset>, render, field), or 'diff BEFORE AFTER' two profile runs",
+        description="gsworkbench profile WORKLOAD [-p NAME VALUE]...  |  gsworkbench profile diff BEFORE AFTER",
+    )
+    p.add_argument("target", nargs="+", metavar="WORKLOAD | diff BEFORE AFTER")
+    p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="a workload parameter")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs for the stage breakdown (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
+    p.add_argument("--rate", type=int, default=100, help="py-spy samples per second (default 100)")
+    p.add_argument("--sample-s", dest="sample_s", type=float, default=3.0, help="seconds of py-spy sampling")
+    p.add_argument("--no-pyspy", dest="pyspy_enabled", action="store_false", help="skip the py-spy flamegraph")
+    p.add_argument("--no-native", dest="native", action="store_false", help="py-spy without --native")
+    p.add_argument("--record-shapes", action="store_true", help="op table per input shape")
+    p.add_argument("--top", type=int, default=15, help="rows of the printed op tables (default 15)")
+    p.add_argument("--alpha", type=float, default=0.01, help="diff: p-value threshold (default 0.01)")
+    p.add_argument("--min-change", type=float, default=0.05, help="diff: smallest relative change (default 0.05)")
+    p.add_argument("--out", type=Path, default=None, help="run folder (default: results/<run-id>/)")
+    p.set_defaults(func=_cmd_profile)
+
+
 def build_parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="gsworkbench", description=DESCRIPTION, epilog=EPILOG, formatter_class=raw)
@@ -204,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("env", help="print the environment metadata recorded with every run")
     p.set_defaults(func=_cmd_env)
+
+    _add_profile_parser(sub)
     return parser
 
 

@@ -1,0 +1,140 @@
+# ---
+# jupyter:
+#   gsworkbench:
+#     smoke_parameters:
+#       preset: smoke
+#       iterations: 3
+#       repeats: 2
+#       rate: 50
+#       sample_s: 0.5
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#   kernelspec:
+#     display_name: gsworkbench (.venv)
+#     language: python
+#     name: gsworkbench
+# ---
+
+# %% [markdown]
+# # 04 · Profiling: where the time goes
+#
+# Profiles one workload once per backend with `gsworkbench.profiling.profile` (what
+# `gsworkbench profile WORKLOAD` runs) and compares the first backend's profile with the last one's
+# (`gsworkbench profile diff BEFORE AFTER`). Each profile times the workload's stages over several runs,
+# takes one run under `torch.profiler` (op table, chrome trace), samples runs with py-spy `--native`
+# (flamegraph with the extension's C++ frames), and measures what each profiler costs. By default: the
+# `micro` training preset, shortened to 10 steps, with the `torch` reference and the `ext` kernels.
+# Timings on a shared or busy machine are indicative only.
+
+# %%
+from gsworkbench.notebooks import ParameterGuard
+
+guard = ParameterGuard(
+    workload={"choices": ["train", "render", "field"], "help": "what to profile"},
+    preset={"choices": ["smoke", "micro", "short", "full7k", "full30k"], "help": "training preset (workload train)"},
+    backends={"choices": ["torch", "ext"], "min_len": 1, "help": "one profile each; the diff compares first and last"},
+    device={"choices": ["cpu", "cuda"]},
+    iterations={"ge": 0, "help": "training steps per run; 0 = the preset's"},
+    repeats={"ge": 1, "help": "timed runs per profile (2 or more for the diff's significance)"},
+    rate={"ge": 1, "help": "py-spy samples per second"},
+    sample_s={"ge": 0.0, "help": "seconds of py-spy sampling after a first run (at least two runs)"},
+)
+
+# %% tags=["parameters"]
+workload = "train"
+preset = "micro"
+backends = ["torch", "ext"]
+device = "cpu"
+iterations = 10
+repeats = 3
+rate = 100
+sample_s = 2.0
+results_dir = ""
+
+# %%
+params = guard.check(globals())
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import SVG, display
+
+from gsworkbench.profiling import diff, diff_summary, plot_stages, profile
+from gsworkbench.profiling.ops import top_ops
+from gsworkbench.profiling.workloads import workload_spec
+from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata
+
+run_dir = Path(results_dir) if results_dir else new_run_dir("04_profiling")
+write_metadata(run_dir, params)
+print("results:", run_dir)
+
+# %% [markdown]
+# ## One profile per backend
+#
+# Each prints its stage table, its top 15 ops and the profilers' overheads, and writes its files to
+# its own folder (`profile_<backend>/`).
+
+# %%
+runs = {}
+for backend in backends:
+    spec, wl_params = workload_spec(workload, preset, backend, device, iterations)
+    runs[backend] = profile(
+        spec, wl_params, repeats=repeats, rate=rate, sample_s=sample_s, out=run_dir / f"profile_{backend}"
+    )
+
+# %% [markdown]
+# ## Stage breakdowns side by side
+#
+# Median seconds per run and stage over the repeats; "other" is the wall time no stage covers.
+
+# %%
+fig = plot_stages({r.label: r.stages for r in runs.values()}, f"{workload}: time per run", machine_summary(device))
+save_figure(run_dir / "stages.png", fig)
+plt.show()
+table = pd.concat({r.label: r.stages.set_index("stage")[["median_s", "share"]] for r in runs.values()}, axis=1)
+display(table)
+
+# %% [markdown]
+# ## Top ops (torch.profiler, self time, one run)
+
+# %%
+for r in runs.values():
+    print(r.label)
+    display(top_ops(r.ops, 15))
+
+# %% [markdown]
+# ## Profiler overheads (wall seconds per run)
+
+# %%
+display(pd.concat({r.label: r.overhead.set_index("mode") for r in runs.values()}, axis=0))
+
+# %% [markdown]
+# ## Flamegraphs (py-spy `--native`)
+#
+# Width is the share of samples; Python frames warm, the extension's C++ frames (`csrc/`) aqua, other
+# native frames blue-grey. Hover a box for its samples. `profile.speedscope.json` in each folder opens in
+# speedscope.app for the time-ordered view.
+
+# %%
+for r in runs.values():
+    svg = r.file("flamegraph")
+    if svg.is_file():
+        display(SVG(filename=str(svg)))
+    else:
+        print(f"{r.label}: no flamegraph ({r.metadata['pyspy']})")
+
+# %% [markdown]
+# ## The difference: first backend -> last backend
+#
+# Stage ratios with their significance (Welch's t-test over the repeats), the ops' gains and losses,
+# and the differential flamegraph: the second profile's flamegraph coloured by the change in each
+# frame's share of the samples (red: more, blue: less).
+
+# %%
+first, last = runs[backends[0]], runs[backends[-1]]
+result = diff(first, last, out=run_dir / "diff")
+print(diff_summary(result))
+if result.svg is not None:
+    display(SVG(data=result.svg))
