@@ -5,13 +5,16 @@ forward+backward; the per-stage breakdown (project, sh, isect, rasterize) at SH 
 reference runs on the small end of the grid (<= 100k Gaussians at <= 256^2, forward+backward only at
 10k) and is recorded as skipped elsewhere, as is ext forward+backward for 1M Gaussians above 512^2
 (several seconds each on 2 cores). Plus the target case: 2,000 Gaussians at 128^2, SH degree 3.
-quick=True: 500 Gaussians at 64x48 (for tests).
+quick=True: 500 Gaussians at 64x48 (for tests). External rasterizers registered with
+``gsworkbench.bench.lineup.register_implementation("rasterize", name, fn)`` join the forward and
+forward+backward cases (checked against the torch reference first; see that module).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from gsworkbench.bench.lineup import render_lineup_cases
 from gsworkbench.bench.registry import Case, register_suite
 from gsworkbench.splat.bench import STAGES, render_cases, summarize_render
 
@@ -37,10 +40,15 @@ def _skip_full(p: dict[str, Any]) -> str | None:
 
 def cases(quick: bool) -> list[Case]:
     if quick:
-        return render_cases([500], [(64, 48)], [0, 3], ["ext", "torch"], STAGES)
+        return render_cases([500], [(64, 48)], [0, 3], ["ext", "torch"], STAGES) + render_lineup_cases(
+            [500], [(64, 48)], [0, 3]
+        )
     target = render_cases([2_000], [(128, 128)], [3], ["ext", "torch"], ("forward", "forward+backward"))
     grid = render_cases(FULL_NUMS, FULL_SIZES, [0, 3], ["ext", "torch"], STAGES, skip=_skip_full)
-    return target + grid
+    lineup = render_lineup_cases([2_000], [(128, 128)], [3]) + render_lineup_cases(
+        FULL_NUMS, FULL_SIZES, [0, 3], skip=_skip_full
+    )
+    return target + grid + lineup
 
 
 register_suite("render", __doc__.split("\n\n")[0], summarize_render)(cases)
