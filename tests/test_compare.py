@@ -29,8 +29,20 @@ def delay_cases(delay: float, backends=("a", "b")) -> list[Case]:
 
 
 def stored_run(tmp_path, delay: float, suite: str = "unit", **params) -> object:
-    df = run_cases(delay_cases(delay), threads=1, min_run_time=0.1, progress=False)
+    df = run_cases(delay_cases(delay), threads=1, min_run_time=0.05, progress=False)
     return save_run(suite, df, {"suite": suite, "quick": True, **params}, root=tmp_path)
+
+
+def paired_runs(tmp_path, base_delay: float, cand_delay: float, min_run_time: float = 0.3) -> tuple:
+    """Baseline and candidate timed in one interleaved run (as the revisions path does), stored as two runs."""
+    cases = [Case(f"unit/{b}/{side}", {"backend": b, "n": 1, "side": side}, (lambda d: lambda: (lambda: busy(d)))(d))
+             for b in ("a", "b") for side, d in (("base", base_delay), ("cand", cand_delay))]  # fmt: skip
+    df = run_cases(cases, threads=1, min_run_time=min_run_time, progress=False)
+    df["case"] = df["case"].str.rsplit("/", n=1).str[0]
+    return tuple(
+        save_run("unit", df[df.side == side].drop(columns="side"), {"suite": "unit", "quick": True}, root=tmp_path)
+        for side in ("base", "cand")
+    )
 
 
 def test_runs_keep_every_rounds_samples(tmp_path):
@@ -51,7 +63,7 @@ def test_run_against_itself_is_no_change(tmp_path):
 
 
 def test_injected_20_percent_delay_is_flagged_and_exits_1(tmp_path):
-    base, cand = stored_run(tmp_path, 0.01), stored_run(tmp_path, 0.012)
+    base, cand = paired_runs(tmp_path, 0.01, 0.012)
     cmp = compare_runs(base, cand)
     assert set(cmp.table.verdict) == {"slower"}, cmp.to_text()
     assert cmp.exit_code == 1
@@ -63,14 +75,15 @@ def test_injected_20_percent_delay_is_flagged_and_exits_1(tmp_path):
     assert "| case | metric | baseline |" in files["md"].read_text()
 
 
-def test_cli_compare_exit_codes(tmp_path):
-    base, cand = stored_run(tmp_path, 0.01), stored_run(tmp_path, 0.012)
-    cmd = [sys.executable, "-m", "gsworkbench.cli", "compare"]
-    slow = subprocess.run([*cmd, str(base), str(cand), "--out", str(tmp_path / "c1")], capture_output=True, text=True)
-    assert slow.returncode == 1, slow.stderr
-    assert "slower" in slow.stdout and (tmp_path / "c1" / "compare.md").exists()
-    same = subprocess.run([*cmd, str(base), str(base), "--out", str(tmp_path / "c2")], capture_output=True, text=True)
-    assert same.returncode == 0, same.stderr
+def test_cli_compare_exit_codes(tmp_path, capsys):
+    from gsworkbench.cli import main
+
+    base, cand = paired_runs(tmp_path, 0.01, 0.012)
+    assert main(["compare", str(base), str(cand), "--out", str(tmp_path / "c1")]) == 1
+    assert "slower" in capsys.readouterr().out and (tmp_path / "c1" / "compare.md").exists()
+    assert main(["compare", str(base), str(base), "--out", str(tmp_path / "c2")]) == 0
+    assert main(["compare", str(base), "HEAD"]) == 2  # one folder and one revision: a clear error
+    assert "two run folders or two git revisions" in capsys.readouterr().err
 
 
 def test_one_percent_within_noise_is_not_flagged(seed):
@@ -164,7 +177,7 @@ def test_compare_two_git_revisions_in_worktrees(tmp_path):
         git("add", "-A")
         git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", msg)
     base_dir, cand_dir = compare_revisions(
-        "HEAD~1", "HEAD", "tiny", min_run_time=0.1, build=False, repo=repo, root=tmp_path / "results", progress=False
+        "HEAD~1", "HEAD", "tiny", min_run_time=0.3, build=False, repo=repo, root=tmp_path / "results", progress=False
     )
     cmp = compare_runs(base_dir, cand_dir)
     assert set(cmp.table.verdict) == {"slower"} and cmp.exit_code == 1, cmp.to_text()
