@@ -100,4 +100,4 @@ def find_bench_runs(suite: str, root: str | os.PathLike[str] | None = None) -> l
             continue
         if run.suite == suite:
             runs.append(run)
-    return sorted(runs, key=lambda r: (r.time_utc, r.path.name))
+    return sorted(runs, key=lambda r: (r.time_utc, (r.path / "metadata.json").stat().st_mtime_ns, r.path.name))
