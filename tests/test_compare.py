@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 import time
 
@@ -24,8 +23,13 @@ def busy(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def delayed(seconds: float):
+    """A case setup returning a call that waits ``seconds``."""
+    return lambda: (lambda: busy(seconds))
+
+
 def delay_cases(delay: float, backends=("a", "b")) -> list[Case]:
-    return [Case(f"unit/{b}", {"backend": b, "n": 1}, lambda: (lambda: busy(delay))) for b in backends]
+    return [Case(f"unit/{b}", {"backend": b, "n": 1}, delayed(delay)) for b in backends]
 
 
 def stored_run(tmp_path, delay: float, suite: str = "unit", **params) -> object:
@@ -35,7 +39,7 @@ def stored_run(tmp_path, delay: float, suite: str = "unit", **params) -> object:
 
 def paired_runs(tmp_path, base_delay: float, cand_delay: float, min_run_time: float = 0.3) -> tuple:
     """Baseline and candidate timed in one interleaved run (as the revisions path does), stored as two runs."""
-    cases = [Case(f"unit/{b}/{side}", {"backend": b, "n": 1, "side": side}, (lambda d: lambda: (lambda: busy(d)))(d))
+    cases = [Case(f"unit/{b}/{side}", {"backend": b, "n": 1, "side": side}, delayed(d))
              for b in ("a", "b") for side, d in (("base", base_delay), ("cand", cand_delay))]  # fmt: skip
     df = run_cases(cases, threads=1, min_run_time=min_run_time, progress=False)
     df["case"] = df["case"].str.rsplit("/", n=1).str[0]
@@ -185,3 +189,19 @@ def test_compare_two_git_revisions_in_worktrees(tmp_path):
     assert (repo / "build" / "revisions").is_dir()
     with pytest.raises(ValueError, match="unknown git revision 'nope'"):
         compare_revisions("nope", "HEAD", "tiny", build=False, repo=repo, root=tmp_path / "results")
+
+
+def test_two_backends_of_one_run(tmp_path):
+    """torch against ext style: two backends of one interleaved run, case by case."""
+    from gsworkbench.bench.compare import select_backend
+
+    cases = [Case(f"unit/{b}/n{n}", {"backend": b, "n": n}, delayed(d))
+             for n in (1, 2) for b, d in (("slow", 0.012), ("fast", 0.01))]  # fmt: skip
+    df = run_cases(cases, threads=1, min_run_time=0.3, progress=False)
+    run = save_run("unit", df, {"suite": "unit"}, root=tmp_path)
+    cmp = compare_runs(run, run, backends=("slow", "fast"))
+    assert list(cmp.table.case) == ["unit/*/n1", "unit/*/n2"]
+    assert set(cmp.table.verdict) == {"faster"} and cmp.exit_code == 0, cmp.to_text()
+    assert "[backend fast]" in cmp.candidate
+    with pytest.raises(ValueError, match="no backend 'nope'"):
+        select_backend(load_bench_run(run), "nope")

@@ -8,7 +8,6 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from gsworkbench.bench import Case, run_cases, save_run
 from gsworkbench.bench.history import plot_history, suite_history

@@ -22,7 +22,7 @@ TINY_NOTEBOOK_CELLS = [
 def tiny_notebook(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for kind, source, tags in TINY_NOTEBOOK_CELLS:
+    for _kind, source, tags in TINY_NOTEBOOK_CELLS:
         cell = nbformat.v4.new_code_cell(source)
         cell.metadata["tags"] = tags
         nb.cells.append(cell)

@@ -28,7 +28,12 @@ def compare_command(args: argparse.Namespace) -> int:
             args.baseline, args.candidate, args.suite, quick=args.quick, threads=args.threads or 1,
             min_run_time=args.min_run_time, build=not args.no_build,
         )  # fmt: skip
-    comparison = compare_runs(base_dir, cand_dir, alpha=args.alpha, threshold=args.threshold)
+    backends = None
+    if args.backends:
+        backends = tuple(args.backends.split(","))
+        if len(backends) != 2:
+            raise ValueError(f"--backends takes two names, BASELINE,CANDIDATE (e.g. torch,ext), got {args.backends!r}")
+    comparison = compare_runs(base_dir, cand_dir, backends, alpha=args.alpha, threshold=args.threshold)
     out = Path(args.out) if args.out else new_run_dir("compare")
     write_metadata(out, {"baseline": str(base_dir), "candidate": str(cand_dir), "alpha": args.alpha,
                          "threshold": args.threshold})  # fmt: skip
@@ -100,6 +105,8 @@ def add_compare_parsers(sub: Any) -> None:
     p = sub.add_parser("compare", help="baseline against candidate (run folders or git revisions), with significance")
     p.add_argument("baseline", help="a results/<run-id>/ folder, or a git revision")
     p.add_argument("candidate", help="a results/<run-id>/ folder, or a git revision")
+    p.add_argument("--backends", help="B,C: backend B of the baseline against backend C of the candidate "
+                   "(the same run folder twice compares two backends timed in the same rounds)")
     p.add_argument("--suite", help="the suite to run at both revisions (revisions only)")
     p.add_argument("--quick", action="store_true", help="the suite's small cases (revisions only)")
     p.add_argument("--threads", type=int, default=None, help="threads per revision worker (default 1)")

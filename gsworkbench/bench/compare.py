@@ -143,7 +143,8 @@ class Comparison:
         warn = "".join(f"\nwarning: {w}" for w in self.warnings)
         counts = self.table.verdict.value_counts().to_dict()
         summary = ", ".join(f"{n} {v}" for v, n in counts.items())
-        return f"baseline:  {self.baseline}\ncandidate: {self.candidate}\ntest: {self.rule}\n\n{body}\n\n{summary}{warn}"
+        head = f"baseline:  {self.baseline}\ncandidate: {self.candidate}\ntest: {self.rule}"
+        return f"{head}\n\n{body}\n\n{summary}{warn}"
 
     def write(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
         """Writes ``compare.csv`` (full precision) and ``compare.md`` atomically into ``out_dir``."""
@@ -163,7 +164,9 @@ def _check_same_work(base: BenchRun, cand: BenchRun) -> None:
     bp, cp = base.metadata.get("parameters", {}), cand.metadata.get("parameters", {})
     for key in sorted((set(bp) | set(cp)) - TIMING_PARAMETERS):
         if bp.get(key) != cp.get(key):
-            raise ValueError(f"runs with different parameter {key!r}: baseline {bp.get(key)!r}, candidate {cp.get(key)!r}")
+            raise ValueError(
+                f"runs with different parameter {key!r}: baseline {bp.get(key)!r}, candidate {cp.get(key)!r}"
+            )
     bc, cc = list(base.table["case"]), list(cand.table["case"])
     only_b, only_c = sorted(set(bc) - set(cc)), sorted(set(cc) - set(bc))
     if only_b or only_c:
@@ -237,8 +240,30 @@ def compare_bench_runs(
     return Comparison(table, warnings, rule_text(alpha, threshold), label(base), label(cand))
 
 
+def select_backend(run: BenchRun, backend: str) -> BenchRun:
+    """The rows of ``backend`` only, with the backend's segment of each case name replaced by ``*``, so
+    that two backends of one run (timed in the same interleaved rounds) compare case by case."""
+    if "backend" not in run.table or backend not in set(run.table.backend):
+        known = sorted(set(run.table.get("backend", [])))
+        raise ValueError(f"run {run.path.name} has no backend {backend!r}; it has {known}")
+    t = run.table[run.table.backend == backend].copy()
+    t["case"] = ["/".join("*" if seg == backend else seg for seg in str(name).split("/")) for name in t["case"]]
+    t["backend"] = "*"
+    return BenchRun(run.path, run.suite, run.metadata, t.reset_index(drop=True))
+
+
 def compare_runs(
-    baseline: str | os.PathLike[str], candidate: str | os.PathLike[str], **kw: Any
+    baseline: str | os.PathLike[str],
+    candidate: str | os.PathLike[str],
+    backends: tuple[str, str] | None = None,
+    **kw: Any,
 ) -> Comparison:
-    """:func:`compare_bench_runs` of two run folders."""
-    return compare_bench_runs(load_bench_run(baseline), load_bench_run(candidate), **kw)
+    """:func:`compare_bench_runs` of two run folders (the same folder twice is fine); with ``backends``
+    = (b, c), backend b of the baseline against backend c of the candidate."""
+    base, cand = load_bench_run(baseline), load_bench_run(candidate)
+    if backends is None:
+        return compare_bench_runs(base, cand, **kw)
+    out = compare_bench_runs(select_backend(base, backends[0]), select_backend(cand, backends[1]), **kw)
+    out.baseline += f" [backend {backends[0]}]"
+    out.candidate += f" [backend {backends[1]}]"
+    return out

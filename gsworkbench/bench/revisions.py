@@ -127,7 +127,8 @@ def time_revisions(
         for k, row in enumerate(rows):
             out[k].append(row)
         if progress:
-            shown = "  ".join(f"{w.label}: {r.get('median_s', float('nan')) * 1e3:.3f} ms" for w, r in zip(workers, rows))
+            shown = "  ".join(f"{w.label}: {r.get('median_s', float('nan')) * 1e3:.3f} ms"
+                              for w, r in zip(workers, rows))  # fmt: skip
             print(f"[{i + 1}/{len(names)}] {name:<50} {shown}", file=sys.stderr, flush=True)
     return out
 

@@ -85,8 +85,9 @@ def scaling_fits(df: pd.DataFrame, spec: ScalingSpec, tolerance: float = 0.15) -
             continue
         k, se = fit_exponent(g[spec.x], g[spec.y])
         label = ", ".join(f"{s}={v}" for s, v in zip(spec.series, key if isinstance(key, tuple) else (key,)))
+        note = departure_note(k, spec.expected, tolerance, spec.rate)
         rows.append({"series": label or "all", "exponent": k, "stderr": se, "expected": spec.expected,
-                     "sizes": int(g[spec.x].nunique()), "note": departure_note(k, spec.expected, tolerance, spec.rate)})  # fmt: skip
+                     "sizes": int(g[spec.x].nunique()), "note": note})  # fmt: skip
     return pd.DataFrame(rows, columns=["series", "exponent", "stderr", "expected", "sizes", "note"])
 
 
