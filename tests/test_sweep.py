@@ -74,3 +74,13 @@ def test_grid_and_values():
     assert parse_sweep_values("1,2") == [1, 2] and parse_sweep_values("torch,ext") == ["torch", "ext"]
     assert parse_sweep_values("[64, 128],[256]") == [[64, 128], [256]]
     assert run_key({"a": 1}) != run_key({"a": "1"})
+
+
+def test_suite_task_times_the_matching_cases(tmp_path):
+    from gsworkbench.bench.sweep import suite_task
+
+    task = suite_task("field", quick=True, min_run_time=0.01, mode="forward", covariance="diag")
+    df = task({"backend": "torch", "N": 100}, tmp_path)
+    assert len(df) == 1 and df.pairs_per_s.iloc[0] > 0 and df.samples_s.iloc[0]
+    with pytest.raises(ValueError, match="no case of suite 'field'"):
+        task({"backend": "torch", "N": 7}, tmp_path)

@@ -98,6 +98,30 @@ def _run_notebook(notebook: str, params: dict[str, Any], run_dir: Path) -> None:
     run_notebook(notebook, params, run_dir)
 
 
+def suite_task(suite: str, quick: bool = False, min_run_time: float = 0.2, **fixed: Any) -> Task:
+    """A task that times the cases of benchmark ``suite`` whose params match the run's parameters and
+    ``fixed`` (e.g. ``suite_task("field", mode="forward")`` swept over N and backend); returns the
+    suite's summarised table. ValueError (recorded as the run's error) when no case matches."""
+    from functools import partial
+
+    return partial(_run_suite_cases, suite, quick, min_run_time, fixed)
+
+
+def _run_suite_cases(
+    suite: str, quick: bool, min_run_time: float, fixed: dict[str, Any], params: dict[str, Any], run_dir: Path
+) -> pd.DataFrame:
+    from gsworkbench.bench import get_suite, run_cases
+
+    want = {**fixed, **params}
+    s = get_suite(suite)
+    cases = [c for c in s.cases(quick) if all(c.params.get(k, v) == v for k, v in want.items())]
+    cases = [c for c in cases if any(k in c.params for k in want)]
+    if not cases:
+        raise ValueError(f"no case of suite {suite!r} has {want}")
+    threads = int(os.environ.get("GSW_BENCH_THREADS", "1"))
+    return s.summarize(run_cases(cases, threads=threads, min_run_time=min_run_time, progress=False))
+
+
 @dataclass
 class SweepResult:
     """``table``: the gathered rows of the completed runs; ``errors``: one row per failed run;
