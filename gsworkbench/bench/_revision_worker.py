@@ -17,6 +17,19 @@ import time
 import traceback
 
 
+def extension_file() -> str | None:
+    """Where ``gsworkbench._C`` was loaded from (None when it is not importable)."""
+    mod = sys.modules.get("gsworkbench._C")
+    if mod is None:
+        try:
+            import importlib
+
+            mod = importlib.import_module("gsworkbench._C")
+        except ImportError:
+            return None
+    return getattr(mod, "__file__", None)
+
+
 def main() -> None:
     suite_name, quick, threads = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -36,7 +49,8 @@ def main() -> None:
         req = json.loads(line)
         try:
             if req["op"] == "list":
-                reply = {"cases": [{"name": c.name, "params": repr(c.params), "skip": c.skip} for c in cases.values()]}
+                reply = {"cases": [{"name": c.name, "params": repr(c.params), "skip": c.skip} for c in cases.values()],
+                         "extension": extension_file()}  # fmt: skip
             elif req["op"] == "setup":
                 fn = None
                 fn = cases[req["case"]].setup()

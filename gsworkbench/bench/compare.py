@@ -234,6 +234,7 @@ def compare_bench_runs(
     table = pd.DataFrame(rows).reindex(columns=[*cols, "verdict"])
     warnings = environment_warnings(base.metadata, cand.metadata)
     for side, run in (("baseline", base), ("candidate", cand)):
+        warnings += [str(w) for w in run.metadata.get("warnings", [])]
         if not run.has_samples:
             warnings.append(f"{side} run has no raw samples (written before they were kept): no test possible")
     label = lambda r: f"{r.path} (commit {r.commit[:10]})"  # noqa: E731

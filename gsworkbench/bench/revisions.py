@@ -69,6 +69,8 @@ class _Worker:
 
     def __init__(self, label: str, tree: Path, suite: str, quick: bool, threads: int) -> None:
         self.label = label
+        self.tree = tree
+        self.extension: str | None = None  # where the worker's gsworkbench._C came from
         env = {**os.environ, "PYTHONPATH": str(tree), "OMP_WAIT_POLICY": "PASSIVE", "GSW_BENCH_THREADS": str(threads)}
         args = [sys.executable, "-c", WORKER.read_text(), suite, "1" if quick else "0", str(threads)]
         self.proc = subprocess.Popen(args, cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -99,7 +101,10 @@ def time_revisions(
     workers: list[_Worker], *, min_run_time: float = 0.5, rounds: int = ROUNDS, progress: bool = True
 ) -> list[list[dict[str, Any]]]:
     """Rows (case, params, timings, samples) per worker, every case timed in ABBA-interleaved rounds."""
-    listed = [{c["name"]: c for c in w.ask(op="list")["cases"]} for w in workers]
+    replies = [w.ask(op="list") for w in workers]
+    for w, reply in zip(workers, replies):
+        w.extension = reply.get("extension")
+    listed = [{c["name"]: c for c in reply["cases"]} for reply in replies]
     names = list(listed[0])
     for w, cases in zip(workers[1:], listed[1:]):
         if list(cases) != names:
@@ -159,11 +164,14 @@ def compare_revisions(
             w.close()
     env = environment()
     run_dirs = []
-    for rev, sha, tree, rows in zip((baseline, candidate), shas, trees, tables):
+    for rev, sha, tree, rows, worker in zip((baseline, candidate), shas, trees, tables, workers):
         run_dir = new_run_dir(f"bench-{suite}-rev", root)
         params = {"suite": suite, "quick": quick, "threads": threads, "min_run_time": min_run_time, "revision": rev}
-        ext = {"built": bool(list((tree / "gsworkbench").glob("_C*.so"))), "cuda_kernels": None}
+        ext = {"built": bool(list((tree / "gsworkbench").glob("_C*.so"))), "loaded_from": worker.extension}
         meta = {**env, "parameters": params, "suite": suite, "git_commit": sha, "git_dirty": False, "extension": ext}
+        if worker.extension and not Path(worker.extension).resolve().is_relative_to(tree.resolve()):
+            meta["warnings"] = [f"{rev}: gsworkbench._C was loaded from {worker.extension}, outside its worktree "
+                                "(an installed build, not this revision's): its ext timings are not the revision's"]
         meta["worktree"] = str(tree)
         write_json(run_dir / "metadata.json", meta)
         table = pd.DataFrame(rows).assign(threads=threads)
