@@ -4,6 +4,7 @@
 #     smoke_parameters:
 #       min_run_time: 0.02
 #       sweep_sizes: [100, 1000]
+#       sweep_backends: [ext]
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
