@@ -3,8 +3,8 @@
 #   gsworkbench:
 #     smoke_parameters:
 #       min_run_time: 0.02
-#       sweep_sizes: [100, 1000]
 #       sweep_backends: [ext]
+#       sweep_sizes: [100, 1000]
 #   jupytext:
 #     formats: ipynb,py:percent
 #     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
