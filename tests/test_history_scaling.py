@@ -66,7 +66,7 @@ def _run(tmp_path, delay: float) -> None:
 
 
 def test_history_marks_significant_changes(tmp_path):
-    for delay in (0.005, 0.005, 0.008):
+    for delay in (0.005, 0.005, 0.010):
         _run(tmp_path, delay)
     old = next(iter(sorted(tmp_path.iterdir())))
     table = pd.read_csv(old / "hist.csv").drop(columns="samples_s")  # an old run without samples
