@@ -37,7 +37,7 @@ def stored_run(tmp_path, delay: float, suite: str = "unit", **params) -> object:
     return save_run(suite, df, {"suite": suite, "quick": True, **params}, root=tmp_path)
 
 
-def paired_runs(tmp_path, base_delay: float, cand_delay: float, min_run_time: float = 0.3) -> tuple:
+def paired_runs(tmp_path, base_delay: float, cand_delay: float, min_run_time: float = 0.5) -> tuple:
     """Baseline and candidate timed in one interleaved run (as the revisions path does), stored as two runs."""
     cases = [Case(f"unit/{b}/{side}", {"backend": b, "n": 1, "side": side}, delayed(d))
              for b in ("a", "b") for side, d in (("base", base_delay), ("cand", cand_delay))]  # fmt: skip
@@ -67,7 +67,7 @@ def test_run_against_itself_is_no_change(tmp_path):
 
 
 def test_injected_20_percent_delay_is_flagged_and_exits_1(tmp_path):
-    base, cand = paired_runs(tmp_path, 0.01, 0.012)
+    base, cand = paired_runs(tmp_path, 0.02, 0.024)
     cmp = compare_runs(base, cand)
     assert set(cmp.table.verdict) == {"slower"}, cmp.to_text()
     assert cmp.exit_code == 1
@@ -82,7 +82,7 @@ def test_injected_20_percent_delay_is_flagged_and_exits_1(tmp_path):
 def test_cli_compare_exit_codes(tmp_path, capsys):
     from gsworkbench.cli import main
 
-    base, cand = paired_runs(tmp_path, 0.01, 0.012)
+    base, cand = paired_runs(tmp_path, 0.02, 0.024)
     assert main(["compare", str(base), str(cand), "--out", str(tmp_path / "c1")]) == 1
     assert "slower" in capsys.readouterr().out and (tmp_path / "c1" / "compare.md").exists()
     assert main(["compare", str(base), str(base), "--out", str(tmp_path / "c2")]) == 0
@@ -176,12 +176,12 @@ def test_compare_two_git_revisions_in_worktrees(tmp_path):
         subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
     git("init", "-q")
-    for delay, msg in ((0.01, "base"), (0.012, "slower")):
+    for delay, msg in ((0.02, "base"), (0.024, "slower")):
         (suites / "tiny.py").write_text(textwrap.dedent(TINY_SUITE.format(delay=delay)))
         git("add", "-A")
         git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", msg)
     base_dir, cand_dir = compare_revisions(
-        "HEAD~1", "HEAD", "tiny", min_run_time=0.3, build=False, repo=repo, root=tmp_path / "results", progress=False
+        "HEAD~1", "HEAD", "tiny", min_run_time=0.5, build=False, repo=repo, root=tmp_path / "results", progress=False
     )
     cmp = compare_runs(base_dir, cand_dir)
     assert set(cmp.table.verdict) == {"slower"} and cmp.exit_code == 1, cmp.to_text()
