@@ -6,6 +6,9 @@ gsworkbench run-all [--smoke]                    the notebook suite into results
 gsworkbench prepare-smoke DIR                    notebooks with smoke parameters, for nbval
 gsworkbench sync-notebooks [--check]             notebooks/NN_*.ipynb from their .py sources
 gsworkbench bench SUITE|all [--quick] [--threads N]
+gsworkbench compare BASELINE CANDIDATE [--suite S]  two runs or two git revisions, with significance
+gsworkbench history SUITE                        every run of a suite over commits, as a plot
+gsworkbench sweep NOTEBOOK -p NAME V1,V2 ...      a parameter grid of notebook runs on Dask
 gsworkbench env                                  the environment metadata every run records
 gsworkbench profile WORKLOAD [-p NAME VALUE]...  stages, op table, flamegraph, overheads
 gsworkbench profile diff BEFORE AFTER            what changed between two profiles
@@ -152,7 +155,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         params = {"suite": name, "quick": args.quick, "threads": args.threads, "min_run_time": args.min_run_time}
         run_dir = save_run(name, table, params)
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 250):
-            print(table.drop(columns=[c for c in ("case",) if c in table]).to_string(index=False))
+            print(table.drop(columns=[c for c in ("case", "samples_s") if c in table]).to_string(index=False))
         print(f"\nwritten: {run_dir}")
     return 0
 
@@ -241,6 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=thread_count, default=None, help="torch/OpenMP threads (default: all cores)")
     p.add_argument("--min-run-time", type=run_time, default=0.5, help="seconds of timing per case (default 0.5)")
     p.set_defaults(func=_cmd_bench)
+
+    from gsworkbench.bench.cli_commands import add_compare_parsers
+
+    add_compare_parsers(sub)  # compare, history, sweep
 
     p = sub.add_parser("env", help="print the environment metadata recorded with every run")
     p.set_defaults(func=_cmd_env)

@@ -59,8 +59,8 @@ import torch
 from gsworkbench.io import read_ply
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 from gsworkbench.scenes import builtin_scene, load_scene
-from gsworkbench.train import preset_scene, train
 from gsworkbench.train import preset as train_preset
+from gsworkbench.train import preset_scene, train
 from gsworkbench.train.plots import dataset_views, stage_bars, stage_table, test_views, training_curves
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("02_training")

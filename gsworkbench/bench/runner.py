@@ -37,12 +37,13 @@ def default_threads() -> int:
 def time_interleaved(
     fns: list[Callable[[], Any]], *, threads: int, min_run_time: float = 0.5, warmup: int = 2, rounds: int = ROUNDS
 ) -> list[dict[str, float]]:
-    """Median, IQR (seconds per call) and counts of each ``fn()``, timed in interleaved blocks.
+    """Median, IQR (seconds per call), counts and raw samples of each ``fn()``, timed in interleaved blocks.
 
     Each fn gets about ``min_run_time`` seconds in all: a block of calls per round, sized from one
     timed call after the warm-up (at least one call per block). There are ``rounds`` rounds, fewer
     (down to one) when the slowest fn's single call exceeds ``min_run_time / rounds``; a call slower
-    than ``min_run_time`` gets no further warm-up.
+    than ``min_run_time`` gets no further warm-up. ``samples_s`` lists every round's seconds per call
+    (the block's time over its calls), in round order: what :mod:`gsworkbench.bench.compare` tests.
     """
     timers = [benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads) for fn in fns]
     ones = []
@@ -63,7 +64,15 @@ def time_interleaved(
     for k, times in enumerate(per_call):
         q = torch.tensor(times, dtype=torch.float64).quantile(torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
         iqr = float(q[2] - q[0]) if rounds > 1 else math.nan  # one round: no spread to report
-        out.append({"median_s": float(q[1]), "iqr_s": iqr, "runs": rounds, "calls_per_run": numbers[k]})
+        out.append(
+            {
+                "median_s": float(q[1]),
+                "iqr_s": iqr,
+                "runs": rounds,
+                "calls_per_run": numbers[k],
+                "samples_s": [float(t) for t in times],
+            }
+        )
     return out
 
 

@@ -173,7 +173,7 @@ def summarize_render(df: pd.DataFrame) -> pd.DataFrame:
     t = df[df.backend == "torch"][[*cols, "median_s"]].rename(columns={"median_s": "torch_s"})
     t = t.drop(columns="backend").dropna()
     df = df.merge(t, on=cols[1:], how="left")
-    df["speedup_vs_torch"] = (df["torch_s"] / df["median_s"]).where(df.backend == "ext")
+    df["speedup_vs_torch"] = (df["torch_s"] / df["median_s"]).where(df.backend != "torch")
     df = df.drop(columns="torch_s")
     cols = [c for c in [*key, "stage"] if c != "compile"]
     e = df[df.compile == "eager"][[*cols, "median_s"]].rename(columns={"median_s": "eager_s"}).dropna()

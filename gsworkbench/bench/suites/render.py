@@ -7,13 +7,16 @@ reference runs on the small end of the grid (<= 100k Gaussians at <= 256^2, forw
 (several seconds each on 2 cores). Plus the target case: 2,000 Gaussians at 128^2, SH degree 3,
 forward, forward+backward and train-step (L1 loss + backward), each eager and under torch.compile
 (aot_eager, inductor), interleaved. quick=True: 500 Gaussians at 64x48 (for tests), with the ext
-train-step also under aot_eager.
+train-step also under aot_eager. External rasterizers registered
+with ``gsworkbench.bench.lineup.register_implementation("rasterize", name, fn)`` join the forward and
+forward+backward cases (checked against the torch reference first; see that module).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from gsworkbench.bench.lineup import render_lineup_cases
 from gsworkbench.bench.registry import Case, register_suite
 from gsworkbench.compile import COMPILE_MODES
 from gsworkbench.splat.bench import STAGES, WHOLE_CALLS, render_cases, summarize_render
@@ -40,12 +43,17 @@ def _skip_full(p: dict[str, Any]) -> str | None:
 
 def cases(quick: bool) -> list[Case]:
     if quick:
-        return render_cases([500], [(64, 48)], [0, 3], ["ext", "torch"], STAGES) + render_cases(
-            [500], [(64, 48)], [3], ["ext"], ("train-step",), compile_modes=("eager", "aot_eager")
+        return (
+            render_cases([500], [(64, 48)], [0, 3], ["ext", "torch"], STAGES)
+            + render_cases([500], [(64, 48)], [3], ["ext"], ("train-step",), compile_modes=("eager", "aot_eager"))
+            + render_lineup_cases([500], [(64, 48)], [0, 3])
         )
     target = render_cases([2_000], [(128, 128)], [3], ["ext", "torch"], WHOLE_CALLS, compile_modes=COMPILE_MODES)
     grid = render_cases(FULL_NUMS, FULL_SIZES, [0, 3], ["ext", "torch"], STAGES, skip=_skip_full)
-    return target + grid
+    lineup = render_lineup_cases([2_000], [(128, 128)], [3]) + render_lineup_cases(
+        FULL_NUMS, FULL_SIZES, [0, 3], skip=_skip_full
+    )
+    return target + grid + lineup
 
 
 register_suite("render", __doc__.split("\n\n")[0], summarize_render)(cases)

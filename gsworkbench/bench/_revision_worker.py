@@ -1,0 +1,83 @@
+"""Times one revision's benchmark cases on request (run by :mod:`gsworkbench.bench.revisions`).
+
+This file is executed as a script (``python -c <this source> SUITE QUICK THREADS``) inside the
+revision's worktree, with that worktree first on ``PYTHONPATH``, so it imports *that revision's*
+``gsworkbench``. It relies only on the oldest stable interface, ``registry.get_suite(name).cases(quick)``
+returning cases with ``name``, ``params``, ``setup`` and ``skip``, and times with its own clock, so both
+revisions are measured by the same code. It answers one JSON line per request on the original stdout;
+anything the suite prints goes to stderr.
+
+Requests: {"op": "list"} | {"op": "setup", "case": NAME} | {"op": "time", "number": K} | {"op": "quit"}.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def extension_file() -> str | None:
+    """Where ``gsworkbench._C`` was loaded from (None when it is not importable)."""
+    mod = sys.modules.get("gsworkbench._C")
+    if mod is None:
+        try:
+            import importlib
+
+            mod = importlib.import_module("gsworkbench._C")
+        except ImportError:
+            return None
+    return getattr(mod, "__file__", None)
+
+
+def main() -> None:
+    suite_name, quick, threads = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # suite output (prints, progress) goes to stderr, never into the protocol
+    sys.stdout = sys.stderr
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:
+        pass
+    from gsworkbench.bench.registry import get_suite
+
+    cases = {c.name: c for c in get_suite(suite_name).cases(quick)}
+    fn = None
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            if req["op"] == "list":
+                reply = {"cases": [{"name": c.name, "params": repr(c.params), "skip": c.skip} for c in cases.values()],
+                         "extension": extension_file()}  # fmt: skip
+            elif req["op"] == "setup":
+                fn = None
+                fn = cases[req["case"]].setup()
+                t0 = time.perf_counter()
+                fn()  # warm-up, and the size of the blocks
+                one = time.perf_counter() - t0
+                if one < req.get("min_run_time", 0.5):
+                    fn()
+                    t0 = time.perf_counter()
+                    fn()
+                    one = time.perf_counter() - t0
+                reply = {"one": one}
+            elif req["op"] == "time":
+                number = int(req["number"])
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                reply = {"per_call": (time.perf_counter() - t0) / number}
+            elif req["op"] == "quit":
+                return
+            else:
+                reply = {"error": f"unknown request {req['op']!r}"}
+        except Exception as err:  # reported to the driver, which names the case and revision
+            traceback.print_exc()
+            reply = {"error": f"{type(err).__name__}: {err}"}
+        proto.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""Baseline against candidate, case by case, with a significance test on the raw samples.
+
+The test (named in every table): a two-sided **Mann–Whitney U test** on the per-round samples of the
+two runs (``scipy.stats.mannwhitneyu``), as asv does, at ``p < alpha`` (0.002 by default, asv's), and
+a change counts only when the ratio of medians (candidate / baseline) is also beyond the threshold
+(5% by default): ``>= 1 + threshold`` is *slower*, ``<= 1 / (1 + threshold)`` is *faster*. Beside it, a
+95% percentile-bootstrap interval of the ratio of medians (both sets resampled with replacement).
+
+A case without samples on either side (runs written before samples were kept) gets "no samples";
+one with too few samples for the test to ever reach ``alpha`` gets "too few samples".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from gsworkbench.bench.store import SAMPLES, BenchRun, load_bench_run
+
+ALPHA = 0.002
+THRESHOLD = 0.05
+TIMING_COLUMNS = {"case", "median_s", "iqr_s", "runs", "calls_per_run", "threads", "skipped", SAMPLES}
+# run parameters that change how long the timing takes, not what is timed: a warning, not a refusal
+TIMING_PARAMETERS = {"threads", "min_run_time", "revision"}
+
+
+def rule_text(alpha: float = ALPHA, threshold: float = THRESHOLD) -> str:
+    """The significance rule, as printed with every table."""
+    return (
+        f"two-sided Mann-Whitney U on per-round samples, p < {alpha:g}, and ratio of medians beyond "
+        f"{100 * threshold:g}%; CI: 95% bootstrap of the ratio of medians"
+    )
+
+
+def bootstrap_ratio_ci(
+    baseline: np.ndarray, candidate: np.ndarray, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of median(candidate) / median(baseline)."""
+    rng = np.random.default_rng(seed)
+    b = np.median(rng.choice(baseline, (n_boot, baseline.size)), axis=1)
+    c = np.median(rng.choice(candidate, (n_boot, candidate.size)), axis=1)
+    lo, hi = np.quantile(c / b, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(lo), float(hi)
+
+
+def min_p_value(n: int, m: int) -> float:
+    """The smallest two-sided Mann–Whitney p-value that n and m samples can give (complete separation)."""
+    a, b = np.arange(n, dtype=float), np.arange(n, n + m, dtype=float)
+    return float(stats.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue)
+
+
+def compare_samples(
+    baseline: list[float] | None,
+    candidate: list[float] | None,
+    *,
+    base_median: float | None = None,
+    cand_median: float | None = None,
+    alpha: float = ALPHA,
+    threshold: float = THRESHOLD,
+) -> dict[str, Any]:
+    """One case: medians (s), ratio candidate/baseline with its CI, speedup, p-value and verdict."""
+    out: dict[str, Any] = {"ratio_ci_low": np.nan, "ratio_ci_high": np.nan, "p_value": np.nan}
+    if not baseline or not candidate:
+        b, c = base_median, cand_median
+        out.update(baseline_s=b, candidate_s=c, verdict="no samples")
+    else:
+        bs, cs = np.asarray(baseline, float), np.asarray(candidate, float)
+        b, c = float(np.median(bs)), float(np.median(cs))
+        out.update(baseline_s=b, candidate_s=c)
+        if min_p_value(bs.size, cs.size) >= alpha:
+            out["verdict"] = f"too few samples ({bs.size} vs {cs.size})"
+        else:
+            p = 1.0 if np.array_equal(np.sort(bs), np.sort(cs)) else stats.mannwhitneyu(bs, cs).pvalue
+            lo, hi = bootstrap_ratio_ci(bs, cs)
+            ratio = c / b
+            if p < alpha and ratio >= 1 + threshold:
+                verdict = "slower"
+            elif p < alpha and ratio <= 1 / (1 + threshold):
+                verdict = "faster"
+            else:
+                verdict = "no significant change"
+            out.update(ratio_ci_low=lo, ratio_ci_high=hi, p_value=float(p), verdict=verdict)
+    ok = b is not None and c is not None and b > 0 and c > 0
+    out["ratio"] = c / b if ok else np.nan
+    out["speedup"] = b / c if ok else np.nan
+    return out
+
+
+@dataclass
+class Comparison:
+    """The per-case table, the warnings about the two runs' environments, and the rule used."""
+
+    table: pd.DataFrame
+    warnings: list[str] = field(default_factory=list)
+    rule: str = rule_text()
+    baseline: str = ""
+    candidate: str = ""
+
+    @property
+    def slower(self) -> pd.DataFrame:
+        return self.table[self.table.verdict == "slower"]
+
+    @property
+    def exit_code(self) -> int:
+        """1 when any case is significantly slower than the threshold (a CI gate), else 0."""
+        return 1 if len(self.slower) else 0
+
+    def display_table(self) -> pd.DataFrame:
+        """The table as printed: times in ms, ratios to 3 digits."""
+        t = self.table
+        out = pd.DataFrame({"case": t["case"], "metric": "time per call (ms)"})
+        out["baseline"] = t.baseline_s * 1e3
+        out["candidate"] = t.candidate_s * 1e3
+        out["speedup"] = t.speedup
+        out["ratio"] = t.ratio
+        out["ratio 95% CI"] = [
+            "" if np.isnan(lo) else f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(t.ratio_ci_low, t.ratio_ci_high)
+        ]
+        out["p"] = t.p_value
+        out["verdict"] = t.verdict
+        return out
+
+    def to_markdown(self) -> str:
+        d = self.display_table()
+        fmt = {"baseline": "{:.4g}", "candidate": "{:.4g}", "speedup": "{:.3f}", "ratio": "{:.3f}", "p": "{:.2g}"}
+        lines = ["| " + " | ".join(d.columns) + " |", "|" + "---|" * len(d.columns)]
+        for _, row in d.iterrows():
+            cells = [("" if pd.isna(row[c]) else fmt[c].format(row[c])) if c in fmt else str(row[c]) for c in d]
+            lines.append("| " + " | ".join(cells) + " |")
+        head = [f"baseline: `{self.baseline}`  ", f"candidate: `{self.candidate}`  ", f"test: {self.rule}", ""]
+        warn = [f"> warning: {w}" for w in self.warnings]
+        return "\n".join(head + lines + ([""] + warn if warn else [])) + "\n"
+
+    def to_text(self) -> str:
+        with pd.option_context("display.max_rows", 1000, "display.width", 250, "display.max_colwidth", 70):
+            body = self.display_table().to_string(index=False, float_format=lambda v: f"{v:.4g}")
+        warn = "".join(f"\nwarning: {w}" for w in self.warnings)
+        counts = self.table.verdict.value_counts().to_dict()
+        summary = ", ".join(f"{n} {v}" for v, n in counts.items())
+        head = f"baseline:  {self.baseline}\ncandidate: {self.candidate}\ntest: {self.rule}"
+        return f"{head}\n\n{body}\n\n{summary}{warn}"
+
+    def write(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
+        """Writes ``compare.csv`` (full precision) and ``compare.md`` atomically into ``out_dir``."""
+        from gsworkbench.results import atomic_write_text, write_table
+
+        out = Path(out_dir)
+        return {
+            "csv": write_table(out / "compare.csv", self.table),
+            "md": atomic_write_text(out / "compare.md", self.to_markdown()),
+        }
+
+
+def _check_same_work(base: BenchRun, cand: BenchRun) -> None:
+    """ValueError naming the first difference in what the two runs timed."""
+    if base.suite != cand.suite:
+        raise ValueError(f"runs of different suites: baseline {base.suite!r}, candidate {cand.suite!r}")
+    bp, cp = base.metadata.get("parameters", {}), cand.metadata.get("parameters", {})
+    for key in sorted((set(bp) | set(cp)) - TIMING_PARAMETERS):
+        if bp.get(key) != cp.get(key):
+            raise ValueError(
+                f"runs with different parameter {key!r}: baseline {bp.get(key)!r}, candidate {cp.get(key)!r}"
+            )
+    bc, cc = list(base.table["case"]), list(cand.table["case"])
+    only_b, only_c = sorted(set(bc) - set(cc)), sorted(set(cc) - set(bc))
+    if only_b or only_c:
+        raise ValueError(f"runs with different cases: only in baseline {only_b[:5]}, only in candidate {only_c[:5]}")
+    # case parameters are ints, strings and bools; float columns are derived (throughput, speedups, memory)
+    params = [
+        c
+        for c in base.table.columns
+        if c not in TIMING_COLUMNS and c in cand.table and not pd.api.types.is_float_dtype(base.table[c])
+    ]
+    b = base.table.set_index("case")[params].astype(str)
+    c = cand.table.set_index("case")[params].astype(str).loc[b.index]
+    bad = [p for p in params if (b[p] != c[p]).any()]
+    if bad:
+        raise ValueError(f"runs whose cases differ in parameter(s) {bad}")
+
+
+def environment_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
+    """Differences in CPU, threads, package versions and the extension between two metadata dicts."""
+    out = []
+    checks = [
+        ("CPU", lambda m: m.get("cpu_model")),
+        ("threads", lambda m: (m.get("parameters", {}).get("threads"), m.get("threads", {}).get("torch_threads"))),
+        ("OMP_WAIT_POLICY", lambda m: m.get("threads", {}).get("OMP_WAIT_POLICY")),
+        ("extension", lambda m: m.get("extension")),
+        ("python", lambda m: m.get("python")),
+    ]
+    for name in ("torch", "numpy", "numba"):
+        checks.append((f"{name} version", lambda m, n=name: m.get("packages", {}).get(n)))
+    for name, get in checks:
+        if get(base) != get(cand):
+            out.append(f"different {name}: baseline {get(base)!r}, candidate {get(cand)!r}")
+    for side, m in (("baseline", base), ("candidate", cand)):
+        if m.get("git_dirty"):
+            out.append(f"{side} ran on a working tree with uncommitted changes")
+    return out
+
+
+def compare_bench_runs(
+    base: BenchRun, cand: BenchRun, *, alpha: float = ALPHA, threshold: float = THRESHOLD
+) -> Comparison:
+    """Case-by-case comparison of two runs of the same suite and parameters (ValueError otherwise)."""
+    _check_same_work(base, cand)
+    c_rows = cand.table.set_index("case")
+    rows = []
+    for _, b in base.table.iterrows():
+        c = c_rows.loc[b["case"]]
+        row: dict[str, Any] = {"case": b["case"]}
+        skipped = [str(r[k]) for r in (b, c) for k in ("skipped",) if k in r and isinstance(r[k], str)]
+        if skipped or pd.isna(b.get("median_s")) or pd.isna(c.get("median_s")):
+            row.update(verdict=f"skipped: {skipped[0]}" if skipped else "not timed")
+        else:
+            row.update(
+                compare_samples(
+                    b.get(SAMPLES),
+                    c.get(SAMPLES),
+                    base_median=float(b["median_s"]),
+                    cand_median=float(c["median_s"]),
+                    alpha=alpha,
+                    threshold=threshold,
+                )
+            )
+        rows.append(row)
+    cols = ["case", "baseline_s", "candidate_s", "ratio", "ratio_ci_low", "ratio_ci_high", "speedup", "p_value"]
+    table = pd.DataFrame(rows).reindex(columns=[*cols, "verdict"])
+    warnings = environment_warnings(base.metadata, cand.metadata)
+    for side, run in (("baseline", base), ("candidate", cand)):
+        warnings += [str(w) for w in run.metadata.get("warnings", [])]
+        if not run.has_samples:
+            warnings.append(f"{side} run has no raw samples (written before they were kept): no test possible")
+    label = lambda r: f"{r.path} (commit {r.commit[:10]})"  # noqa: E731
+    return Comparison(table, warnings, rule_text(alpha, threshold), label(base), label(cand))
+
+
+def select_backend(run: BenchRun, backend: str) -> BenchRun:
+    """The rows of ``backend`` only, with the backend's segment of each case name replaced by ``*``, so
+    that two backends of one run (timed in the same interleaved rounds) compare case by case."""
+    if "backend" not in run.table or backend not in set(run.table.backend):
+        known = sorted(set(run.table.get("backend", [])))
+        raise ValueError(f"run {run.path.name} has no backend {backend!r}; it has {known}")
+    t = run.table[run.table.backend == backend].copy()
+    t["case"] = ["/".join("*" if seg == backend else seg for seg in str(name).split("/")) for name in t["case"]]
+    t["backend"] = "*"
+    return BenchRun(run.path, run.suite, run.metadata, t.reset_index(drop=True))
+
+
+def compare_runs(
+    baseline: str | os.PathLike[str],
+    candidate: str | os.PathLike[str],
+    backends: tuple[str, str] | None = None,
+    **kw: Any,
+) -> Comparison:
+    """:func:`compare_bench_runs` of two run folders (the same folder twice is fine); with ``backends``
+    = (b, c), backend b of the baseline against backend c of the candidate."""
+    base, cand = load_bench_run(baseline), load_bench_run(candidate)
+    if backends is None:
+        return compare_bench_runs(base, cand, **kw)
+    out = compare_bench_runs(select_backend(base, backends[0]), select_backend(cand, backends[1]), **kw)
+    out.baseline += f" [backend {backends[0]}]"
+    out.candidate += f" [backend {backends[1]}]"
+    return out

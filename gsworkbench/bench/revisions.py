@@ -1,0 +1,180 @@
+"""Two git revisions, each in its own worktree, timed case by case in interleaved rounds.
+
+``compare_revisions("HEAD~3", "HEAD", suite="field")`` checks both revisions out with ``git worktree
+add --detach`` under ``build/revisions/<sha>/`` (kept, so a revision is built once), builds each one's
+extension (``setup.py build_ext --inplace``, ``MAX_JOBS`` default 1) unless ``build=False``, and starts
+one worker process per revision (``_revision_worker.py``, importing that revision's package). For every
+case, both workers set it up, then rounds alternate between them in ABBA order (A B, B A, ...), so
+a drift in the machine's speed hits both alike. The samples are written as two ordinary benchmark runs
+(``results/<run-id>/``, the revision's commit in ``git_commit``), which :func:`compare_runs` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gsworkbench.bench.runner import ROUNDS
+from gsworkbench.bench.store import SAMPLES
+from gsworkbench.results import REPO_ROOT, environment, new_run_dir, write_json, write_table
+
+WORKER = Path(__file__).with_name("_revision_worker.py")
+
+
+def _git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if out.returncode:
+        raise ValueError(f"git {' '.join(args)} failed: {out.stderr.strip() or out.stdout.strip()}")
+    return out.stdout.strip()
+
+
+def resolve_revision(rev: str, repo: str | os.PathLike[str] = REPO_ROOT) -> str:
+    """The full commit hash of ``rev``; ValueError naming it when git does not know it."""
+    try:
+        return _git(Path(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except ValueError:
+        raise ValueError(f"unknown git revision {rev!r} in {repo}") from None
+
+
+def prepare_revision(
+    rev: str, repo: str | os.PathLike[str] = REPO_ROOT, cache: str | os.PathLike[str] | None = None, build: bool = True
+) -> Path:
+    """A worktree of ``rev`` (reused when present), its extension built when ``build``; returns its path."""
+    repo = Path(repo)
+    sha = resolve_revision(rev, repo)
+    path = Path(cache) if cache is not None else repo / "build" / "revisions"
+    path = path / sha[:12]
+    if not (path / ".git").exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _git(repo, "worktree", "add", "--detach", str(path), sha)
+    if build and (path / "setup.py").exists() and not list((path / "gsworkbench").glob("_C*.so")):
+        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "MAX_JOBS": os.environ.get("MAX_JOBS", "1")}
+        print(f"building the extension of {rev} ({sha[:10]}) in {path} ...", file=sys.stderr, flush=True)
+        out = subprocess.run(
+            [sys.executable, "setup.py", "build_ext", "--inplace"], cwd=path, env=env, capture_output=True, text=True
+        )
+        if out.returncode:
+            raise RuntimeError(f"building {rev} failed:\n{out.stderr[-3000:]}")
+    return path
+
+
+class _Worker:
+    """One revision's worker process; ``ask`` sends a request and returns the reply."""
+
+    def __init__(self, label: str, tree: Path, suite: str, quick: bool, threads: int) -> None:
+        self.label = label
+        self.tree = tree
+        self.extension: str | None = None  # where the worker's gsworkbench._C came from
+        env = {**os.environ, "PYTHONPATH": str(tree), "OMP_WAIT_POLICY": "PASSIVE", "GSW_BENCH_THREADS": str(threads)}
+        args = [sys.executable, "-c", WORKER.read_text(), suite, "1" if quick else "0", str(threads)]
+        self.proc = subprocess.Popen(args, cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ask(self, **req: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.label} worker exited (code {self.proc.wait()}); see its stderr above")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"{self.label}: {req.get('case', req['op'])}: {reply['error']}")
+        return reply
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None and self.proc.stdin is not None:
+                self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+                self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+
+
+def time_revisions(
+    workers: list[_Worker], *, min_run_time: float = 0.5, rounds: int = ROUNDS, progress: bool = True
+) -> list[list[dict[str, Any]]]:
+    """Rows (case, params, timings, samples) per worker, every case timed in ABBA-interleaved rounds."""
+    replies = [w.ask(op="list") for w in workers]
+    for w, reply in zip(workers, replies):
+        w.extension = reply.get("extension")
+    listed = [{c["name"]: c for c in reply["cases"]} for reply in replies]
+    names = list(listed[0])
+    for w, cases in zip(workers[1:], listed[1:]):
+        if list(cases) != names:
+            diff = sorted(set(names) ^ set(cases))[:5]
+            raise ValueError(f"the revisions' suites have different cases ({workers[0].label} vs {w.label}): {diff}")
+    out: list[list[dict[str, Any]]] = [[] for _ in workers]
+    for i, name in enumerate(names):
+        skips = [cases[name]["skip"] for cases in listed]
+        rows = [{"case": name, "params": cases[name]["params"]} for cases in listed]
+        if any(skips):
+            for row, skip in zip(rows, skips):
+                row["skipped"] = skip or f"skipped in the other revision: {next(s for s in skips if s)}"
+        else:
+            ones = [w.ask(op="setup", case=name, min_run_time=min_run_time)["one"] for w in workers]
+            n_rounds = max(1, min(rounds, int(min_run_time / max(ones))))
+            numbers = [max(1, int(min_run_time / n_rounds / max(one, 1e-9))) for one in ones]
+            samples: list[list[float]] = [[] for _ in workers]
+            for r in range(n_rounds):
+                order = range(len(workers)) if r % 2 == 0 else reversed(range(len(workers)))
+                for k in order:
+                    samples[k].append(workers[k].ask(op="time", number=numbers[k])["per_call"])
+            for row, s, n in zip(rows, samples, numbers):
+                q = pd.Series(s).quantile([0.25, 0.5, 0.75])
+                row.update(median_s=q[0.5], iqr_s=q[0.75] - q[0.25], runs=n_rounds, calls_per_run=n, **{SAMPLES: s})
+        for k, row in enumerate(rows):
+            out[k].append(row)
+        if progress:
+            shown = "  ".join(f"{w.label}: {r.get('median_s', float('nan')) * 1e3:.3f} ms"
+                              for w, r in zip(workers, rows))  # fmt: skip
+            print(f"[{i + 1}/{len(names)}] {name:<50} {shown}", file=sys.stderr, flush=True)
+    return out
+
+
+def compare_revisions(
+    baseline: str,
+    candidate: str,
+    suite: str,
+    *,
+    quick: bool = False,
+    threads: int = 1,
+    min_run_time: float = 0.5,
+    build: bool = True,
+    repo: str | os.PathLike[str] = REPO_ROOT,
+    cache: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> tuple[Path, Path]:
+    """Times ``suite`` at both revisions, interleaved case by case; returns the two run folders."""
+    trees = [prepare_revision(rev, repo, cache, build) for rev in (baseline, candidate)]
+    shas = [resolve_revision(rev, repo) for rev in (baseline, candidate)]
+    labels = [f"baseline {baseline}", f"candidate {candidate}"]
+    workers = [_Worker(label, tree, suite, quick, threads) for label, tree in zip(labels, trees)]
+    try:
+        tables = time_revisions(workers, min_run_time=min_run_time, progress=progress)
+    finally:
+        for w in workers:
+            w.close()
+    env = environment()
+    run_dirs = []
+    for rev, sha, tree, rows, worker in zip((baseline, candidate), shas, trees, tables, workers):
+        run_dir = new_run_dir(f"bench-{suite}-rev", root)
+        params = {"suite": suite, "quick": quick, "threads": threads, "min_run_time": min_run_time, "revision": rev}
+        ext = {"built": bool(list((tree / "gsworkbench").glob("_C*.so"))), "loaded_from": worker.extension}
+        meta = {**env, "parameters": params, "suite": suite, "git_commit": sha, "git_dirty": False, "extension": ext}
+        if worker.extension and not Path(worker.extension).resolve().is_relative_to(tree.resolve()):
+            meta["warnings"] = [f"{rev}: gsworkbench._C was loaded from {worker.extension}, outside its worktree "
+                                "(an installed build, not this revision's): its ext timings are not the revision's"]
+        meta["worktree"] = str(tree)
+        write_json(run_dir / "metadata.json", meta)
+        table = pd.DataFrame(rows).assign(threads=threads)
+        write_table(run_dir / f"{suite}.csv", table)
+        run_dirs.append(run_dir)
+    return run_dirs[0], run_dirs[1]

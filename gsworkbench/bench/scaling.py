@@ -1,0 +1,131 @@
+"""Scaling on log-log axes with a fitted exponent, checked against the one the work implies.
+
+``fit_exponent(x, y)`` fits log y = k log x + c by least squares and returns k with its standard error.
+A :class:`ScalingSpec` names a suite's columns (x, y, the series to fit separately, a row filter) and
+the exponent expected when the work grows like the size (for example -1 for frames per second against
+Gaussian count: twice the Gaussians, twice the work, half the FPS). :func:`plot_scaling` draws one
+spec and notes where the fitted exponent departs from the expected one by more than ``tolerance``:
+a steeper growth of time than the work ("super-linear" when the work is linear) or a flatter one
+(fixed overheads still dominate at these sizes, or the hardware is not yet saturated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def fit_exponent(x: Any, y: Any) -> tuple[float, float]:
+    """Slope k of log y against log x (least squares) and its standard error; needs >= 2 distinct x > 0."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = (x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)
+    lx, ly = np.log(x[keep]), np.log(y[keep])
+    if np.unique(lx).size < 2:
+        raise ValueError("fit_exponent needs at least two distinct positive sizes")
+    A = np.stack([lx, np.ones_like(lx)], axis=1)
+    coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
+    dof = lx.size - 2
+    if dof <= 0:
+        return float(coef[0]), float("nan")
+    resid = ly - A @ coef
+    se = np.sqrt(resid @ resid / dof / ((lx - lx.mean()) ** 2).sum())
+    return float(coef[0]), float(se)
+
+
+@dataclass
+class ScalingSpec:
+    """What to plot from a suite's table: y against x, one fitted line per ``series`` combination."""
+
+    title: str
+    x: str
+    y: str
+    expected: float
+    xlabel: str
+    ylabel: str
+    series: list[str] = field(default_factory=list)
+    where: dict[str, Any] = field(default_factory=dict)
+    x_of: Any = None  # optional fn(df) -> x values (e.g. pixels = width * height)
+    rate: bool = True  # y is a rate (FPS, items/s); False: y is a time
+
+
+SPECS: dict[str, list[ScalingSpec]] = {
+    "render": [
+        ScalingSpec("render FPS against Gaussian count", "num", "fps", -1.0, "Gaussians", "frames per second",
+                    ["backend", "sh_degree", "width"], {"stage": "forward"}),  # fmt: skip
+        ScalingSpec("render FPS against resolution", "pixels", "fps", -1.0, "pixels (width x height)",
+                    "frames per second", ["backend", "sh_degree", "num"], {"stage": "forward"},
+                    lambda df: df.width * df.height),  # fmt: skip
+    ],
+    "transforms": [
+        ScalingSpec("transform throughput against batch size", "n", "gaussians_per_s", 0.0, "splats per call",
+                    "Gaussians per second", ["backend", "sh_degree", "out"], {"kind": "similarity"}),  # fmt: skip
+    ],
+    "field": [
+        ScalingSpec("field throughput against size", "pairs", "pairs_per_s", 0.0, "points x Gaussians",
+                    "pairs per second", ["backend", "covariance", "mode"], {}, lambda df: df.N * df.B),  # fmt: skip
+    ],
+}
+
+
+def scaling_fits(df: pd.DataFrame, spec: ScalingSpec, tolerance: float = 0.15) -> pd.DataFrame:
+    """One row per series: its fitted exponent, standard error, sizes and a note on the departure."""
+    d = df.copy()
+    for k, v in spec.where.items():
+        d = d[d[k] == v]
+    if spec.x_of is not None:
+        d[spec.x] = spec.x_of(d)
+    d = d[d[spec.y].notna() & (d[spec.y] > 0)]
+    rows = []
+    groups = d.groupby(spec.series, dropna=False) if spec.series else [((), d)]
+    for key, g in groups:
+        if g[spec.x].nunique() < 2:
+            continue
+        k, se = fit_exponent(g[spec.x], g[spec.y])
+        label = ", ".join(f"{s}={v}" for s, v in zip(spec.series, key if isinstance(key, tuple) else (key,)))
+        note = departure_note(k, spec.expected, tolerance, spec.rate)
+        rows.append({"series": label or "all", "exponent": k, "stderr": se, "expected": spec.expected,
+                     "sizes": int(g[spec.x].nunique()), "note": note})  # fmt: skip
+    return pd.DataFrame(rows, columns=["series", "exponent", "stderr", "expected", "sizes", "note"])
+
+
+def departure_note(exponent: float, expected: float, tolerance: float = 0.15, rate: bool = True) -> str:
+    """'' when within ``tolerance`` of the expected exponent; otherwise what the departure means.
+
+    For a rate (``rate=True``) an exponent below the expected one means the time grows faster than the
+    work; for a time, an exponent above it does."""
+    d = exponent - expected
+    if abs(d) <= tolerance:
+        return ""
+    if (d < 0) == rate:
+        return f"cost grows faster than the work (exponent {exponent:+.2f}, expected {expected:+.2f}): super-linear"
+    return f"cost grows slower than the work (exponent {exponent:+.2f}, expected {expected:+.2f}): overheads dominate"
+
+
+def plot_scaling(ax: Any, df: pd.DataFrame, spec: ScalingSpec, tolerance: float = 0.15) -> pd.DataFrame:
+    """Draws ``spec`` on ``ax`` (log-log, one line per series, exponent in its label); returns the fits."""
+    d = df.copy()
+    for k, v in spec.where.items():
+        d = d[d[k] == v]
+    if spec.x_of is not None:
+        d[spec.x] = spec.x_of(d)
+    fits = scaling_fits(df, spec, tolerance).set_index("series")
+    groups = d.groupby(spec.series, dropna=False) if spec.series else [((), d)]
+    for key, g in groups:
+        label = ", ".join(f"{s}={v}" for s, v in zip(spec.series, key if isinstance(key, tuple) else (key,))) or "all"
+        if label not in fits.index:
+            continue
+        g = g.sort_values(spec.x)
+        fit = fits.loc[label]
+        flag = " (!)" if fit.note else ""
+        ax.plot(g[spec.x], g[spec.y], "o-", label=f"{label}: k={fit.exponent:+.2f}{flag}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(spec.xlabel)
+    ax.set_ylabel(spec.ylabel)
+    ax.set_title(f"{spec.title}\nexpected exponent {spec.expected:+g}; (!) departs by > {tolerance:g}", fontsize=9)
+    if len(fits):
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fits.reset_index()

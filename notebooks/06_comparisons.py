@@ -1,0 +1,152 @@
+# ---
+# jupyter:
+#   gsworkbench:
+#     smoke_parameters:
+#       min_run_time: 0.02
+#       sweep_backends: [ext]
+#       sweep_sizes: [100, 1000]
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#   kernelspec:
+#     display_name: gsworkbench (.venv)
+#     language: python
+#     name: gsworkbench
+# ---
+
+# %% [markdown]
+# # 06 · Comparisons you can trust
+#
+# A baseline against a candidate, case by case, with a significance test on the raw per-round samples
+# (two-sided Mann–Whitney U at p < 0.002 plus a ratio threshold, as asv does, and a bootstrap interval of
+# the ratio of medians); the suite's history over commits; scaling plots with fitted exponents; and a
+# small parameter sweep run on Dask. The logic lives in `gsworkbench.bench` (compare, history, scaling,
+# sweep); the same comparison is `gsworkbench compare`. Timings on a shared or loaded machine are only
+# as good as the interleaving makes them: read the verdict column, not the third digit.
+
+# %%
+from gsworkbench.notebooks import ParameterGuard
+
+guard = ParameterGuard(
+    suite={"choices": ["field", "transforms", "render"], "help": "the benchmark suite to compare"},
+    compare_by={"choices": ["backends", "revisions"], "help": "baseline/candidate: backends of one run, or revisions"},
+    baseline={"help": "a backend (torch) or a git revision (HEAD~1)"},
+    candidate={"help": "a backend (ext) or a git revision (HEAD)"},
+    min_run_time={"gt": 0.0, "help": "seconds of timing per case (and revision)"},
+    threshold={"gt": 0.0, "lt": 1.0, "help": "smallest slow-down that counts (0.05 = 5%)"},
+    sweep_sizes={"ge": 1, "min_len": 2, "help": "Gaussian counts N of the field sweep"},
+    sweep_backends={"choices": ["loop", "vectorized", "torch", "ext"], "help": "backends of the field sweep"},
+)
+
+# %% tags=["parameters"]
+suite = "field"
+compare_by = "backends"
+baseline = "torch"
+candidate = "ext"
+quick = True
+min_run_time = 0.3
+threshold = 0.05
+sweep_sizes = [100, 1000, 4096]
+sweep_backends = ["torch", "ext"]
+results_dir = ""
+
+# %%
+params = guard.check(globals())
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+
+from gsworkbench.bench import run_suite, save_run
+from gsworkbench.bench.compare import compare_runs
+from gsworkbench.bench.history import history_table, plot_history
+from gsworkbench.bench.scaling import SPECS, plot_scaling
+from gsworkbench.bench.store import find_bench_runs
+from gsworkbench.bench.sweep import run_sweep, suite_task
+from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata, write_table
+
+run_dir = Path(results_dir) if results_dir else new_run_dir("06_comparisons")
+write_metadata(run_dir, params)
+threads = torch.get_num_threads()
+footer = machine_summary()
+print("results:", run_dir, "| threads:", threads)
+
+# %% [markdown]
+# ## Baseline against candidate
+#
+# With `compare_by = "backends"` both backends are timed in the same interleaved rounds of one run;
+# with `"revisions"` each revision is checked out in its own git worktree, built, and the two are timed
+# case by case in alternating rounds. Exit-code semantics of the CLI: any "slower" row fails.
+
+# %%
+if compare_by == "backends":
+    table = run_suite(suite, quick=quick, threads=threads, min_run_time=min_run_time, progress=False)
+    bench_dir = save_run(suite, table, {"suite": suite, "quick": quick, "threads": threads,
+                                        "min_run_time": min_run_time}, root=run_dir)  # fmt: skip
+    comparison = compare_runs(bench_dir, bench_dir, (baseline, candidate), threshold=threshold)
+else:
+    from gsworkbench.bench.revisions import compare_revisions
+
+    dirs = compare_revisions(baseline, candidate, suite, quick=quick, threads=threads, min_run_time=min_run_time,
+                             root=run_dir, progress=False)  # fmt: skip
+    comparison = compare_runs(*dirs, threshold=threshold)
+comparison.write(run_dir)
+print(comparison.rule)
+for warning in comparison.warnings:
+    print("warning:", warning)
+comparison.display_table().style.format(precision=4, na_rep="")
+
+# %% [markdown]
+# ## History of the suite
+#
+# Every stored run of the suite under `results/` (and this notebook's), median and quartiles per case;
+# a triangle marks a significant change against the previous run by the same rule as above.
+
+# %%
+history = history_table(find_bench_runs(suite) + find_bench_runs(suite, run_dir))  # results/, then this run
+write_table(run_dir / "history.csv", history)
+fig = plot_history(history, max_cases=6, footer=footer)
+save_figure(run_dir / "history.png", fig)
+plt.show()
+
+# %% [markdown]
+# ## A sweep on Dask: field throughput against size
+#
+# One LocalCluster worker (benchmark runs must not share the machine), `threads` threads per run; each
+# point of the grid is a task, its table gathered with the parameters as columns. Re-running resumes.
+
+# %%
+sweep = run_sweep(suite_task("field", min_run_time=min_run_time, mode="forward", covariance="full"),
+                  {"N": sweep_sizes, "backend": sweep_backends}, run_dir / "sweep", workers=1,
+                  run_threads=threads, progress=False)  # fmt: skip
+print(f"{len(sweep.table)} rows, {len(sweep.errors)} failed runs")
+sweep.table.filter(["N", "B", "backend", "median_s", "iqr_s", "pairs_per_s", "skipped"])
+
+# %%
+fig, ax = plt.subplots(figsize=(6.5, 4))
+fits = plot_scaling(ax, sweep.table, SPECS["field"][0])
+fig.text(0.01, -0.02, footer, fontsize=7)
+save_figure(run_dir / "sweep_scaling.png", fig)
+plt.show()
+print(fits.to_string(index=False))
+
+# %% [markdown]
+# ## Scaling in the latest full runs
+#
+# Log-log, one fitted exponent per series; (!) marks a departure from the exponent the work implies.
+# Each suite's plots use its latest stored full run (`gsworkbench bench SUITE`).
+
+# %%
+for name, specs in SPECS.items():
+    full = [r for r in find_bench_runs(name) if not r.metadata.get("parameters", {}).get("quick")]
+    if not full:
+        print(f"{name}: no full run under results/ (run `gsworkbench bench {name}`)")
+        continue
+    fig, axes = plt.subplots(1, len(specs), figsize=(7 * len(specs), 4), squeeze=False)
+    for ax, spec in zip(axes[0], specs):
+        print(plot_scaling(ax, full[-1].table, spec).to_string(index=False))
+    fig.text(0.01, -0.02, f"{full[-1].path.name} | {footer}", fontsize=7)
+    fig.tight_layout()
+    save_figure(run_dir / f"scaling_{name}.png", fig)
+    plt.show()

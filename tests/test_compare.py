@@ -1,0 +1,207 @@
+"""Baseline against candidate: raw samples in the store, the significance rule, mismatches, revisions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gsworkbench.bench import Case, run_cases, save_run
+from gsworkbench.bench.compare import compare_runs, compare_samples, min_p_value
+from gsworkbench.bench.revisions import compare_revisions
+from gsworkbench.bench.store import load_bench_run
+
+
+def busy(seconds: float) -> None:
+    """The injected delay: a sleep, which (unlike a busy loop preempted by neighbours on a loaded
+    machine) lasts about ``seconds`` whatever the load."""
+    time.sleep(seconds)
+
+
+def delayed(seconds: float):
+    """A case setup returning a call that waits ``seconds``."""
+    return lambda: (lambda: busy(seconds))
+
+
+def delay_cases(delay: float, backends=("a", "b")) -> list[Case]:
+    return [Case(f"unit/{b}", {"backend": b, "n": 1}, delayed(delay)) for b in backends]
+
+
+def stored_run(tmp_path, delay: float, suite: str = "unit", **params) -> object:
+    df = run_cases(delay_cases(delay), threads=1, min_run_time=0.05, progress=False)
+    return save_run(suite, df, {"suite": suite, "quick": True, **params}, root=tmp_path)
+
+
+def paired_runs(tmp_path, base_delay: float, cand_delay: float, min_run_time: float = 0.5) -> tuple:
+    """Baseline and candidate timed in one interleaved run (as the revisions path does), stored as two runs."""
+    cases = [Case(f"unit/{b}/{side}", {"backend": b, "n": 1, "side": side}, delayed(d))
+             for b in ("a", "b") for side, d in (("base", base_delay), ("cand", cand_delay))]  # fmt: skip
+    df = run_cases(cases, threads=1, min_run_time=min_run_time, progress=False)
+    df["case"] = df["case"].str.rsplit("/", n=1).str[0]
+    return tuple(
+        save_run("unit", df[df.side == side].drop(columns="side"), {"suite": "unit", "quick": True}, root=tmp_path)
+        for side in ("base", "cand")
+    )
+
+
+def test_runs_keep_every_rounds_samples(tmp_path):
+    run = load_bench_run(stored_run(tmp_path, 0.001))
+    assert run.has_samples
+    for _, row in run.table.iterrows():
+        assert len(row.samples_s) == row.runs == 10
+        assert row.median_s == pytest.approx(np.median(row.samples_s))
+        assert all(s >= 0.001 for s in row.samples_s)  # each sample is seconds per call
+
+
+def test_run_against_itself_is_no_change(tmp_path):
+    run = stored_run(tmp_path, 0.001)
+    cmp = compare_runs(run, run)
+    assert set(cmp.table.verdict) == {"no significant change"} and cmp.exit_code == 0
+    assert (cmp.table.ratio == 1.0).all() and (cmp.table.p_value == 1.0).all()
+    assert "Mann-Whitney U" in cmp.to_markdown() and "Mann-Whitney U" in cmp.to_text()
+
+
+def test_injected_20_percent_delay_is_flagged_and_exits_1(tmp_path):
+    base, cand = paired_runs(tmp_path, 0.02, 0.024)
+    cmp = compare_runs(base, cand)
+    assert set(cmp.table.verdict) == {"slower"}, cmp.to_text()
+    assert cmp.exit_code == 1
+    assert ((cmp.table.ratio_ci_low > 1.05) & (cmp.table.ratio_ci_high < 1.4)).all()  # the true ratio: 1.2
+    back = compare_runs(cand, base)  # the other way round: faster, exit 0
+    assert set(back.table.verdict) == {"faster"} and back.exit_code == 0
+    files = cmp.write(tmp_path / "out")
+    assert pd.read_csv(files["csv"]).verdict.tolist() == ["slower", "slower"]
+    assert "| case | metric | baseline |" in files["md"].read_text()
+
+
+def test_cli_compare_exit_codes(tmp_path, capsys):
+    from gsworkbench.cli import main
+
+    base, cand = paired_runs(tmp_path, 0.02, 0.024)
+    assert main(["compare", str(base), str(cand), "--out", str(tmp_path / "c1")]) == 1
+    assert "slower" in capsys.readouterr().out and (tmp_path / "c1" / "compare.md").exists()
+    assert main(["compare", str(base), str(base), "--out", str(tmp_path / "c2")]) == 0
+    assert main(["compare", str(base), "HEAD"]) == 2  # one folder and one revision: a clear error
+    assert "two run folders or two git revisions" in capsys.readouterr().err
+
+
+def test_one_percent_within_noise_is_not_flagged(seed):
+    rng = np.random.default_rng(seed)
+    base = 1e-3 * rng.lognormal(0.0, 0.05, 10)
+    cand = 1.01e-3 * rng.lognormal(0.0, 0.05, 10)
+    out = compare_samples(list(base), list(cand))
+    assert out["verdict"] == "no significant change"
+    assert out["ratio_ci_low"] < 1.01 < out["ratio_ci_high"]
+    # a real 20% change in the same noise is found, and a 1% change without noise is below the threshold
+    assert compare_samples(list(base), list(1.2 * base))["verdict"] == "slower"
+    tight = 1e-3 + 1e-7 * np.arange(10)
+    assert compare_samples(list(tight), list(1.01 * tight))["verdict"] == "no significant change"
+
+
+def test_few_or_no_samples_are_named():
+    assert min_p_value(3, 3) > 0.002 and min_p_value(10, 10) < 1e-4
+    assert compare_samples([1.0, 1.0, 1.0], [2.0, 2.0, 2.0])["verdict"].startswith("too few samples")
+    old = compare_samples(None, None, base_median=1.0, cand_median=2.0)
+    assert old["verdict"] == "no samples" and old["ratio"] == 2.0
+
+
+def test_old_runs_without_samples_are_read(tmp_path):
+    run = stored_run(tmp_path, 0.001)
+    table = pd.read_csv(run / "unit.csv").drop(columns="samples_s")
+    table.to_csv(run / "unit.csv", index=False)
+    old = load_bench_run(run)
+    assert not old.has_samples
+    cmp = compare_runs(run, run)
+    assert set(cmp.table.verdict) == {"no samples"} and cmp.exit_code == 0
+    assert any("no raw samples" in w for w in cmp.warnings)
+
+
+def test_mismatched_runs_are_refused(tmp_path):
+    base = stored_run(tmp_path, 0.001)
+    with pytest.raises(ValueError, match="different suites"):
+        compare_runs(base, stored_run(tmp_path, 0.001, suite="other"))
+    with pytest.raises(ValueError, match="different parameter 'quick'"):
+        compare_runs(base, stored_run(tmp_path, 0.001, quick=False))
+    df = run_cases(delay_cases(0.001, ("a", "c")), threads=1, min_run_time=0.02, progress=False)
+    other_cases = save_run("unit", df, {"suite": "unit", "quick": True}, root=tmp_path)
+    with pytest.raises(ValueError, match="different cases"):
+        compare_runs(base, other_cases)
+    with pytest.raises(ValueError, match="not a benchmark run"):
+        compare_runs(base, tmp_path)
+
+
+def test_environment_differences_are_warned(tmp_path):
+    base, cand = stored_run(tmp_path, 0.001), stored_run(tmp_path, 0.001)
+    meta = json.loads((cand / "metadata.json").read_text())
+    meta["cpu_model"] = "Another CPU"
+    meta["packages"]["torch"] = "9.9"
+    (cand / "metadata.json").write_text(json.dumps(meta))
+    warnings = compare_runs(base, cand).warnings
+    assert any("different CPU" in w for w in warnings) and any("torch version" in w for w in warnings)
+
+
+TINY_SUITE = """
+import time
+from gsworkbench.bench.registry import Case, register_suite
+
+DELAY = {delay}
+
+def busy(seconds):
+    time.sleep(seconds)
+
+@register_suite("tiny", "busy-wait cases")
+def cases(quick):
+    return [Case(f"tiny/{{b}}", {{"backend": b}}, lambda: (lambda: busy(DELAY))) for b in ("x", "y")]
+"""
+
+
+def test_compare_two_git_revisions_in_worktrees(tmp_path):
+    """The revisions path end to end on a small repository (no extension to build): each revision in
+    its own worktree and worker process, interleaved; the slower commit is flagged."""
+    repo = tmp_path / "repo"
+    suites = repo / "gsworkbench" / "bench" / "suites"
+    suites.mkdir(parents=True)
+    from gsworkbench.bench import registry
+
+    (repo / "gsworkbench" / "bench" / "registry.py").write_text(open(registry.__file__).read())
+    for init in (repo / "gsworkbench", repo / "gsworkbench" / "bench", suites):
+        (init / "__init__.py").write_text("")
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    for delay, msg in ((0.02, "base"), (0.024, "slower")):
+        (suites / "tiny.py").write_text(textwrap.dedent(TINY_SUITE.format(delay=delay)))
+        git("add", "-A")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", msg)
+    base_dir, cand_dir = compare_revisions(
+        "HEAD~1", "HEAD", "tiny", min_run_time=0.5, build=False, repo=repo, root=tmp_path / "results", progress=False
+    )
+    cmp = compare_runs(base_dir, cand_dir)
+    assert set(cmp.table.verdict) == {"slower"} and cmp.exit_code == 1, cmp.to_text()
+    assert load_bench_run(base_dir).commit != load_bench_run(cand_dir).commit
+    assert (repo / "build" / "revisions").is_dir()
+    with pytest.raises(ValueError, match="unknown git revision 'nope'"):
+        compare_revisions("nope", "HEAD", "tiny", build=False, repo=repo, root=tmp_path / "results")
+
+
+def test_two_backends_of_one_run(tmp_path):
+    """torch against ext style: two backends of one interleaved run, case by case."""
+    from gsworkbench.bench.compare import select_backend
+
+    cases = [Case(f"unit/{b}/n{n}", {"backend": b, "n": n}, delayed(d))
+             for n in (1, 2) for b, d in (("slow", 0.012), ("fast", 0.01))]  # fmt: skip
+    df = run_cases(cases, threads=1, min_run_time=0.3, progress=False)
+    run = save_run("unit", df, {"suite": "unit"}, root=tmp_path)
+    cmp = compare_runs(run, run, backends=("slow", "fast"))
+    assert list(cmp.table.case) == ["unit/*/n1", "unit/*/n2"]
+    assert set(cmp.table.verdict) == {"faster"} and cmp.exit_code == 0, cmp.to_text()
+    assert "[backend fast]" in cmp.candidate
+    with pytest.raises(ValueError, match="no backend 'nope'"):
+        select_backend(load_bench_run(run), "nope")
