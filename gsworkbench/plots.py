@@ -13,17 +13,22 @@ import numpy as np
 import pandas as pd
 
 FOOTER_LABEL = "gsworkbench-footer"
-STAGE_NAMES = {"project": "projection", "sh": "SH to colour", "isect": "tile intersection",
-               "rasterize": "rasterize (forward)", "backward": "backward"}  # fmt: skip
+# Display names of the rasterizer's stages and of a training step's (gsworkbench.train.timers.STAGES).
+STAGE_NAMES = {"prepare": "prepare (view, target, activations)", "project": "projection",
+               "sh": "SH to colour", "isect": "tile intersection", "rasterize": "rasterize (forward)",
+               "loss": "loss (L1 + SSIM)", "backward": "backward", "optimizer": "Adam step",
+               "densify": "densification"}  # fmt: skip
 
 
-def add_footer(fig: Any, device: str = "cpu") -> None:
-    """Writes the machine and commit (:func:`gsworkbench.results.machine_summary`) under ``fig``; once."""
+def add_footer(fig: Any, device: str = "cpu", text: str | None = None) -> None:
+    """Writes the machine and commit (:func:`gsworkbench.results.machine_summary`, or ``text``) under
+    ``fig``; once."""
     from gsworkbench.results import machine_summary
 
     if any(t.get_label() == FOOTER_LABEL for t in fig.texts):
         return
-    fig.text(0.0, -0.01, machine_summary(device), fontsize=7, color="0.35", ha="left", va="top", label=FOOTER_LABEL)
+    text = machine_summary(device) if text is None else text
+    fig.text(0.0, -0.01, text, fontsize=7, color="0.35", ha="left", va="top", label=FOOTER_LABEL)
 
 
 def _count(n: float) -> str:

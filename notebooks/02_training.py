@@ -81,7 +81,7 @@ if scene_path:
 else:
     data = builtin_scene(**{**preset_scene(preset), "name": scene})
 fig = dataset_views(data)
-save_figure(run_dir / "dataset.png", fig)
+save_figure(run_dir / "dataset.png", fig, device=device)
 plt.show()
 
 # %% [markdown]
@@ -96,7 +96,7 @@ print("LPIPS:", result.metrics["lpips"])
 
 # %%
 fig = training_curves(result.history)
-save_figure(run_dir / "curves.png", fig)
+save_figure(run_dir / "curves.png", fig, device=device)
 plt.show()
 
 # %% [markdown]
@@ -105,7 +105,7 @@ plt.show()
 # %%
 print(result.evaluation.to_string(index=False))
 fig = test_views(data, result.renders, result.evaluation)
-save_figure(run_dir / "test_views.png", fig)
+save_figure(run_dir / "test_views.png", fig, device=device)
 plt.show()
 
 # %% [markdown]
@@ -120,7 +120,7 @@ write_table(run_dir / "stages.csv", table)
 print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 label = f"{backend}, {result.metrics['num_gaussians']} Gaussians at the end"
 fig = stage_bars({label: table}, f"time per step, {data.width}x{data.height} px")
-save_figure(run_dir / "stages.png", fig)
+save_figure(run_dir / "stages.png", fig, device=device)
 plt.show()
 
 # %% [markdown]

@@ -18,20 +18,22 @@ def scene(tmp_path_factory):
     from gsworkbench.scenes import builtin_scene
 
     cache = tmp_path_factory.mktemp("scenes")
-    return builtin_scene("object", width=48, height=48, n_train=8, n_test=2, cache_dir=cache)
+    return builtin_scene("object", width=48, height=48, n_train=24, n_test=4, cache_dir=cache)
 
 
 @pytest.mark.parametrize("strategy", ["default", "mcmc"])
-def test_training_raises_psnr_clearly(scene, strategy):
-    cfg = preset("smoke", iterations=60, strategy=strategy, seed=1, backend="ext" if has_ext() else "torch")
+def test_training_raises_psnr_clearly(scene, strategy, device):
+    backend = "ext" if has_ext() else "torch"
+    cfg = preset("smoke", strategy=strategy, seed=1, backend=backend, device=device)  # 150 steps
     trainer = Trainer(scene, cfg)
     before = float(trainer.evaluate()[0]["psnr_db"].mean())
     trainer.run()
     after = float(trainer.evaluate()[0]["psnr_db"].mean())
     hist = trainer.history
-    assert after > before + 3.0, (before, after)
+    assert after > before + 2.0, (before, after)  # about +4 dB (default) and +3 dB (mcmc) measured
     assert hist["loss"].iloc[-10:].mean() < 0.7 * hist["loss"].iloc[:5].mean()
-    assert torch.isfinite(torch.stack([p.detach().sum() for p in trainer.model.params.values()])).all()
+    assert all(p.device.type == device for p in trainer.model.params.values())
+    assert torch.isfinite(torch.stack([p.detach().sum().cpu() for p in trainer.model.params.values()])).all()
     times = hist[[f"t_{s}" for s in ("project", "sh", "isect", "rasterize", "loss", "backward", "optimizer")]]
     assert (times.iloc[5:] > 0).all().all()
     # the timed stages account for the step's wall time within 10% (the rest is bookkeeping)
@@ -85,14 +87,14 @@ def test_run_outputs_and_ply_export_read_back_bit_exactly(scene, tmp_path):
 
 
 @needs_ext
-def test_ext_and_torch_backends_train_alike(scene):
+def test_ext_and_torch_backends_train_alike(scene, device):
     """The same steps with both backends (densification off) give nearly the same splats."""
     out = {}
     for backend in ("ext", "torch"):
-        cfg = preset("smoke", iterations=5, backend=backend, refine_start=1000, seed=2)
+        cfg = preset("smoke", iterations=5, backend=backend, refine_start=1000, seed=2, device=device)
         t = Trainer(scene, cfg)
         t.run()
-        out[backend] = t.model.params["means"].detach().clone()
+        out[backend] = t.model.params["means"].detach().cpu().clone()
     assert rel_err(out["ext"], out["torch"]) < 1e-4
 
 
@@ -107,9 +109,3 @@ def test_trainer_rejects_bad_setups(scene):
         s.alphas = None
         Trainer(s, preset("smoke", background="random")).step()
 
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_a_few_steps_on_cuda(scene):
-    trainer = Trainer(scene, preset("smoke", iterations=5, device="cuda"))
-    trainer.run()
-    assert trainer.model.means.is_cuda and torch.isfinite(trainer.model.means).all()

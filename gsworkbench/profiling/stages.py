@@ -108,7 +108,7 @@ def plot_stages(tables: Mapping[str, pd.DataFrame], title: str = "time per run",
     ``other`` in grey, the wall median written beside each bar; the legend sits outside the axes."""
     import matplotlib.pyplot as plt
 
-    from gsworkbench.train.plots import footer
+    from gsworkbench.plots import add_footer
 
     labels = list(tables)
     stages: list[str] = []
@@ -135,5 +135,5 @@ def plot_stages(tables: Mapping[str, pd.DataFrame], title: str = "time per run",
     ax.set_title(title, fontsize=10)
     ax.legend(uniq.values(), uniq.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
-    footer(fig, footer_text)
+    add_footer(fig, text=footer_text)
     return fig

@@ -203,34 +203,34 @@ def rasterize(
         (radii, means2d, depths, conics, opacities, tiles_per_gauss, isect_ids, flatten_ids,
         tile_offsets, n_isects, tile_width, tile_height, ...).
     """
-    check_rasterize_inputs(
-        means,
-        quats,
-        scales,
-        opacities,
-        colors,
-        viewmats,
-        Ks,
-        width,
-        height,
-        sh_degree,
-        near_plane,
-        far_plane,
-        backgrounds,
-        render_mode,
-        rasterize_mode,
-        tile_size,
-        backend,
-    )
-    if absgrad and torch.compiler.is_compiling():
-        raise NotImplementedError(
-            "rasterize(absgrad=True) is not supported under torch.compile (it accumulates into "
-            "means2d.absgrad from the backward); run that step eagerly"
-        )
-    impl = backend_module(backend)
     stage = stages if stages is not None else _no_stage
-    C, N = viewmats.shape[0], means.shape[0]
-    with stage("project"):
+    with stage("project"):  # the input checks count as part of the projection stage
+        check_rasterize_inputs(
+            means,
+            quats,
+            scales,
+            opacities,
+            colors,
+            viewmats,
+            Ks,
+            width,
+            height,
+            sh_degree,
+            near_plane,
+            far_plane,
+            backgrounds,
+            render_mode,
+            rasterize_mode,
+            tile_size,
+            backend,
+        )
+        if absgrad and torch.compiler.is_compiling():
+            raise NotImplementedError(
+                "rasterize(absgrad=True) is not supported under torch.compile (it accumulates into "
+                "means2d.absgrad from the backward); run that step eagerly"
+            )
+        impl = backend_module(backend)
+        C, N = viewmats.shape[0], means.shape[0]
         radii, means2d, depths, conics, comps = impl.project_gaussians(
             means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
         )
@@ -260,14 +260,14 @@ def rasterize(
         render_colors, render_alphas = impl.rasterize_to_pixels(
             means2d, conics, feats, opac, width, height, tile_size, tile_offsets, flatten_ids, absgrad
         )
-    if render_mode in ("ED", "RGB+ED"):
-        render_colors = torch.cat(
-            [render_colors[..., :-1], render_colors[..., -1:] / render_alphas.clamp_min(1e-10)], dim=-1
-        )
-    if backgrounds is not None:
-        nc = backgrounds.shape[-1]
-        bg = (1 - render_alphas) * backgrounds[:, None, None, :]
-        render_colors = torch.cat([render_colors[..., :nc] + bg, render_colors[..., nc:]], dim=-1)
+        if render_mode in ("ED", "RGB+ED"):
+            render_colors = torch.cat(
+                [render_colors[..., :-1], render_colors[..., -1:] / render_alphas.clamp_min(1e-10)], dim=-1
+            )
+        if backgrounds is not None:
+            nc = backgrounds.shape[-1]
+            bg = (1 - render_alphas) * backgrounds[:, None, None, :]
+            render_colors = torch.cat([render_colors[..., :nc] + bg, render_colors[..., nc:]], dim=-1)
     meta = dict(
         radii=radii,
         means2d=means2d,

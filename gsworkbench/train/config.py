@@ -131,18 +131,18 @@ def _check_int(name: str, value: object, lo: int) -> None:
 _MCMC = dict(init_opacity=0.5, init_scale=0.1, opacity_reg=0.01, scale_reg=0.01)
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # CI: seconds. A tiny object scene, densification every 10 steps.
+    # CI: seconds. A tiny object scene, densification every 30 steps.
     "smoke": dict(
         config=dict(
-            iterations=40,
-            refine_start=10,
-            refine_stop=35,
-            refine_every=10,
+            iterations=150,
+            refine_start=30,
+            refine_stop=120,
+            refine_every=30,
             reset_every=1000,
-            sh_degree_interval=15,
+            sh_degree_interval=50,
             progress=False,
         ),
-        scene=dict(name="object", width=64, height=64, n_train=8, n_test=2),
+        scene=dict(name="object", width=64, height=64, n_train=24, n_test=4),
     ),  # fmt: skip
     # The Rust CPU trainer's micro preset: 100 steps, 12 train and 3 test views, densify every 25,
     # about 3,000 Gaussians growing to at most 5,000, at that trainer's image size (245 x 136).

@@ -7,27 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gsworkbench.plots import STAGE_NAMES
 from gsworkbench.train.timers import STAGES
-
-STAGE_LABELS = {
-    "project": "projection",
-    "sh": "SH to colour",
-    "isect": "tile intersection",
-    "rasterize": "rasterize (forward)",
-    "loss": "loss (L1 + SSIM)",
-    "backward": "backward (all stages)",
-    "optimizer": "Adam step",
-    "densify": "densification",
-}
-
-
-def footer(fig: Any, text: str | None = None) -> None:
-    """The machine (CPU or GPU, threads) and the commit, in small type under the figure."""
-    if text is None:
-        from gsworkbench.results import machine_summary
-
-        text = machine_summary()
-    fig.text(0.01, -0.02, text, fontsize=7, color="0.35", ha="left", va="top")
 
 
 def dataset_views(scene: Any, count: int = 6) -> Any:
@@ -42,7 +23,6 @@ def dataset_views(scene: Any, count: int = 6) -> Any:
         ax.axis("off")
     fig.suptitle(f"scene '{scene.name}': {len(scene.train_ids)} train / {len(scene.test_ids)} test views, "
                  f"{scene.width}x{scene.height} px", fontsize=10)  # fmt: skip
-    footer(fig)
     return fig
 
 
@@ -66,7 +46,6 @@ def training_curves(history: pd.DataFrame) -> Any:
     for ax in axes[:2]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
-    footer(fig)
     return fig
 
 
@@ -91,7 +70,6 @@ def test_views(scene: Any, renders: dict[int, np.ndarray], evaluation: pd.DataFr
         for ax in row:
             ax.axis("off")
     fig.tight_layout()
-    footer(fig)
     return fig
 
 
@@ -101,7 +79,7 @@ def stage_table(history: pd.DataFrame, skip: int = 5) -> pd.DataFrame:
     ms = {s: float(h[f"t_{s}"].median() * 1e3) for s in STAGES}
     step = float(h["t_step"].median() * 1e3)
     rows = [
-        {"stage": STAGE_LABELS[s], "median_ms": v, "share": v / step if step else float("nan")} for s, v in ms.items()
+        {"stage": STAGE_NAMES[s], "median_ms": v, "share": v / step if step else float("nan")} for s, v in ms.items()
     ]
     rows.append({"stage": "other (bookkeeping)", "median_ms": step - sum(ms.values()),
                  "share": (step - sum(ms.values())) / step if step else float("nan")})  # fmt: skip
@@ -131,5 +109,4 @@ def stage_bars(tables: dict[str, pd.DataFrame], title: str) -> Any:
     ax.set_title(title, fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
-    footer(fig)
     return fig

@@ -8,8 +8,10 @@ from collections.abc import Iterator
 
 import torch
 
-# The stages of one training step, in order. The forward stages are timed inside ``rasterize``.
-STAGES = ("project", "sh", "isect", "rasterize", "loss", "backward", "optimizer", "densify")
+# The stages of one training step, in order: "prepare" picks the view, composites its target over the
+# background, sets the learning rates and activates the parameters (exp scales, sigmoid opacities);
+# the forward stages are timed inside ``rasterize`` ("project" includes its input checks).
+STAGES = ("prepare", "project", "sh", "isect", "rasterize", "loss", "backward", "optimizer", "densify")
 
 
 class StageTimer:

@@ -10,6 +10,7 @@ count and the stage times in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
@@ -119,13 +120,15 @@ class Trainer:
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:  # fmt: skip
         """Renders ``views`` (indices into the scene) -> colours [C,H,W,3], alphas [C,H,W,1], meta."""
         m = self.model
-        views = torch.as_tensor(views, dtype=torch.long, device=self.device)
-        bg = (self._bg if background is None else background).expand(len(views), 3)
+        with self.timer.stage("prepare") if timed else contextlib.nullcontext():
+            views = torch.as_tensor(views, dtype=torch.long, device=self.device)
+            bg = (self._bg if background is None else background).expand(len(views), 3)
+            scales, opacities = gaussians.scales_from_log(m.log_scales), gaussians.opacity_from_logit(m.opacity_logits)
         return rasterize(
             m.means,
             m.quats,
-            gaussians.scales_from_log(m.log_scales),
-            gaussians.opacity_from_logit(m.opacity_logits),
+            scales,
+            opacities,
             m.sh,
             self.scene.viewmats[views],
             self.scene.Ks[views],
@@ -146,10 +149,12 @@ class Trainer:
         cfg, s, stage = self.cfg, self.step_index, self.timer.stage
         t0 = time.perf_counter()
         self.timer.reset()
-        self.model.set_lr("means", self._learning_rates()["means"] * cfg.lr_means_final ** (s / max(cfg.iterations, 1)))
-        view = self._next_view()
-        gt, bg = self._target(view)
-        sh_deg = self.sh_degree_at(s)
+        with stage("prepare"):
+            decay = cfg.lr_means_final ** (s / max(cfg.iterations, 1))
+            self.model.set_lr("means", self._learning_rates()["means"] * decay)
+            view = self._next_view()
+            gt, bg = self._target(view)
+            sh_deg = self.sh_degree_at(s)
         colors, _, meta = self.render([view], sh_deg, bg, absgrad=cfg.absgrad, timed=True)
         meta["means2d"].retain_grad()
         with stage("loss"):

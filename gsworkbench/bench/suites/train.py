@@ -2,7 +2,8 @@
 
 Gaussians: 10k and 100k (fixed counts, densification off); images 245x136 (the Rust CPU trainer's
 size), 400x400 and 800x800 of the built-in object scene. The torch reference runs at 10k up to 400x400.
-Each row adds the median milliseconds of every stage (``ms_<stage>``) over the timed steps.
+Each row adds the median milliseconds of every stage (``ms_<stage>``) over the timed steps, and the
+first step's peak working memory (``first_step_peak_rss_mib``, see gsworkbench.bench.memory).
 quick=True: 2,000 Gaussians at 64x64.
 """
 
@@ -23,8 +24,11 @@ class TrainStep:
     """A callable running one training step of a trainer; ``extras()`` gives its stage medians."""
 
     def __init__(self, trainer: Any) -> None:
+        from gsworkbench.bench.memory import peak_rss_increase_mib
+
         self.trainer = trainer
-        self.first = 0
+        # the first step's working memory (MiB above the RSS with scene and splats built); NaN off Linux
+        self.peak_rss_mib = peak_rss_increase_mib(trainer.step)
 
     def __call__(self) -> None:
         self.trainer.step()
@@ -35,22 +39,35 @@ class TrainStep:
         rows = pd.DataFrame(self.trainer.rows[min(3, len(self.trainer.rows) - 1) :])
         out = {f"ms_{s}": float(rows[f"t_{s}"].median() * 1e3) for s in STAGES}
         out["gaussians"] = len(self.trainer.model)
+        out["first_step_peak_rss_mib"] = self.peak_rss_mib
         return out
+
+
+def bench_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> Any:
+    """``num`` splats on the scene's surfaces: its point cloud drawn with replacement, jittered by 1% of
+    the scene scale, initialised as the trainer would (gsworkbench.train.init.init_splats), so that
+    their screen footprints resemble a trained scene's rather than a random cloud's."""
+    import torch
+
+    from gsworkbench.train.init import init_splats
+
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randint(len(scene.points), (num,), generator=gen)
+    pts = scene.points[idx] + 0.01 * scene.scene_scale * torch.randn(num, 3, generator=gen)
+    rgb = scene.point_colors[idx] if scene.point_colors is not None else None
+    return init_splats(pts, rgb, num=None, random_num=num, extent=scene.scene_scale, opacity=0.5, scale=1.0,
+                       sh_degree=sh_degree, gen=gen)  # fmt: skip
 
 
 def step_setup(backend: str, num: int, width: int, height: int, seed: int = 0) -> Callable[[], TrainStep]:
     def setup() -> TrainStep:
         from gsworkbench.scenes import builtin_scene
-        from gsworkbench.splats import synthetic_splats
         from gsworkbench.train import Trainer, preset
 
         scene = builtin_scene("object", width=width, height=height, n_train=4, n_test=1)
-        # splats spread over the object's extent; densification off, so the count stays fixed
-        splats = synthetic_splats(num, 3, seed=seed, extent=0.5 * scene.scene_scale / 2)
         cfg = preset("micro", backend=backend, refine_start=10**9, max_gaussians=None, progress=False,
-                     iterations=10**6, sh_degree_interval=1)  # fmt: skip
-        trainer = Trainer(scene, cfg, splats)
-        return TrainStep(trainer)
+                     iterations=10**6, sh_degree_interval=1)  # fmt: skip  # densification off: a fixed count
+        return TrainStep(Trainer(scene, cfg, bench_splats(scene, num, seed=seed)))
 
     return setup
 
