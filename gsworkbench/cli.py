@@ -151,8 +151,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     names = list(list_suites()) if args.suite == "all" else [args.suite]
     for name in names:
-        table = run_suite(name, quick=args.quick, threads=args.threads, min_run_time=args.min_run_time)
+        table = run_suite(
+            name, quick=args.quick, threads=args.threads, min_run_time=args.min_run_time, cases=args.cases
+        )
         params = {"suite": name, "quick": args.quick, "threads": args.threads, "min_run_time": args.min_run_time}
+        if args.cases:
+            params["cases"] = args.cases
         run_dir = save_run(name, table, params)
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 250):
             print(table.drop(columns=[c for c in ("case", "samples_s") if c in table]).to_string(index=False))
@@ -243,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sizes only")
     p.add_argument("--threads", type=thread_count, default=None, help="torch/OpenMP threads (default: all cores)")
     p.add_argument("--min-run-time", type=run_time, default=0.5, help="seconds of timing per case (default 0.5)")
+    p.add_argument("--cases", default=None, metavar="REGEX",
+                   help="only the cases whose name matches (e.g. 'n2000/'): the table's case column")  # fmt: skip
     p.set_defaults(func=_cmd_bench)
 
     from gsworkbench.bench.cli_commands import add_compare_parsers

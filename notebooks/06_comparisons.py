@@ -139,7 +139,8 @@ print(fits.to_string(index=False))
 
 # %%
 for name, specs in SPECS.items():
-    full = [r for r in find_bench_runs(name) if not r.metadata.get("parameters", {}).get("quick")]
+    runs = [(r, r.metadata.get("parameters", {})) for r in find_bench_runs(name)]
+    full = [r for r, p in runs if not p.get("quick") and not p.get("cases")]  # whole suites only
     if not full:
         print(f"{name}: no full run under results/ (run `gsworkbench bench {name}`)")
         continue

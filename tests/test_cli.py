@@ -75,3 +75,18 @@ def test_params_lists_types_defaults_and_allowed_values(capsys):
     backend = next(ln for ln in out.splitlines() if ln.strip().startswith("backend "))
     assert "one of 'loop', 'vectorized', 'torch', 'ext'" in backend
     assert "list[str]" in out and "-p num_gaussians 32" in out
+
+
+def test_bench_cases_selects_by_name_and_refuses_no_match(capsys, tmp_path, monkeypatch):
+    from gsworkbench.bench import run_suite
+
+    table = run_suite("field", quick=True, min_run_time=0.01, progress=False, cases=r"/ext/.*forward\+backward$")
+    assert len(table) > 0 and all("/ext/" in c and c.endswith("forward+backward") for c in table["case"])
+    with pytest.raises(ValueError, match="matches no case of suite 'field'"):
+        run_suite("field", quick=True, cases="no-such-case")
+    with pytest.raises(ValueError, match="not a regular expression"):
+        run_suite("field", quick=True, cases="(")
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["bench", "field", "--quick", "--cases", "no-such-case"])
+    err = capsys.readouterr().err
+    assert code == 2 and "matches no case" in err and "Traceback" not in err

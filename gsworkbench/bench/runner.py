@@ -134,9 +134,23 @@ def run_cases(
 
 
 def run_suite(
-    name: str, *, quick: bool = False, threads: int | None = None, min_run_time: float = 0.5, progress: bool = True
+    name: str, *, quick: bool = False, threads: int | None = None, min_run_time: float = 0.5, progress: bool = True,
+    cases: str | None = None,
 ) -> pd.DataFrame:
-    """Runs suite ``name`` and returns its summarised table."""
+    """Runs suite ``name`` (only the cases whose name matches the regular expression ``cases``, when
+    given) and returns its summarised table."""
+    import re
+
     suite = get_suite(name)
-    df = run_cases(suite.cases(quick), threads=threads, min_run_time=min_run_time, progress=progress)
+    selected = suite.cases(quick)
+    if cases:
+        try:
+            pattern = re.compile(cases)
+        except re.error as err:
+            raise ValueError(f"--cases: not a regular expression: {cases!r} ({err})") from None
+        selected = [c for c in selected if pattern.search(c.name)]
+        if not selected:
+            names = ", ".join(c.name for c in suite.cases(quick)[:6])
+            raise ValueError(f"--cases {cases!r} matches no case of suite {name!r} (names look like: {names}, ...)")
+    df = run_cases(selected, threads=threads, min_run_time=min_run_time, progress=progress)
     return suite.summarize(df)

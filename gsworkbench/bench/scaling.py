@@ -63,6 +63,13 @@ SPECS: dict[str, list[ScalingSpec]] = {
         ScalingSpec("transform throughput against batch size", "n", "gaussians_per_s", 0.0, "splats per call",
                     "Gaussians per second", ["backend", "sh_degree", "out"], {"kind": "similarity"}),  # fmt: skip
     ],
+    "train": [
+        ScalingSpec("training step time against Gaussian count", "num", "ms_per_step", 1.0, "Gaussians",
+                    "ms per training step", ["backend", "width", "height"], {}, rate=False),  # fmt: skip
+        ScalingSpec("training step time against resolution", "pixels", "ms_per_step", 1.0, "pixels (width x height)",
+                    "ms per training step", ["backend", "num"], {}, lambda df: df.width * df.height,
+                    rate=False),  # fmt: skip
+    ],
     "field": [
         ScalingSpec("field throughput against size", "pairs", "pairs_per_s", 0.0, "points x Gaussians",
                     "pairs per second", ["backend", "covariance", "mode"], {}, lambda df: df.N * df.B),  # fmt: skip

@@ -87,7 +87,7 @@ def cases(quick: bool) -> list[Case]:
                 params = {"backend": backend, "num": num, "width": w, "height": h}
                 out.append(
                     Case(
-                        f"train/{backend}/N={num}/{w}x{h}",
+                        f"train/{backend}/n{num}/{w}x{h}",
                         params,
                         step_setup(backend, num, w, h),
                         _skip(backend, num, (w, h)),
