@@ -264,7 +264,17 @@ def compare_runs(
     base, cand = load_bench_run(baseline), load_bench_run(candidate)
     if backends is None:
         return compare_bench_runs(base, cand, **kw)
-    out = compare_bench_runs(select_backend(base, backends[0]), select_backend(cand, backends[1]), **kw)
+    b, c = select_backend(base, backends[0]), select_backend(cand, backends[1])
+    # cases that exist for one backend only (e.g. a compiled variant timed for ext alone) have no pair
+    common = set(b.table["case"]) & set(c.table["case"])
+    unpaired = sorted((set(b.table["case"]) | set(c.table["case"])) - common)
+    if not common:
+        raise ValueError(f"backends {backends[0]!r} and {backends[1]!r} share no case in these runs")
+    b, c = (BenchRun(r.path, r.suite, r.metadata, r.table[r.table["case"].isin(common)].reset_index(drop=True))
+            for r in (b, c))  # fmt: skip
+    out = compare_bench_runs(b, c, **kw)
+    if unpaired:
+        out.warnings.append(f"{len(unpaired)} case(s) timed for one backend only, left out: {unpaired[:3]}")
     out.baseline += f" [backend {backends[0]}]"
     out.candidate += f" [backend {backends[1]}]"
     return out
