@@ -199,7 +199,8 @@ def test_two_backends_of_one_run(tmp_path):
              for n in (1, 2) for b, d in (("slow", 0.012), ("fast", 0.01))]  # fmt: skip
     cases.append(Case("unit/fast/n3", {"backend": "fast", "n": 3}, delayed(0.01)))  # no 'slow' twin
     df = run_cases(cases, threads=1, min_run_time=0.3, progress=False)
-    run = save_run("unit", df, {"suite": "unit"}, root=tmp_path)
+    derived = pd.DataFrame([{"backend": b, "n": 1, "median_s": 0.001} for b in ("slow", "fast")])  # no case name
+    run = save_run("unit", pd.concat([df, derived], ignore_index=True), {"suite": "unit"}, root=tmp_path)
     cmp = compare_runs(run, run, backends=("slow", "fast"))
     assert list(cmp.table.case) == ["unit/*/n1", "unit/*/n2"]
     assert any("one backend only" in w and "unit/*/n3" in w for w in cmp.warnings)

@@ -208,7 +208,11 @@ def environment_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str
 def compare_bench_runs(
     base: BenchRun, cand: BenchRun, *, alpha: float = ALPHA, threshold: float = THRESHOLD
 ) -> Comparison:
-    """Case-by-case comparison of two runs of the same suite and parameters (ValueError otherwise)."""
+    """Case-by-case comparison of two runs of the same suite and parameters (ValueError otherwise).
+    Rows without a case name (values a suite derives from other rows, such as the render suite's
+    backward = forward+backward - forward) have no samples of their own and are left out."""
+    base, cand = (BenchRun(r.path, r.suite, r.metadata, r.table[r.table["case"].notna()].reset_index(drop=True))
+                  for r in (base, cand))  # fmt: skip
     _check_same_work(base, cand)
     c_rows = cand.table.set_index("case")
     rows = []
@@ -247,7 +251,7 @@ def select_backend(run: BenchRun, backend: str) -> BenchRun:
     if "backend" not in run.table or backend not in set(run.table.backend):
         known = sorted(set(run.table.get("backend", [])))
         raise ValueError(f"run {run.path.name} has no backend {backend!r}; it has {known}")
-    t = run.table[run.table.backend == backend].copy()
+    t = run.table[(run.table.backend == backend) & run.table["case"].notna()].copy()  # derived rows: no case
     t["case"] = ["/".join("*" if seg == backend else seg for seg in str(name).split("/")) for name in t["case"]]
     t["backend"] = "*"
     return BenchRun(run.path, run.suite, run.metadata, t.reset_index(drop=True))
