@@ -20,6 +20,20 @@ STAGE_NAMES = {"prepare": "prepare (view, target, activations)", "project": "pro
                "densify": "densification"}  # fmt: skip
 
 
+def stage_colors(stages: list[str], other: str | None = "other") -> dict[str, Any]:
+    """A distinct, non-grey colour per stage (tab20's dark shades first, then its light ones); the
+    ``other`` stage (time no stage covers) is grey."""
+    import matplotlib.pyplot as plt
+
+    tab20 = plt.get_cmap("tab20").colors
+    order = [i for i in [*range(0, 20, 2), *range(1, 20, 2)] if i not in (14, 15)]  # 14, 15: greys
+    palette = [tab20[i] for i in order]
+    out = {s: palette[k % len(palette)] for k, s in enumerate(s for s in stages if s != other)}
+    if other is not None:
+        out[other] = (0.7, 0.7, 0.7)
+    return out
+
+
 def add_footer(fig: Any, device: str = "cpu", text: str | None = None) -> None:
     """Writes the machine and commit (:func:`gsworkbench.results.machine_summary`, or ``text``) under
     ``fig``; once."""

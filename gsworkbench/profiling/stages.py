@@ -108,15 +108,14 @@ def plot_stages(tables: Mapping[str, pd.DataFrame], title: str = "time per run",
     ``other`` in grey, the wall median written beside each bar; the legend sits outside the axes."""
     import matplotlib.pyplot as plt
 
-    from gsworkbench.plots import add_footer
+    from gsworkbench.plots import add_footer, stage_colors
 
     labels = list(tables)
     stages: list[str] = []
     for t in tables.values():
         stages += [s for s in t["stage"] if s not in (OTHER, TOTAL) and s not in stages]
     stages.append(OTHER)
-    colors = dict(zip(stages, plt.get_cmap("tab10").colors * 3))
-    colors[OTHER] = (0.7, 0.7, 0.7)
+    colors = stage_colors(stages, OTHER)
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.7 * len(labels)))
     for y, label in enumerate(labels):
         t = tables[label].set_index("stage")["median_s"]

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench.plots import STAGE_NAMES
+from gsworkbench.plots import STAGE_NAMES, stage_colors
 from gsworkbench.train.timers import STAGES
 
 
@@ -88,23 +88,24 @@ def stage_table(history: pd.DataFrame, skip: int = 5) -> pd.DataFrame:
 
 
 def stage_bars(tables: dict[str, pd.DataFrame], title: str) -> Any:
-    """Stacked horizontal bars of median ms per stage, one bar per run (e.g. per backend), with the
-    milliseconds written beside each bar so small stages stay readable."""
+    """Stacked horizontal bars of median ms per stage, one bar per run (e.g. per backend), the whole
+    step's milliseconds written beside each bar; :func:`stage_table` gives the numbers of small stages."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 0.9 + 0.7 * len(tables)))
+    fig, ax = plt.subplots(figsize=(10, max(2.8, 0.9 + 0.7 * len(tables))))
     names = list(tables)
     stages = [s for s in tables[names[0]]["stage"] if s != "whole step"]
-    colors = plt.get_cmap("tab10").colors
+    colors = stage_colors(stages, other="other (bookkeeping)")
     for y, name in enumerate(names):
         t = tables[name].set_index("stage")
         left = 0.0
-        for k, s in enumerate(stages):
+        for s in stages:
             v = max(float(t.loc[s, "median_ms"]), 0.0)
-            ax.barh(y, v, left=left, color=colors[k % 10], label=s if y == 0 else None)
+            ax.barh(y, v, left=left, color=colors[s], label=s if y == 0 else None)
             left += v
         ax.text(left, y, f"  {float(t.loc['whole step', 'median_ms']):.2f} ms/step", va="center", fontsize=8)
     ax.set_yticks(range(len(names)), names)
+    ax.set_xlim(0, 1.2 * max(float(t.set_index("stage").loc["whole step", "median_ms"]) for t in tables.values()))
     ax.set_xlabel("median time per training step (ms)")
     ax.set_title(title, fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
