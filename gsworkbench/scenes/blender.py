@@ -26,7 +26,7 @@ from gsworkbench.scenes.images import (
     scale_intrinsics,
 )
 from gsworkbench.scenes.points import read_points_ply
-from gsworkbench.scenes.scene import Scene, camera_extent
+from gsworkbench.scenes.scene import Scene
 
 POINTS_FILE = "points3D.ply"
 
@@ -136,19 +136,7 @@ def load_blender(
     points, colors = None, None
     if (folder / POINTS_FILE).is_file():
         points, colors = read_points_ply(folder / POINTS_FILE)
-    return Scene(
-        images=images,
-        viewmats=viewmats,
-        Ks=scale_intrinsics(Ks, d),
-        width=images.shape[2],
-        height=images.shape[1],
-        train_ids=torch.nonzero(~is_test).flatten(),
-        test_ids=torch.nonzero(is_test).flatten(),
-        scene_scale=camera_extent(viewmats),
-        points=points,
-        point_colors=colors,
-        background=bg,
-        name=folder.name,
-        alphas=alphas,
-        image_names=[e[4].relative_to(folder).as_posix() for e in entries],
+    return Scene.from_views(
+        images, viewmats, scale_intrinsics(Ks, d), is_test, points=points, point_colors=colors, background=bg,
+        name=folder.name, alphas=alphas, image_names=[e[4].relative_to(folder).as_posix() for e in entries],
     )

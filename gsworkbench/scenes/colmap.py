@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from gsworkbench.scenes.images import check_background, check_downsample, load_images, scale_intrinsics
-from gsworkbench.scenes.scene import Scene, camera_extent
+from gsworkbench.scenes.scene import Scene
 
 SUPPORTED_MODELS = ("PINHOLE", "SIMPLE_PINHOLE")
 
@@ -110,21 +110,9 @@ def load_colmap(
         pts = [p for _, p in sorted(rec.points3D.items(), key=lambda kv: kv[0])]  # by id: a stable order
         points = torch.tensor(np.stack([p.xyz for p in pts]), dtype=torch.float32)
         colors = torch.tensor(np.stack([p.color for p in pts]), dtype=torch.float32) / 255.0
-    return Scene(
-        images=rgb,
-        viewmats=viewmats_t,
-        Ks=Ks_t,
-        width=rgb.shape[2],
-        height=rgb.shape[1],
-        train_ids=torch.nonzero(~is_test).flatten(),
-        test_ids=torch.nonzero(is_test).flatten(),
-        scene_scale=camera_extent(viewmats_t),
-        points=points,
-        point_colors=colors,
-        background=bg,
-        name=folder.name,
-        alphas=alphas,
-        image_names=[f"{images_dir}/{n}" for n in names],
+    return Scene.from_views(
+        rgb, viewmats_t, Ks_t, is_test, points=points, point_colors=colors, background=bg, name=folder.name,
+        alphas=alphas, image_names=[f"{images_dir}/{n}" for n in names],
     )
 
 
