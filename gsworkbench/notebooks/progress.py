@@ -7,11 +7,16 @@ look frozen; otherwise (a log, CI) one line is printed as each cell starts and e
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
+import weakref
 from typing import Any, TextIO
 
+from jupyter_client.manager import AsyncKernelManager
 from papermill.engines import NBClientEngine, papermill_engines
 
 ENGINE_NAME = "gsworkbench"
@@ -83,11 +88,26 @@ class CellProgress:
             self.stream.flush()
 
 
+class LocalKernelManager(AsyncKernelManager):
+    """A kernel manager that talks to its (local) kernel over Unix sockets in a private temporary
+    folder rather than TCP: nothing listens on the network, and ipykernel does not warn that the
+    kernel "is running over TCP without encryption" on every run."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        folder = tempfile.mkdtemp(prefix="gsw-kernel-")
+        weakref.finalize(self, shutil.rmtree, folder, True)  # removed with the manager, or at exit
+        self.transport = "ipc"
+        self.ip = os.path.join(folder, "ipc")
+
+
 class ProgressEngine(NBClientEngine):
-    """papermill's nbclient engine, reporting cell starts and ends to ``progress`` (a CellProgress)."""
+    """papermill's nbclient engine, reporting cell starts and ends to ``progress`` (a CellProgress),
+    with its kernels on :class:`LocalKernelManager`."""
 
     @classmethod
     def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("kernel_manager_class", LocalKernelManager)
         progress: CellProgress | None = kwargs.pop("progress", None)
         if progress is None:
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
