@@ -4,11 +4,13 @@
 //   S(q) = (2 mx my + C1)(2 sxy + C2) / ((mx^2 + my^2 + C1)(sxx + syy + C2)), mean over q and channels,
 // with mx = G*x, sxx = G*(x^2) - mx^2, sxy = G*(xy) - mx my (G the window). The blur is separable, so
 // each pass is a loop over one contiguous image row of W*C values (vectorizes). The backward recomputes
-// the window statistics and scatters dS/d(mx, G*x^2, G*xy) back through the transposed blur.
+// the window statistics and scatters dS/d(mx, G*x^2, G*xy) back through the transposed blur. Both work
+// in bands of rows whose buffers stay in cache.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -48,46 +50,46 @@ Dims check(const Tensor& img, const Tensor& ref) {
   return {H, W, C, H - kWin + 1, W - kWin + 1};
 }
 
-// Window statistics of the valid region: st[5][Hv][Wv*C] = G*x, G*y, G*x^2, G*y^2, G*xy.
+// The work is done in bands of kBand valid rows, each band's buffers (a few MB at most) private to its
+// thread, so every pass reads data still in cache instead of image-sized intermediate planes.
+constexpr int64_t kBand = 32;
+
+// Window statistics of valid rows [q0, q1) into st[5][q1-q0][Wv*C] = G*x, G*y, G*x^2, G*y^2, G*xy;
+// hb is scratch for the horizontal pass over input rows [q0, q1 + kWin - 1).
 template <typename T>
-void window_stats(const Dims& d, const T* x, const T* y, const std::vector<T>& w, std::vector<T>& st) {
-  const int64_t vr = d.vrow(), plane = d.Hv * vr;
-  std::vector<T> hb(static_cast<size_t>(5 * d.H * vr));  // horizontal pass, [5][H][Wv*C]
-  const int64_t hplane = d.H * vr;
-  at::parallel_for(0, d.H, 8, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      T* o[5];
-      for (int m = 0; m < 5; ++m) o[m] = hb.data() + m * hplane + r * vr;
-      for (int m = 0; m < 5; ++m) std::fill(o[m], o[m] + vr, T(0));
-      for (int k = 0; k < kWin; ++k) {
-        const T wk = w[k];
-        const T* xr = x + r * d.row() + k * d.C;
-        const T* yr = y + r * d.row() + k * d.C;
+void band_stats(const Dims& d, const T* x, const T* y, const std::vector<T>& w, int64_t q0, int64_t q1,
+                std::vector<T>& st, std::vector<T>& hb) {
+  const int64_t vr = d.vrow(), n = q1 - q0, hn = n + kWin - 1;
+  hb.assign(static_cast<size_t>(5 * hn * vr), T(0));
+  for (int64_t i = 0; i < hn; ++i) {
+    T* o[5];
+    for (int m = 0; m < 5; ++m) o[m] = hb.data() + (m * hn + i) * vr;
+    for (int k = 0; k < kWin; ++k) {
+      const T wk = w[k];
+      const T* xr = x + (q0 + i) * d.row() + k * d.C;
+      const T* yr = y + (q0 + i) * d.row() + k * d.C;
 #pragma omp simd
-        for (int64_t j = 0; j < vr; ++j) {
-          const T a = xr[j], b = yr[j];
-          o[0][j] += wk * a;
-          o[1][j] += wk * b;
-          o[2][j] += wk * a * a;
-          o[3][j] += wk * b * b;
-          o[4][j] += wk * a * b;
-        }
+      for (int64_t j = 0; j < vr; ++j) {
+        const T a = xr[j], b = yr[j];
+        o[0][j] += wk * a;
+        o[1][j] += wk * b;
+        o[2][j] += wk * a * a;
+        o[3][j] += wk * b * b;
+        o[4][j] += wk * a * b;
       }
     }
-  });
-  st.assign(static_cast<size_t>(5 * plane), T(0));
-  at::parallel_for(0, d.Hv, 8, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int m = 0; m < 5; ++m) {
-        T* o = st.data() + m * plane + r * vr;
-        for (int k = 0; k < kWin; ++k) {
-          const T wk = w[k];
-          const T* h = hb.data() + m * hplane + (r + k) * vr;
+  }
+  st.assign(static_cast<size_t>(5 * n * vr), T(0));
+  for (int m = 0; m < 5; ++m)
+    for (int64_t i = 0; i < n; ++i) {
+      T* o = st.data() + (m * n + i) * vr;
+      for (int k = 0; k < kWin; ++k) {
+        const T wk = w[k];
+        const T* h = hb.data() + (m * hn + i + k) * vr;
 #pragma omp simd
-          for (int64_t j = 0; j < vr; ++j) o[j] += wk * h[j];
-        }
+        for (int64_t j = 0; j < vr; ++j) o[j] += wk * h[j];
       }
-  });
+    }
 }
 
 template <typename T>
@@ -97,26 +99,34 @@ T ssim_value(T mx, T my, T exx, T eyy, T exy) {
   return a1 * a2 / (b1 * b2);
 }
 
+int64_t num_bands(int64_t rows) { return (rows + kBand - 1) / kBand; }
+
 template <typename T>
 double ssim_sum(const Dims& d, const T* x, const T* y) {
   const auto w = window<T>();
-  std::vector<T> st;
-  window_stats(d, x, y, w, st);
-  const int64_t vr = d.vrow(), plane = d.Hv * vr;
-  std::vector<double> rows(static_cast<size_t>(d.Hv));
-  at::parallel_for(0, d.Hv, 8, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* s = st.data() + r * vr;
-      T acc = 0;
+  const int64_t vr = d.vrow(), nb = num_bands(d.Hv);
+  std::vector<double> bands(static_cast<size_t>(nb), 0.0);
+  at::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<T> st, hb;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t q0 = b * kBand, q1 = std::min(d.Hv, q0 + kBand), n = q1 - q0;
+      band_stats(d, x, y, w, q0, q1, st, hb);
+      double total = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const T* s = st.data() + i * vr;
+        const int64_t plane = n * vr;
+        T acc = 0;
 #pragma omp simd reduction(+ : acc)
-      for (int64_t j = 0; j < vr; ++j)
-        acc += ssim_value(s[j], s[plane + j], s[2 * plane + j], s[3 * plane + j], s[4 * plane + j]);
-      rows[r] = acc;
+        for (int64_t j = 0; j < vr; ++j)
+          acc += ssim_value(s[j], s[plane + j], s[2 * plane + j], s[3 * plane + j], s[4 * plane + j]);
+        total += acc;
+      }
+      bands[b] = total;
     }
   });
   double total = 0;
-  for (double v : rows) total += v;
-  return total / double(plane);
+  for (double v : bands) total += v;
+  return total / double(d.Hv * vr);
 }
 
 Tensor ssim_cpu(const Tensor& img_, const Tensor& ref_) {
@@ -129,75 +139,77 @@ Tensor ssim_cpu(const Tensor& img_, const Tensor& ref_) {
   return out;
 }
 
-// d(mean S)/d img into out, times the incoming gradient grad.
+// d(mean S)/d img into out, times the incoming gradient grad. Band by band of output (image) rows
+// [r0, r1): the window statistics of the valid rows q in [r0 - kWin + 1, r1) that reach them, dS/dmx,
+// dS/d(G*x^2), dS/d(G*xy) there, and the transposed blur (along x, then along y) back to the pixels.
 template <typename T>
 void ssim_grad(const Dims& d, const T* x, const T* y, double grad, T* out) {
   const auto w = window<T>();
-    std::vector<T> st;
-  window_stats(d, x, y, w, st);
-  const int64_t vr = d.vrow(), plane = d.Hv * vr, C = d.C;
-  const T g = T(grad / double(plane));
-  // dS/dmx, dS/d(G*x^2), dS/d(G*xy) on the valid region, each row padded by kWin - 1 zeros per side
-  const int64_t pr = vr + 2 * (kWin - 1) * C;
-  std::vector<T> dm(static_cast<size_t>(3 * d.Hv * pr), T(0));
-  const int64_t dplane = d.Hv * pr;
-  at::parallel_for(0, d.Hv, 8, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* s = st.data() + r * vr;
-      T* o0 = dm.data() + r * pr + (kWin - 1) * C;
-      T* o1 = o0 + dplane;
-      T* o2 = o1 + dplane;
+  const int64_t vr = d.vrow(), C = d.C, row = d.row();
+  const T g = T(grad / double(d.Hv * vr));
+  const int64_t pr = vr + 2 * (kWin - 1) * C;  // dm rows, padded by kWin - 1 pixels of zeros per side
+  at::parallel_for(0, num_bands(d.H), 1, [&](int64_t b0, int64_t b1) {
+    std::vector<T> st, hb, dm, tb, acc(static_cast<size_t>(3 * row));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * kBand, r1 = std::min(d.H, r0 + kBand);
+      const int64_t q0 = std::max<int64_t>(0, r0 - (kWin - 1)), q1 = std::min(d.Hv, r1), n = q1 - q0;
+      if (n > 0) {
+        band_stats(d, x, y, w, q0, q1, st, hb);
+        const int64_t plane = n * vr;
+        dm.assign(static_cast<size_t>(3 * n * pr), T(0));
+        for (int64_t i = 0; i < n; ++i) {
+          const T* s = st.data() + i * vr;
+          T* o0 = dm.data() + i * pr + (kWin - 1) * C;
+          T* o1 = o0 + n * pr;
+          T* o2 = o1 + n * pr;
 #pragma omp simd
-      for (int64_t j = 0; j < vr; ++j) {
-        const T mx = s[j], my = s[plane + j], exx = s[2 * plane + j], eyy = s[3 * plane + j];
-        const T exy = s[4 * plane + j];
-        const T a1 = 2 * mx * my + T(kC1), a2 = 2 * (exy - mx * my) + T(kC2);
-        const T b1 = mx * mx + my * my + T(kC1), b2 = (exx - mx * mx) + (eyy - my * my) + T(kC2);
-        const T inv = T(1) / (b1 * b2), S = a1 * a2 * inv;
-        o0[j] = g * (2 * my * (a2 - a1) * inv - 2 * mx * S * (T(1) / b1 - T(1) / b2));
-        o1[j] = g * (-S / b2);
-        o2[j] = g * (2 * a1 * inv);
+          for (int64_t j = 0; j < vr; ++j) {
+            const T mx = s[j], my = s[plane + j], exx = s[2 * plane + j], eyy = s[3 * plane + j];
+            const T exy = s[4 * plane + j];
+            const T a1 = 2 * mx * my + T(kC1), a2 = 2 * (exy - mx * my) + T(kC2);
+            const T b1 = mx * mx + my * my + T(kC1), b2 = (exx - mx * mx) + (eyy - my * my) + T(kC2);
+            const T inv = T(1) / (b1 * b2), S = a1 * a2 * inv;
+            o0[j] = g * (2 * my * (a2 - a1) * inv - 2 * mx * S * (T(1) / b1 - T(1) / b2));
+            o1[j] = g * (-S / b2);
+            o2[j] = g * (2 * a1 * inv);
+          }
+        }
+        // transposed blur along x: gather from the padded rows
+        tb.assign(static_cast<size_t>(3 * n * row), T(0));
+        for (int m = 0; m < 3; ++m)
+          for (int64_t i = 0; i < n; ++i) {
+            T* o = tb.data() + (m * n + i) * row;
+            for (int k = 0; k < kWin; ++k) {
+              const T wk = w[k];
+              const T* s = dm.data() + (m * n + i) * pr + (kWin - 1 - k) * C;
+#pragma omp simd
+              for (int64_t j = 0; j < row; ++j) o[j] += wk * s[j];
+            }
+          }
       }
-    }
-  });
-  // transposed blur: along x (gather from the padded rows), then along y
-  std::vector<T> tb(static_cast<size_t>(3 * d.Hv * d.row()), T(0));
-  const int64_t tplane = d.Hv * d.row();
-  at::parallel_for(0, d.Hv, 8, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int m = 0; m < 3; ++m) {
-        T* o = tb.data() + m * tplane + r * d.row();
+      // transposed blur along y, then the chain rule to the pixels
+      for (int64_t r = r0; r < r1; ++r) {
+        std::fill(acc.begin(), acc.end(), T(0));
         for (int k = 0; k < kWin; ++k) {
+          const int64_t q = r - k;
+          if (q < q0 || q >= q1) continue;
           const T wk = w[k];
-          const T* s = dm.data() + m * dplane + r * pr + (kWin - 1 - k) * C;
+          for (int m = 0; m < 3; ++m) {
+            const T* s = tb.data() + (m * n + (q - q0)) * row;
+            T* a = acc.data() + m * row;
 #pragma omp simd
-          for (int64_t j = 0; j < d.row(); ++j) o[j] += wk * s[j];
+            for (int64_t j = 0; j < row; ++j) a[j] += wk * s[j];
+          }
         }
-      }
-  });
-  at::parallel_for(0, d.H, 8, [&](int64_t r0, int64_t r1) {
-    std::vector<T> acc(static_cast<size_t>(3 * d.row()));
-    for (int64_t r = r0; r < r1; ++r) {
-      std::fill(acc.begin(), acc.end(), T(0));
-      for (int k = 0; k < kWin; ++k) {
-        const int64_t q = r - k;
-        if (q < 0 || q >= d.Hv) continue;
-        const T wk = w[k];
-        for (int m = 0; m < 3; ++m) {
-          const T* s = tb.data() + m * tplane + q * d.row();
-          T* a = acc.data() + m * d.row();
+        const T* xr = x + r * row;
+        const T* yr = y + r * row;
+        T* o = out + r * row;
+        const T* a0 = acc.data();
+        const T* a1 = a0 + row;
+        const T* a2 = a1 + row;
 #pragma omp simd
-          for (int64_t j = 0; j < d.row(); ++j) a[j] += wk * s[j];
-        }
+        for (int64_t j = 0; j < row; ++j) o[j] = a0[j] + 2 * xr[j] * a1[j] + yr[j] * a2[j];
       }
-      const T* xr = x + r * d.row();
-      const T* yr = y + r * d.row();
-      T* o = out + r * d.row();
-      const T* a0 = acc.data();
-      const T* a1 = a0 + d.row();
-      const T* a2 = a1 + d.row();
-#pragma omp simd
-      for (int64_t j = 0; j < d.row(); ++j) o[j] = a0[j] + 2 * xr[j] * a1[j] + yr[j] * a2[j];
     }
   });
 }
