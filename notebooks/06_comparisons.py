@@ -64,6 +64,7 @@ from gsworkbench.bench.history import history_table, plot_history
 from gsworkbench.bench.scaling import SPECS, plot_scaling
 from gsworkbench.bench.store import find_bench_runs
 from gsworkbench.bench.sweep import run_sweep, suite_task
+from gsworkbench.plots import add_footer
 from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata, write_table
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("06_comparisons")
@@ -126,8 +127,7 @@ sweep.table.filter(["N", "B", "backend", "median_s", "iqr_s", "pairs_per_s", "sk
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
 fits = plot_scaling(ax, sweep.table, SPECS["field"][0])
-fig.text(0.01, -0.02, footer, fontsize=7)
-save_figure(run_dir / "sweep_scaling.png", fig)
+save_figure(run_dir / "sweep_scaling.png", fig)  # with the machine and commit footer
 plt.show()
 print(fits.to_string(index=False))
 
@@ -147,7 +147,7 @@ for name, specs in SPECS.items():
     fig, axes = plt.subplots(1, len(specs), figsize=(7 * len(specs), 4), squeeze=False)
     for ax, spec in zip(axes[0], specs):
         print(plot_scaling(ax, full[-1].table, spec).to_string(index=False))
-    fig.text(0.01, -0.02, f"{full[-1].path.name} | {footer}", fontsize=7)
+    add_footer(fig, text=f"{full[-1].path.name} | {footer}")
     fig.tight_layout()
     save_figure(run_dir / f"scaling_{name}.png", fig)
     plt.show()

@@ -111,5 +111,7 @@ def plot_history(history: pd.DataFrame, max_cases: int = 12, footer: str | None 
         ax.set_visible(False)
     fig.tight_layout()
     if footer:
-        fig.text(0.01, -0.01, footer, fontsize=7, ha="left", va="top")
+        from gsworkbench.plots import add_footer
+
+        add_footer(fig, text=footer)  # the one footer (save_figure does not add a second)
     return fig

@@ -90,8 +90,9 @@ def _merge(kind: str, defaults: Mapping[str, Any], given: Mapping[str, Any]) -> 
 
 def render_workload(**params: Any) -> Workload:
     """``calls`` renders (forward, or forward + backward of sum(colours) + sum(alphas)) per run. Stages:
-    rasterize's four, ``checks+glue`` (the rest of the ``rasterize`` call: input checks, background
-    compositing) and ``backward`` (the loss sum and the backward pass)."""
+    rasterize's four (``project`` includes the input checks, ``rasterize`` the background), ``glue`` (the
+    rest of the ``rasterize`` call, between its stages) and ``backward`` (the loss sum and the backward
+    pass)."""
     p = _merge("render", RENDER_DEFAULTS, params)
 
     def setup() -> RunFn:
@@ -129,11 +130,11 @@ def render_workload(**params: Any) -> Workload:
                 if grad:
                     with stage("backward"):
                         (img.sum() + alpha.sum()).backward()
-            return {"checks+glue": glue}
+            return {"glue": glue}
 
         return run
 
-    stages = ("checks+glue", "project", "sh", "isect", "rasterize", "backward")
+    stages = ("glue", "project", "sh", "isect", "rasterize", "backward")
     return Workload("render", p, setup, p["device"], stages)
 
 
