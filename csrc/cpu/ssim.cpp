@@ -92,11 +92,22 @@ void band_stats(const Dims& d, const T* x, const T* y, const std::vector<T>& w, 
     }
 }
 
+// The four factors of S = a1 a2 / (b1 b2) at one window, from its statistics (forward and backward).
+template <typename T>
+struct Terms {
+  T a1, a2, b1, b2;
+};
+
+template <typename T>
+Terms<T> ssim_terms(T mx, T my, T exx, T eyy, T exy) {
+  return {2 * mx * my + T(kC1), 2 * (exy - mx * my) + T(kC2), mx * mx + my * my + T(kC1),
+          (exx - mx * mx) + (eyy - my * my) + T(kC2)};
+}
+
 template <typename T>
 T ssim_value(T mx, T my, T exx, T eyy, T exy) {
-  const T a1 = 2 * mx * my + T(kC1), a2 = 2 * (exy - mx * my) + T(kC2);
-  const T b1 = mx * mx + my * my + T(kC1), b2 = (exx - mx * mx) + (eyy - my * my) + T(kC2);
-  return a1 * a2 / (b1 * b2);
+  const Terms<T> t = ssim_terms(mx, my, exx, eyy, exy);
+  return t.a1 * t.a2 / (t.b1 * t.b2);
 }
 
 int64_t num_bands(int64_t rows) { return (rows + kBand - 1) / kBand; }
@@ -166,12 +177,11 @@ void ssim_grad(const Dims& d, const T* x, const T* y, double grad, T* out) {
           for (int64_t j = 0; j < vr; ++j) {
             const T mx = s[j], my = s[plane + j], exx = s[2 * plane + j], eyy = s[3 * plane + j];
             const T exy = s[4 * plane + j];
-            const T a1 = 2 * mx * my + T(kC1), a2 = 2 * (exy - mx * my) + T(kC2);
-            const T b1 = mx * mx + my * my + T(kC1), b2 = (exx - mx * mx) + (eyy - my * my) + T(kC2);
-            const T inv = T(1) / (b1 * b2), S = a1 * a2 * inv;
-            o0[j] = g * (2 * my * (a2 - a1) * inv - 2 * mx * S * (T(1) / b1 - T(1) / b2));
-            o1[j] = g * (-S / b2);
-            o2[j] = g * (2 * a1 * inv);
+            const Terms<T> t = ssim_terms(mx, my, exx, eyy, exy);
+            const T inv = T(1) / (t.b1 * t.b2), S = t.a1 * t.a2 * inv;
+            o0[j] = g * (2 * my * (t.a2 - t.a1) * inv - 2 * mx * S * (T(1) / t.b1 - T(1) / t.b2));
+            o1[j] = g * (-S / t.b2);
+            o2[j] = g * (2 * t.a1 * inv);
           }
         }
         // transposed blur along x: gather from the padded rows
