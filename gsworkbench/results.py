@@ -54,6 +54,32 @@ def _umask() -> int:
     return mask
 
 
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """An open temporary file in ``path``'s folder (created if needed), with the mode a new file gets
+    (mkstemp makes 0600; a written file follows the umask like any other). It ends in ``.tmp`` plus
+    ``path``'s last suffix, for writers that pick a format by name (``.gz``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp" + path.suffix)
+    os.fchmod(fd, 0o666 & ~_umask())
+    return fd, tmp
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """For writers that take a file name: a temporary path beside ``path``, renamed into place when the
+    ``with`` block finishes without error, removed otherwise (an existing ``path`` is left as it was)."""
+    path = Path(path)
+    fd, tmp = _temp_beside(path)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A binary file that appears at ``path`` only once the ``with`` block finishes without error.
@@ -62,10 +88,8 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     the temporary is removed and an existing ``path`` is left as it was.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temp_beside(path)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a written file follows the umask like any other
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import stat
 import time
 from collections import Counter
 
@@ -90,6 +91,8 @@ def test_files_and_metadata(render_run: profiling.ProfileRun) -> None:
     meta = render_run.metadata
     assert meta["status"] == "done" and meta["workload"] == "render" and meta["parameters"]["num"] == 1500
     assert meta["git_commit"] is not None and meta["threads"]["torch_threads"] == torch.get_num_threads()
+    modes = {stat.S_IMODE(p.stat().st_mode) for p in render_run.run_dir.iterdir() if p.is_file()}
+    assert len(modes) == 1, modes  # every file, the trace included, gets the mode a new file gets
     trace = json.loads(gzip.decompress((render_run.run_dir / "trace.json.gz").read_bytes()))
     assert any(e.get("name", "").startswith("stage:") for e in trace["traceEvents"])
     assert list(render_run.overhead["mode"][:2]) == ["no profiler", "torch.profiler"]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gsworkbench.io import read_ply, write_ply
-from gsworkbench.results import atomic_write_text, environment
+from gsworkbench.results import atomic_path, atomic_write_text, environment
 from gsworkbench.splats import synthetic_splats
 
 
@@ -24,6 +24,24 @@ def test_written_files_follow_the_umask(tmp_path, umask):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_files_written_by_name_follow_the_umask_and_appear_only_when_complete(tmp_path, umask):
+    """atomic_path: for writers that take a file name (torch.profiler's chrome trace, ...)."""
+    old = os.umask(umask)
+    try:
+        with atomic_path(tmp_path / "trace.json.gz") as tmp:
+            assert tmp.name.endswith(".tmp.gz") and tmp.parent == tmp_path  # the format is picked by name
+            tmp.write_text("x")
+            assert not (tmp_path / "trace.json.gz").exists()
+        with pytest.raises(RuntimeError), atomic_path(tmp_path / "b.txt") as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("interrupted")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "trace.json.gz").stat().st_mode) == 0o666 & ~umask
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json.gz"]  # nothing half-written left
 
 
 def test_float64_ply_warns_or_keeps_double(tmp_path):

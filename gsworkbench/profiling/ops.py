@@ -7,9 +7,7 @@ The table is ``key_averages()`` (grouped by input shape with ``record_shapes``):
 from __future__ import annotations
 
 import os
-import tempfile
 import time
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -75,16 +73,8 @@ def profile_ops(
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     if trace_path is not None:
-        path = Path(trace_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp" + "".join(path.suffixes[-1:])
-        )
-        os.close(fd)
-        try:
-            prof.export_chrome_trace(tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        from gsworkbench.results import atomic_path
+
+        with atomic_path(trace_path) as tmp:
+            prof.export_chrome_trace(str(tmp))
     return op_table(prof, record_shapes), wall
