@@ -21,6 +21,7 @@ import torch
 from gsworkbench.scenes.images import (
     check_background,
     check_downsample,
+    check_folder_and_split,
     load_images,
     resolve_image_path,
     scale_intrinsics,
@@ -100,10 +101,7 @@ def load_blender(
     folder = Path(path)
     bg = check_background(background)
     d = check_downsample(downsample)
-    if split_test_every is not None and (not isinstance(split_test_every, int) or split_test_every < 1):
-        raise ValueError(f"split_test_every must be a positive integer or None, got {split_test_every!r}")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"scene folder not found: {folder}")
+    check_folder_and_split(folder, "split_test_every", split_test_every)
     train_file, test_file, single = (
         folder / f for f in ("transforms_train.json", "transforms_test.json", "transforms.json")
     )

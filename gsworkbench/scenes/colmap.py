@@ -14,7 +14,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsworkbench.scenes.images import check_background, check_downsample, load_images, scale_intrinsics
+from gsworkbench.scenes.images import (
+    check_background,
+    check_downsample,
+    check_folder_and_split,
+    load_images,
+    scale_intrinsics,
+)
 from gsworkbench.scenes.scene import Scene
 
 SUPPORTED_MODELS = ("PINHOLE", "SIMPLE_PINHOLE")
@@ -57,10 +63,7 @@ def load_colmap(
     folder = Path(path)
     bg = check_background(background)
     d = check_downsample(downsample)
-    if test_every is not None and (not isinstance(test_every, int) or test_every < 1):
-        raise ValueError(f"test_every must be a positive integer or None, got {test_every!r}")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"scene folder not found: {folder}")
+    check_folder_and_split(folder, "test_every", test_every)
     sparse = find_sparse_dir(folder)
     try:
         rec = pycolmap.Reconstruction(str(sparse))

@@ -20,6 +20,15 @@ def check_downsample(downsample: object) -> int:
     return int(downsample)
 
 
+def check_folder_and_split(folder: Path, name: str, every: object) -> None:
+    """The loaders' shared checks: ``every`` (the test-view stride ``name``) is a positive int or None,
+    and ``folder`` exists; a ValueError or FileNotFoundError otherwise."""
+    if every is not None and (not isinstance(every, int) or every < 1):
+        raise ValueError(f"{name} must be a positive integer or None, got {every!r}")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"scene folder not found: {folder}")
+
+
 def check_background(background: Sequence[float]) -> tuple[float, float, float]:
     """The background colour as three floats in [0,1], or a ValueError."""
     bg = tuple(float(c) for c in background)
