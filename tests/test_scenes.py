@@ -243,6 +243,17 @@ def test_unsupported_camera_model(scene_copy: Path) -> None:
         load_colmap(scene_copy)
 
 
+@pytest.mark.parametrize("every", [0, -2, 1.5, "8"])
+def test_wrong_test_stride_and_missing_folder(object_dir: Path, tmp_path: Path, every: object) -> None:
+    with pytest.raises(ValueError, match="split_test_every must be a positive integer or None"):
+        load_blender(object_dir, split_test_every=every)
+    with pytest.raises(ValueError, match="test_every must be a positive integer or None"):
+        load_colmap(object_dir, test_every=every)
+    for loader in (load_blender, load_colmap):
+        with pytest.raises(FileNotFoundError, match="scene folder not found: .*nowhere"):
+            loader(tmp_path / "nowhere")
+
+
 @pytest.mark.parametrize("factor", [0, -1, 1.5, True, 65])
 def test_wrong_downsample(object_dir: Path, factor: object) -> None:
     for loader in (load_blender, load_colmap):
