@@ -98,7 +98,24 @@ def test_ext_and_torch_backends_train_alike(scene, device):
     assert rel_err(out["ext"], out["torch"]) < 1e-4
 
 
+@pytest.mark.parametrize("backend", ["ext", "torch"])
+def test_compiled_loss_trains_like_eager(scene, backend, device):
+    """compile="aot_eager" compiles the L1 + SSIM loss (fullgraph); the steps match eager ones."""
+    if backend == "ext" and not has_ext():
+        pytest.skip("extension not built")
+    out = {}
+    for mode in (False, "aot_eager"):
+        cfg = preset("smoke", iterations=4, backend=backend, refine_start=1000, seed=4, device=device, compile=mode)
+        t = Trainer(scene, cfg)
+        t.run()
+        out[mode] = (t.model.params["means"].detach().cpu().clone(), t.history["loss"].to_numpy())
+    assert rel_err(out["aot_eager"][0], out[False][0]) < 1e-5
+    assert abs(out["aot_eager"][1] - out[False][1]).max() < 1e-5
+
+
 def test_trainer_rejects_bad_setups(scene):
+    with pytest.raises(ValueError, match="compile must be a bool or one of"):
+        preset("smoke", compile="turbo")
     with pytest.raises(ValueError, match="config must be a TrainConfig"):
         Trainer(scene, {"iterations": 3})
     if not torch.cuda.is_available():

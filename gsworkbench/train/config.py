@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from gsworkbench.compile import COMPILE_MODES
+
 STRATEGIES = ("default", "mcmc")
 BACKGROUNDS = ("scene", "random")
 
@@ -66,7 +68,10 @@ class TrainConfig:
     # ---- evaluation and output ----
     eval_every: int = 0  # 0: only at the end
     progress: bool = True
-    compile: bool = False  # torch.compile the render + loss step
+    # torch.compile the photometric loss (L1 + SSIM; the render stays eager, since densification reads
+    # the 2D-mean gradients, which a compiled graph does not expose): False, True (inductor) or a
+    # backend name ("aot_eager", "inductor"); see gsworkbench.compile.compile_step
+    compile: bool | str = False
     near_plane: float = 0.01
     far_plane: float = 1e10
 
@@ -88,6 +93,8 @@ class TrainConfig:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
         if self.background not in BACKGROUNDS:
             raise ValueError(f"background must be one of {BACKGROUNDS}, got {self.background!r}")
+        if not (isinstance(self.compile, bool) or self.compile in COMPILE_MODES):
+            raise ValueError(f"compile must be a bool or one of {', '.join(COMPILE_MODES)}; got {self.compile!r}")
         if self.backend not in ("ext", "torch"):
             raise ValueError(f"backend must be 'ext' or 'torch', got {self.backend!r}")
         if self.device not in ("cpu", "cuda") and not str(self.device).startswith("cuda:"):

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from gsworkbench import gaussians
+from gsworkbench.compile import compile_step
 from gsworkbench.results import atomic_write_bytes
 from gsworkbench.splat import rasterize
 from gsworkbench.splats import SplatSet
@@ -79,7 +80,7 @@ class Trainer:
         self.step_index = 0
         self.rows: list[dict[str, Any]] = []
         self._queue: list[int] = []
-        self._loss = torch.compile(photometric_loss, dynamic=False) if config.compile else photometric_loss
+        self._loss = compile_step(photometric_loss, config.compile, dynamic=False)
         self._bg = torch.tensor(scene.background, dtype=torch.float32, device=self.device)
 
     # ---- pieces ---------------------------------------------------------------------------------
