@@ -184,13 +184,17 @@ def _check_same_work(base: BenchRun, cand: BenchRun) -> None:
         raise ValueError(f"runs whose cases differ in parameter(s) {bad}")
 
 
-def environment_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
-    """Differences in CPU, threads, package versions and the extension between two metadata dicts."""
+def environment_warnings(
+    base: dict[str, Any], cand: dict[str, Any], sides: tuple[str, str] = ("baseline", "candidate")
+) -> list[str]:
+    """Differences in CPU, threads, package versions and the extension between two metadata dicts
+    (also what ``gsworkbench profile diff`` warns about; ``sides`` names the two in the messages)."""
     out = []
     checks = [
         ("CPU", lambda m: m.get("cpu_model")),
         ("threads", lambda m: (m.get("parameters", {}).get("threads"), m.get("threads", {}).get("torch_threads"))),
         ("OMP_WAIT_POLICY", lambda m: m.get("threads", {}).get("OMP_WAIT_POLICY")),
+        ("OMP_NUM_THREADS", lambda m: m.get("threads", {}).get("OMP_NUM_THREADS")),
         ("extension", lambda m: m.get("extension")),
         ("python", lambda m: m.get("python")),
     ]
@@ -198,8 +202,8 @@ def environment_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str
         checks.append((f"{name} version", lambda m, n=name: m.get("packages", {}).get(n)))
     for name, get in checks:
         if get(base) != get(cand):
-            out.append(f"different {name}: baseline {get(base)!r}, candidate {get(cand)!r}")
-    for side, m in (("baseline", base), ("candidate", cand)):
+            out.append(f"different {name}: {sides[0]} {get(base)!r}, {sides[1]} {get(cand)!r}")
+    for side, m in zip(sides, (base, cand)):
         if m.get("git_dirty"):
             out.append(f"{side} ran on a working tree with uncommitted changes")
     return out

@@ -62,17 +62,17 @@ def check_comparable(before: ProfileRun, after: ProfileRun) -> list[str]:
              for k in sorted(set(pb) | set(pa)) if k not in MAY_DIFFER and pb.get(k) != pa.get(k)]  # fmt: skip
     if diffs:
         raise ValueError(f"the two profiles of {before.workload} differ in parameters: " + "; ".join(diffs))
-    warnings = []
-    for key, what in (("cpu_model", "machine (CPU)"), ("platform", "platform")):
-        if before.metadata.get(key) != after.metadata.get(key):
-            warnings.append(f"different {what}: {before.metadata.get(key)!r} vs {after.metadata.get(key)!r}")
+    from gsworkbench.bench.compare import environment_warnings
+
+    # the machine, threads, versions and extension as `gsworkbench compare` checks them; then the profile's own
+    warnings = environment_warnings(before.metadata, after.metadata, ("before", "after"))
+    if before.metadata.get("platform") != after.metadata.get("platform"):
+        warnings.append(f"different platform: before {before.metadata.get('platform')!r}, after "
+                        f"{after.metadata.get('platform')!r}")  # fmt: skip
     sb, sa = before.metadata.get("settings", {}), after.metadata.get("settings", {})
     for key in ("threads", "device", "rate", "native"):
         if sb.get(key) != sa.get(key):
-            warnings.append(f"different {key}: {sb.get(key)!r} vs {sa.get(key)!r}")
-    tb, ta = before.metadata.get("threads", {}), after.metadata.get("threads", {})
-    if tb.get("OMP_NUM_THREADS") != ta.get("OMP_NUM_THREADS"):
-        warnings.append(f"different OMP_NUM_THREADS: {tb.get('OMP_NUM_THREADS')!r} vs {ta.get('OMP_NUM_THREADS')!r}")
+            warnings.append(f"different {key}: before {sb.get(key)!r}, after {sa.get(key)!r}")
     return warnings
 
 
