@@ -75,3 +75,15 @@ def has_kernel(op: str, device_type: str) -> bool:
 def has_cuda_kernels() -> bool:
     """True when the extension was built with its CUDA kernels."""
     return has_kernel("field_forward", "cuda")
+
+
+def require_kernel(op: str, device_type: str) -> None:
+    """Raises unless backend ``ext`` can run ``gsworkbench::<op>`` on ``device_type`` ("cpu", "cuda"):
+    :class:`ExtensionMissingError` (with build instructions) when the extension is missing, ValueError
+    when this build has no kernel of the op for that device (e.g. CUDA tensors with a CPU-only build).
+
+    The one availability check every ``ext`` backend makes before calling its op."""
+    require_ext()
+    if device_type in _DISPATCH_KEYS and (op, device_type) not in _KERNELS:
+        hint = " (CUDA tensors need the extension built with its CUDA kernels)" if device_type == "cuda" else ""
+        raise ValueError(f"backend 'ext' has no {device_type} kernel for {op} in this build{hint}; use backend='torch'")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gsworkbench._ext import has_cuda_kernels
+from gsworkbench._ext import require_kernel
 from gsworkbench.field import _torch_impl
 from gsworkbench.field.ops import field_forward
 from gsworkbench.validation import (
@@ -77,8 +77,7 @@ def evaluate(
     check_field_inputs(points, means, factors, weights, covariance)
     L = torch.diag_embed(factors) if covariance == "diag" else factors
     if backend == "ext":
-        if points.is_cuda and not has_cuda_kernels():
-            raise ValueError("backend 'ext' on CUDA tensors needs the extension built with CUDA")
+        require_kernel("field_forward", points.device.type)
         return field_forward(points, means, L, weights)
     L = torch.tril(L)  # the upper triangle is not a parameter: no gradient flows there
     if points.shape[0] == 0 or means.shape[0] == 0:

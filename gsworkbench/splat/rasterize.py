@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from gsworkbench import gaussians
-from gsworkbench._ext import has_kernel, require_ext
+from gsworkbench._ext import require_ext, require_kernel
 from gsworkbench.splat import _torch_impl, ops
 from gsworkbench.validation import (
     check_choice,
@@ -128,8 +128,8 @@ def check_rasterize_inputs(
     check_same_device_dtype(**tensors)
     if checking_values():
         _check_values(tensors)
-    if means.is_cuda and backend == "ext" and not has_cuda_kernels():
-        raise ValueError("backend 'ext' on CUDA tensors needs the extension built with its CUDA kernels")
+    if backend == "ext":
+        require_kernel("splat_rasterize", means.device.type)
 
 
 def _check_values(tensors: dict[str, torch.Tensor]) -> None:
@@ -149,11 +149,6 @@ def _check_values(tensors: dict[str, torch.Tensor]) -> None:
 
 def _no_stage(name: str) -> AbstractContextManager[Any]:
     return contextlib.nullcontext()
-
-
-def has_cuda_kernels() -> bool:
-    """True when the extension has the rasterizer's CUDA kernels (a CUDA build)."""
-    return has_kernel("splat_rasterize", "cuda")
 
 
 def rasterize(

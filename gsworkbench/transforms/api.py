@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from gsworkbench._ext import has_ext, has_kernel
+from gsworkbench._ext import has_ext, has_kernel, require_kernel
 from gsworkbench.splats import SplatSet
 from gsworkbench.transforms import _numba_impl
 from gsworkbench.transforms.frames import Frames, make_frames
@@ -30,25 +30,15 @@ def resolve_backend(backend: str, splats: SplatSet) -> str:
         if grad:
             return "torch"
         if device.type != "cpu":
-            return "ext" if has_ext_kernel(device.type) else "torch"
+            return "ext" if has_kernel("transform_splats", device.type) else "torch"
         return "ext" if has_ext() else ("numba" if _numba_impl.available() else "numpy")
     if backend != "torch" and grad:
         raise ValueError(f"backend {backend!r} is not differentiable but the splats require grad; use backend='torch'")
     if backend in ("numpy", "numba") and device.type != "cpu":
         raise ValueError(f"backend {backend!r} runs on the CPU only; use backend='torch' or 'ext' on {device}")
     if backend == "ext":
-        if not has_ext():
-            from gsworkbench._ext import require_ext
-
-            require_ext()
-        if not has_ext_kernel(device.type):
-            raise ValueError(f"backend 'ext' has no {device.type} kernel in this build; use backend='torch'")
+        require_kernel("transform_splats", device.type)
     return backend
-
-
-def has_ext_kernel(device_type: str) -> bool:
-    """True when the built extension has a transform kernel for ``device_type`` ("cpu", "cuda")."""
-    return has_kernel("transform_splats", device_type)
 
 
 def _check_out(out: Any, splats: SplatSet, frames: Frames) -> list[SplatSet] | None:
