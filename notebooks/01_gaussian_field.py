@@ -61,7 +61,9 @@ import matplotlib.pyplot as plt
 import torch
 
 from gsworkbench import field, plots
-from gsworkbench.field.report import step_times, summarize_step_times
+from gsworkbench.bench import run_cases
+from gsworkbench.bench.suites.field import summarize as summarize_field_bench
+from gsworkbench.bench.suites.field import train_step_cases
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("01_gaussian_field")
@@ -98,13 +100,16 @@ plt.show()
 
 # %% [markdown]
 # ## Time per training iteration, by backend
+#
+# The `field` benchmark suite's `train-step` cases (sample a batch, MSE, backward, Adam: the trainer's own
+# step), the backends timed in interleaved rounds by the benchmark runner: median and IQR over the rounds.
 
 # %%
-times = step_times(tgt, timing_gaussians, covariance, timing_batch, timing_backends)
-summary = summarize_step_times(times).assign(num_gaussians=timing_gaussians, batch=timing_batch)
+cases = train_step_cases(tgt, timing_gaussians, covariance, timing_batch, timing_backends, seed=seed)
+summary = summarize_field_bench(run_cases(cases, progress=False)).drop(columns="samples_s")
 write_table(run_dir / "step_times.csv", summary)
 fig, ax = plt.subplots(figsize=(6, 3))
-ax.barh(summary.backend, summary.median_s * 1e3, xerr=summary.iqr_s * 1e3)
+ax.barh(summary.backend, summary.median_s * 1e3, xerr=summary.iqr_s.fillna(0) * 1e3)
 ax.set(xscale="log", xlabel="ms per iteration (median, IQR)", title=f"N={timing_gaussians}, batch={timing_batch}")
 save_figure(run_dir / "step_times.png", fig)
 plt.show()

@@ -77,9 +77,9 @@ import torch
 
 from gsworkbench import plots
 from gsworkbench.bench import run_cases
+from gsworkbench.bench.suites.render import STAGES, render_cases, summarize_render
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 from gsworkbench.splat import orbit_cameras, rasterize
-from gsworkbench.splat.bench import STAGES, render_cases, summarize_render
 from gsworkbench.splats import synthetic_splats
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("03_rendering")

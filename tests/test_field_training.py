@@ -19,7 +19,6 @@ from gsworkbench.field import (
     save_checkpoint,
     train_field,
 )
-from gsworkbench.field.report import step_times, summarize_step_times
 
 
 @pytest.mark.parametrize("covariance", ["full", "diag"])
@@ -146,9 +145,23 @@ def test_unknown_target_and_bad_config():
         TrainConfig(lr_means=-1.0)
 
 
-def test_step_times_table():
-    df = step_times(make_target("shell"), 8, "full", 64, ["loop", "torch"], steps=2)
-    assert set(df.backend) == {"loop", "torch"} and len(df) == 4
-    s = summarize_step_times(df)
-    assert list(s.backend) == ["loop", "torch"]
-    assert s.speedup_vs_loop.iloc[0] == pytest.approx(1.0)
+def test_train_step_cases_time_the_trainers_step():
+    """The field suite's train-step cases run the trainer's own step: three timed-alike calls of the
+    case's callable leave the model exactly where train_field's first three iterations do."""
+    from gsworkbench.bench import run_cases
+    from gsworkbench.bench.registry import prepared
+    from gsworkbench.bench.suites.field import summarize, train_step_cases
+
+    tgt = make_target("shell")
+    (case,) = train_step_cases(tgt, 8, "full", 64, ["torch"], seed=3)
+    step = prepared(case.setup()).fn
+    losses = [float(step()) for _ in range(3)]
+    model = GaussianField(8, "full", backend="torch", seed=3)
+    result = train_field(model, tgt, TrainConfig(iterations=3, batch_size=64, seed=3, progress=False))
+    assert losses == list(result.history.loss)
+    torch.testing.assert_close(step.model.means, model.means, rtol=0, atol=0)
+
+    df = summarize(run_cases(train_step_cases(tgt, 8, "full", 64, ["loop", "torch"]), threads=1,
+                             min_run_time=0.01, progress=False))  # fmt: skip
+    assert list(df.backend) == ["loop", "torch"] and set(df["mode"]) == {"train-step"}
+    assert (df.median_s > 0).all() and df.speedup_vs_loop.iloc[0] == pytest.approx(1.0)

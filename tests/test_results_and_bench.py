@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pandas as pd
@@ -95,7 +96,7 @@ def test_field_suite_quick_runs_every_backend():
     assert {"loop", "vectorized", "torch"} <= set(timed.backend)
     assert (timed.pairs_per_s > 0).all()
     assert (df[df.backend == "loop"].speedup_vs_loop == 1.0).all()
-    assert set(df["mode"]) == {"forward", "forward+backward"}
+    assert set(df["mode"]) == {"forward", "forward+backward", "train-step"}
 
 
 def test_field_suite_full_grid_is_the_specified_one():
@@ -130,3 +131,37 @@ def test_cli_bench_writes_results(tmp_path):
     assert (run / "field.csv").exists() and (run / "metadata.json").exists()
     bad = subprocess.run([sys.executable, "-m", "gsworkbench.cli", "bench", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "invalid choice: 'nope'" in bad.stderr and "'all'" in bad.stderr
+
+
+def test_a_cases_extras_join_its_row():
+    """A setup returns the callable with its extras: a mapping now, or a callable read after the timing."""
+    from gsworkbench.bench import Prepared
+
+    calls = []
+
+    def counted():
+        calls.append(1)
+
+    cases = [
+        Case("fixed", {"backend": "x", "n": 1}, lambda: Prepared(lambda: None, {"n_items": 7})),
+        Case("late", {"backend": "x", "n": 2}, lambda: Prepared(counted, lambda: {"calls_seen": len(calls)})),
+        Case("bare", {"backend": "x", "n": 3}, lambda: (lambda: None)),
+    ]
+    df = run_cases(cases, threads=1, min_run_time=0.01, progress=False).set_index("case")
+    assert df.loc["fixed", "n_items"] == 7 and pd.isna(df.loc["late", "n_items"])
+    assert df.loc["late", "calls_seen"] == len(calls) > 3  # counted after the warm-up and every round
+    assert pd.isna(df.loc["bare", "n_items"]) and df.loc["bare", "median_s"] > 0
+    with pytest.raises(TypeError, match="must return a Prepared or a callable"):
+        run_cases([Case("bad", {}, lambda: 3)], threads=1, min_run_time=0.01, progress=False)
+
+
+def test_timing_stats_are_torch_benchmarks_median_and_iqr():
+    from gsworkbench.bench import timing_stats
+
+    s = timing_stats([4.0, 1.0, 3.0, 2.0, 5.0], calls_per_run=7)
+    assert (s["median_s"], s["iqr_s"], s["runs"], s["calls_per_run"]) == (3.0, 2.0, 5, 7)
+    assert s["samples_s"] == [4.0, 1.0, 3.0, 2.0, 5.0]  # in round order, for the significance tests
+    one = timing_stats([2.5])
+    assert one["median_s"] == 2.5 and math.isnan(one["iqr_s"])  # one round: no spread, not 0
+    with pytest.raises(ValueError, match="at least one sample"):
+        timing_stats([])

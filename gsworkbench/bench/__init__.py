@@ -4,8 +4,9 @@ A suite is a module in :mod:`gsworkbench.bench.suites` that registers itself wit
 :func:`~gsworkbench.bench.registry.register_suite`. ``gsworkbench bench NAME`` runs it.
 """
 
-from gsworkbench.bench.registry import Case, Suite, get_suite, list_suites, register_suite
-from gsworkbench.bench.runner import run_cases, run_suite
+from gsworkbench.bench.registry import Case, Prepared, Suite, get_suite, list_suites, register_suite
+from gsworkbench.bench.runner import run_cases, run_suite, timing_stats
 from gsworkbench.bench.store import save_run
 
-__all__ = ["Case", "Suite", "get_suite", "list_suites", "register_suite", "run_cases", "run_suite", "save_run"]
+__all__ = ["Case", "Prepared", "Suite", "get_suite", "list_suites", "register_suite", "run_cases", "run_suite",
+           "save_run", "timing_stats"]  # fmt: skip

@@ -3,9 +3,10 @@
 This file is executed as a script (``python -c <this source> SUITE QUICK THREADS``) inside the
 revision's worktree, with that worktree first on ``PYTHONPATH``, so it imports *that revision's*
 ``gsworkbench``. It relies only on the oldest stable interface, ``registry.get_suite(name).cases(quick)``
-returning cases with ``name``, ``params``, ``setup`` and ``skip``, and times with its own clock, so both
-revisions are measured by the same code. It answers one JSON line per request on the original stdout;
-anything the suite prints goes to stderr.
+returning cases with ``name``, ``params``, ``setup`` and ``skip`` (``setup()`` returning the callable,
+or an object holding it as ``fn``, as ``registry.Prepared`` does), and times with this file's timer
+(``torch.utils.benchmark.Timer``, as the runner does), so both revisions are measured by the same code.
+It answers one JSON line per request on the original stdout; anything the suite prints goes to stderr.
 
 Requests: {"op": "list"} | {"op": "setup", "case": NAME} | {"op": "time", "number": K} | {"op": "quit"}.
 """
@@ -13,7 +14,6 @@ Requests: {"op": "list"} | {"op": "setup", "case": NAME} | {"op": "time", "numbe
 import json
 import os
 import sys
-import time
 import traceback
 
 
@@ -35,16 +35,14 @@ def main() -> None:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # suite output (prints, progress) goes to stderr, never into the protocol
     sys.stdout = sys.stderr
-    try:
-        import torch
+    import torch
+    from torch.utils import benchmark
 
-        torch.set_num_threads(threads)
-    except ImportError:
-        pass
+    torch.set_num_threads(threads)
     from gsworkbench.bench.registry import get_suite
 
     cases = {c.name: c for c in get_suite(suite_name).cases(quick)}
-    fn = None
+    timer = None
     for line in sys.stdin:
         req = json.loads(line)
         try:
@@ -52,23 +50,16 @@ def main() -> None:
                 reply = {"cases": [{"name": c.name, "params": repr(c.params), "skip": c.skip} for c in cases.values()],
                          "extension": extension_file()}  # fmt: skip
             elif req["op"] == "setup":
-                fn = None
-                fn = cases[req["case"]].setup()
-                t0 = time.perf_counter()
-                fn()  # warm-up, and the size of the blocks
-                one = time.perf_counter() - t0
+                timer = None
+                result = cases[req["case"]].setup()
+                timer = benchmark.Timer(stmt="fn()", globals={"fn": getattr(result, "fn", result)}, num_threads=threads)
+                one = timer.timeit(1).median  # warm-up, and the size of the blocks
                 if one < req.get("min_run_time", 0.5):
-                    fn()
-                    t0 = time.perf_counter()
-                    fn()
-                    one = time.perf_counter() - t0
+                    timer.timeit(1)
+                    one = timer.timeit(1).median
                 reply = {"one": one}
             elif req["op"] == "time":
-                number = int(req["number"])
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    fn()
-                reply = {"per_call": (time.perf_counter() - t0) / number}
+                reply = {"per_call": timer.timeit(int(req["number"])).median}
             elif req["op"] == "quit":
                 return
             else:

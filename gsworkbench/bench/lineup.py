@@ -2,9 +2,10 @@
 
 ``register_implementation("rasterize", "mine", fn)`` adds ``fn`` (a callable with the signature of
 :func:`gsworkbench.splat.rasterize`, less ``backend``; returning ``(render_colors, render_alphas,
-meta)``) to the ``render`` suite's forward and forward+backward cases, as backend ``"mine"``. Cases
-that differ only in the backend are timed in the same interleaved rounds, so ``mine`` runs beside
-``ext`` and ``torch`` on the same inputs.
+meta)``) to the ``render`` suite's forward and forward+backward cases, as backend ``"mine"``
+(:func:`gsworkbench.bench.suites.render.render_lineup_cases`: the same calls as ours). Cases that
+differ only in the backend are timed in the same interleaved rounds, so ``mine`` runs beside ``ext``
+and ``torch`` on the same inputs.
 
 Before any timing, each implementation's outputs are checked against our pure-torch reference
 (``backend="torch"``) on a fixed scene (:data:`CHECK_SCENE`, with and without SH): colours and alphas
@@ -19,12 +20,10 @@ is registered as ``"gsplat"`` automatically. That adapter is untested here (no C
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from gsworkbench.bench.registry import Case
 
 OPS = ("rasterize",)
 CHECK_SCENE = {"num": 2_000, "width": 128, "height": 96}
@@ -85,55 +84,6 @@ def check_rasterize(name: str, fn: Callable[..., Any]) -> str | None:
         reason = f"failed on the check scene: {type(e).__name__}: {e}"
     _CHECKED[key] = reason
     return reason
-
-
-def _render_setup(fn: Callable[..., Any], num: int, width: int, height: int, sh_degree: int, stage: str):  # noqa: ANN202
-    def setup() -> Callable[[], Any]:
-        from gsworkbench.splat import cameras
-        from gsworkbench.splats import synthetic_splats
-
-        s = synthetic_splats(num, sh_degree, seed=0)  # the render suite's scene
-        vm, Ks = cameras.orbit_cameras(1, width, height, distance=3.0)
-        tensors = [s.means, s.quats, s.scales, s.opacities, s.sh, vm]
-        if stage == "forward":
-
-            def run() -> Any:
-                with torch.no_grad():
-                    return fn(*tensors, Ks, width, height, sh_degree=sh_degree)
-
-            return run
-        leaves = [t.detach().clone().requires_grad_(True) for t in tensors]
-
-        def run_fb() -> Any:
-            for t in leaves:
-                t.grad = None
-            img, alpha, _ = fn(*leaves, Ks, width, height, sh_degree=sh_degree)
-            (img.sum() + alpha.sum()).backward()
-
-        return run_fb
-
-    return setup
-
-
-def render_lineup_cases(
-    nums: Iterable[int], sizes: Iterable[tuple[int, int]], sh_degrees: Iterable[int],
-    stages: Iterable[str] = ("forward", "forward+backward"),
-    skip: Callable[[dict[str, Any]], str | None] = lambda p: None,
-) -> list[Case]:  # fmt: skip
-    """Render cases (same names and params as the suite's, backend = the implementation's name); an
-    implementation that fails :func:`check_rasterize` is skipped with the reason, others per ``skip``."""
-    out = []
-    for name, fn in implementations("rasterize").items():
-        skip_all = check_rasterize(name, fn)
-        for num in nums:
-            for width, height in sizes:
-                for deg in sh_degrees:
-                    for stage in stages:
-                        params = dict(backend=name, num=num, width=width, height=height, sh_degree=deg, stage=stage)
-                        case = f"render/{name}/n{num}/{width}x{height}/sh{deg}/{stage}"
-                        why = skip_all or skip(params)
-                        out.append(Case(case, params, _render_setup(fn, num, width, height, deg, stage), why))
-    return out
 
 
 def gsplat_rasterize(*args: Any, **kw: Any) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:

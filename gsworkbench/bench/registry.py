@@ -4,27 +4,57 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
+Extras = Mapping[str, Any]
+
+
+@dataclass
+class Prepared:
+    """What a case's setup returns: ``fn``, the zero-argument callable to time, and ``extras``, more
+    columns for the case's row (e.g. tile intersections, first-call peak memory): a mapping, or a
+    callable returning one that the runner calls after the timing (e.g. stage medians over the timed
+    calls)."""
+
+    fn: Callable[[], Any]
+    extras: Extras | Callable[[], Extras] = field(default_factory=dict)
+
+    def extra_columns(self) -> dict[str, Any]:
+        """The extras as a dict (calling ``extras`` when it is a callable)."""
+        return dict(self.extras() if callable(self.extras) else self.extras)
+
+
+def prepared(result: Prepared | Callable[[], Any]) -> Prepared:
+    """A setup's result as :class:`Prepared` (a bare callable: no extras)."""
+    if isinstance(result, Prepared):
+        return result
+    if not callable(result):
+        raise TypeError(f"a case's setup must return a Prepared or a callable, got {type(result).__name__}")
+    return Prepared(result)
 
 
 @dataclass
 class Case:
     """One timed configuration.
 
-    ``setup()`` builds the inputs and returns the zero-argument callable to time; it runs once, outside
-    the timing. ``params`` become columns of the results table (backend, sizes, mode, ...).
+    ``setup()`` builds the inputs and returns a :class:`Prepared`: the zero-argument callable to time
+    with the case's extra columns (a bare callable is taken as one without extras); it runs once,
+    outside the timing. ``params`` become columns of the results table (backend, sizes, mode, ...).
     ``skip`` holds a reason when the case cannot run here (e.g. over a memory budget); it is then
-    recorded in the table, not timed.
+    recorded in the table, not timed. ``single_calls=K`` times K single calls (median and spread of
+    individual calls, for microsecond calls) instead of blocks sized by the run time
+    (:func:`gsworkbench.bench.runner.time_interleaved`).
     """
 
     name: str
     params: dict[str, Any]
-    setup: Callable[[], Callable[[], Any]]
+    setup: Callable[[], Prepared | Callable[[], Any]]
     skip: str | None = None
+    single_calls: int | None = None
 
 
 @dataclass

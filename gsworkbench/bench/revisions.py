@@ -20,8 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.bench.runner import ROUNDS
-from gsworkbench.bench.store import SAMPLES
+from gsworkbench.bench.runner import ROUNDS, timing_stats
 from gsworkbench.results import REPO_ROOT, environment, new_run_dir, write_json, write_table
 
 WORKER = Path(__file__).with_name("_revision_worker.py")
@@ -127,8 +126,7 @@ def time_revisions(
                 for k in order:
                     samples[k].append(workers[k].ask(op="time", number=numbers[k])["per_call"])
             for row, s, n in zip(rows, samples, numbers):
-                q = pd.Series(s).quantile([0.25, 0.5, 0.75])
-                row.update(median_s=q[0.5], iqr_s=q[0.75] - q[0.25], runs=n_rounds, calls_per_run=n, **{SAMPLES: s})
+                row.update(timing_stats(s, n))
         for k, row in enumerate(rows):
             out[k].append(row)
         if progress:

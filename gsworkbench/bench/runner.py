@@ -8,6 +8,11 @@ meaningful.
 
 Counts (``threads``, ``runs``, ``calls_per_run``) are integer columns (empty for skipped cases). A case
 slow enough to get a single round has no spread: its ``iqr_s`` is empty (NaN), not 0.
+
+One timer (``torch.utils.benchmark.Timer``, here and in the revision worker) and one statistics
+function (:func:`timing_stats`, over ``torch.utils.benchmark.Measurement``) serve every suite, the
+notebooks' measurements and ``gsworkbench compare --revisions``. A case's setup returns the callable
+with its extra columns (:class:`~gsworkbench.bench.registry.Prepared`); they join its row.
 """
 
 from __future__ import annotations
@@ -16,17 +21,31 @@ import gc
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 import torch
 from torch.utils import benchmark
 
-from gsworkbench.bench.registry import Case, get_suite
+from gsworkbench.bench.registry import Case, get_suite, prepared
 
 ROUNDS = 10
 COUNT_COLUMNS = ("threads", "runs", "calls_per_run")
+_SAMPLES_TASK = benchmark.utils.common.TaskSpec(stmt="fn()", setup="pass")
+
+
+def timing_stats(samples_s: Sequence[float], calls_per_run: int = 1) -> dict[str, Any]:
+    """The statistics of one case's per-call times, one sample per round (seconds): ``median_s``,
+    ``iqr_s`` (NaN from a single round: no spread to report, not 0), ``runs``, ``calls_per_run`` and
+    the ``samples_s`` themselves, by ``torch.utils.benchmark.Measurement``."""
+    samples = [float(t) for t in samples_s]
+    if not samples:
+        raise ValueError("timing_stats needs at least one sample")
+    m = benchmark.Measurement(number_per_run=1, raw_times=samples, task_spec=_SAMPLES_TASK)
+    iqr = m.iqr if len(samples) > 1 else math.nan
+    return {"median_s": m.median, "iqr_s": iqr, "runs": len(samples), "calls_per_run": calls_per_run,
+            "samples_s": samples}  # fmt: skip
 
 
 def default_threads() -> int:
@@ -35,7 +54,8 @@ def default_threads() -> int:
 
 
 def time_interleaved(
-    fns: list[Callable[[], Any]], *, threads: int, min_run_time: float = 0.5, warmup: int = 2, rounds: int = ROUNDS
+    fns: list[Callable[[], Any]], *, threads: int, min_run_time: float = 0.5, warmup: int = 2, rounds: int = ROUNDS,
+    single_calls: int | None = None,
 ) -> list[dict[str, float]]:
     """Median, IQR (seconds per call), counts and raw samples of each ``fn()``, timed in interleaved blocks.
 
@@ -44,8 +64,23 @@ def time_interleaved(
     (down to one) when the slowest fn's single call exceeds ``min_run_time / rounds``; a call slower
     than ``min_run_time`` gets no further warm-up. ``samples_s`` lists every round's seconds per call
     (the block's time over its calls), in round order: what :mod:`gsworkbench.bench.compare` tests.
+
+    ``single_calls=K`` times K single calls of each fn instead (K rounds of one call, after ``warmup``
+    calls; ``min_run_time`` unused): the median and spread of individual calls, for microsecond calls
+    whose cost is the point (the ``overhead`` suite).
     """
+    if not fns:
+        return []
     timers = [benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads) for fn in fns]
+    if single_calls is not None:
+        for fn in fns:
+            for _ in range(warmup):
+                fn()
+        per_call = [[] for _ in fns]
+        for _ in range(single_calls):
+            for k, timer in enumerate(timers):
+                per_call[k].append(timer.timeit(1).median)
+        return [timing_stats(times, 1) for times in per_call]
     ones = []
     for fn, timer in zip(fns, timers):
         one = timer.timeit(1).median  # first call: a warm-up, and the size of the blocks if it is slow
@@ -56,24 +91,11 @@ def time_interleaved(
         ones.append(max(one, 1e-9))
     rounds = max(1, min(rounds, int(min_run_time / max(ones))))
     numbers = [max(1, int(min_run_time / rounds / one)) for one in ones]
-    per_call: list[list[float]] = [[] for _ in fns]
+    per_call = [[] for _ in fns]
     for _ in range(rounds):
         for k, timer in enumerate(timers):
             per_call[k].append(timer.timeit(numbers[k]).median)
-    out = []
-    for k, times in enumerate(per_call):
-        q = torch.tensor(times, dtype=torch.float64).quantile(torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
-        iqr = float(q[2] - q[0]) if rounds > 1 else math.nan  # one round: no spread to report
-        out.append(
-            {
-                "median_s": float(q[1]),
-                "iqr_s": iqr,
-                "runs": rounds,
-                "calls_per_run": numbers[k],
-                "samples_s": [float(t) for t in times],
-            }
-        )
-    return out
+    return [timing_stats(times, numbers[k]) for k, times in enumerate(per_call)]
 
 
 COMPARED = ("backend", "compile")  # params whose values are timed against each other, interleaved
@@ -102,13 +124,13 @@ def run_cases(
     try:
         for group in _comparison_groups(cases):
             timed = [i for i in group if not cases[i].skip]
-            fns = [cases[i].setup() for i in timed]
-            results = time_interleaved(fns, threads=threads, min_run_time=min_run_time) if fns else []
-            for fn, res in zip(fns, results):  # a callable may report more columns (e.g. stage times)
-                extras = getattr(fn, "extras", None)
-                if callable(extras):
-                    res.update(extras())
-            del fns
+            preps = [prepared(cases[i].setup()) for i in timed]
+            single = cases[group[0]].single_calls
+            results = time_interleaved([p.fn for p in preps], threads=threads, min_run_time=min_run_time,
+                                       single_calls=single, warmup=20 if single else 2)  # fmt: skip
+            for prep, res in zip(preps, results):  # the case's extra columns (after the timing: they may
+                res.update(prep.extra_columns())  # summarise the timed calls, e.g. stage medians)
+            del preps
             gc.collect()
             timings = dict(zip(timed, results))
             for i in group:

@@ -11,11 +11,19 @@ from gsworkbench.field._torch_impl import MemoryBudgetError
 from gsworkbench.field.api import BACKENDS, COVARIANCES, evaluate
 from gsworkbench.field.module import GaussianField
 from gsworkbench.field.targets import GaussianMixtureTarget, GridTarget, ShellTarget, TorusTarget, make_target
-from gsworkbench.field.trainer import TrainConfig, TrainResult, load_checkpoint, save_checkpoint, train_field
+from gsworkbench.field.trainer import (
+    FieldTrainStep,
+    TrainConfig,
+    TrainResult,
+    load_checkpoint,
+    save_checkpoint,
+    train_field,
+)
 
 __all__ = [
     "BACKENDS",
     "COVARIANCES",
+    "FieldTrainStep",
     "GaussianField",
     "GaussianMixtureTarget",
     "GridTarget",

@@ -4,8 +4,12 @@ Sizes: N = 100 and 1000 Gaussians x B = 500 points, and N = 1000 x B = 5000, eac
 diagonal covariance, for all backends; N = 4096 x B = 65536 for ``torch`` and ``ext`` only.
 N = 1000 x B = 5000 (full covariance) also runs ``torch`` and ``ext`` under torch.compile
 (``compile``: aot_eager, inductor; quick: ext forward+backward under aot_eager), interleaved with the
-eager runs. The summary adds pairs per second and the speedups over ``vectorized`` and over ``loop``
-(eager) and over the same backend eager, measured in the same run.
+eager runs. Mode ``train-step`` is one training step of a GaussianField (the trainer's own
+:class:`~gsworkbench.field.FieldTrainStep`: sample B points of the ``shell`` target, MSE, backward,
+Adam) at N = 1000 x B = 5000, full covariance (quick: N = 100 x B = 200); :func:`train_step_cases`
+gives such cases for any target and size (the field notebook's timings). The summary adds pairs per
+second and the speedups over ``vectorized`` and over ``loop`` (eager) and over the same backend eager,
+measured in the same run.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ import pandas as pd
 import torch
 
 from gsworkbench._ext import has_ext
-from gsworkbench.bench.registry import Case, register_suite
+from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.compile import COMPILE_MODES, compile_step
-from gsworkbench.field import BACKENDS, evaluate
+from gsworkbench.field import BACKENDS, FieldTrainStep, GaussianField, TrainConfig, evaluate, make_target
 from gsworkbench.field._torch_impl import memory_budget, vectorized_bytes
+from gsworkbench.field.targets import Target
 
 
 def field_inputs(B: int, N: int, covariance: str, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -38,8 +43,8 @@ def field_inputs(B: int, N: int, covariance: str, seed: int = 0) -> tuple[torch.
 
 def _make(
     B: int, N: int, covariance: str, backend: str, mode: str, compile_mode: str = "eager"
-) -> Callable[[], Callable[[], object]]:
-    def setup() -> Callable[[], object]:
+) -> Callable[[], Prepared]:
+    def setup() -> Prepared:
         inputs = field_inputs(B, N, covariance)
 
         def field(*ts: torch.Tensor) -> torch.Tensor:
@@ -67,9 +72,36 @@ def _make(
         if compile_mode != "eager":  # compilation stays out of the timings
             fn()
             fn()
-        return fn
+        return Prepared(fn)
 
     return setup
+
+
+def _train_step_setup(
+    target: Target, N: int, B: int, covariance: str, backend: str, seed: int
+) -> Callable[[], Prepared]:
+    def setup() -> Prepared:
+        model = GaussianField(N, covariance, backend=backend, seed=seed)
+        step = FieldTrainStep(model, target, TrainConfig(batch_size=B, seed=seed, progress=False))
+        return Prepared(step)
+
+    return setup
+
+
+def train_step_cases(
+    target: Target, num_gaussians: int, covariance: str, batch_size: int, backends: list[str] | tuple[str, ...],
+    seed: int = 0,
+) -> list[Case]:  # fmt: skip
+    """One ``train-step`` case per backend: a training step of a ``num_gaussians`` field on
+    ``batch_size`` points of ``target`` (timed interleaved, as they differ only in the backend)."""
+    N, B = num_gaussians, batch_size
+    out = []
+    for backend in backends:
+        params = {"backend": backend, "N": N, "B": B, "covariance": covariance, "mode": "train-step",
+                  "compile": "eager"}  # fmt: skip
+        setup = _train_step_setup(target, N, B, covariance, backend, seed)
+        out.append(Case(f"field/{backend}/N{N}/B{B}/{covariance}/train-step", params, setup, _skip(backend, B, N)))
+    return out
 
 
 def _skip(backend: str, B: int, N: int) -> str | None:
@@ -126,4 +158,5 @@ def cases(quick: bool) -> list[Case]:
                         name = f"field/{backend}/N{N}/B{B}/{covariance}/{mode}" + (f"/{cm}" if cm != "eager" else "")
                         setup = _make(B, N, covariance, backend, mode, cm)
                         out.append(Case(name, params, setup, _skip(backend, B, N)))
-    return out
+    N, B = (100, 200) if quick else (1000, 5000)
+    return out + train_step_cases(make_target("shell"), N, "full", B, BACKENDS)

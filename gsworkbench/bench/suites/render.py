@@ -7,22 +7,231 @@ reference runs on the small end of the grid (<= 100k Gaussians at <= 256^2, forw
 (several seconds each on 2 cores). Plus the target case: 2,000 Gaussians at 128^2, SH degree 3,
 forward, forward+backward and train-step (L1 loss + backward), each eager and under torch.compile
 (aot_eager, inductor), interleaved. quick=True: 500 Gaussians at 64x48 (for tests), with the ext
-train-step also under aot_eager. External rasterizers registered
-with ``gsworkbench.bench.lineup.register_implementation("rasterize", name, fn)`` join the forward and
+train-step also under aot_eager. External rasterizers registered with
+``gsworkbench.bench.lineup.register_implementation("rasterize", name, fn)`` join the forward and
 forward+backward cases (checked against the torch reference first; see that module).
+
+The cases (:func:`render_cases`, also used by the rendering notebook): every case renders one view of
+``synthetic_splats(num, sh_degree, seed=0)`` from an orbit camera at distance 3 (60 degree horizontal
+fov). ``stage`` is one of:
+
+- ``project``, ``sh``, ``isect``, ``rasterize``: that stage alone (forward, inputs precomputed);
+- ``forward``: the whole ``rasterize`` call without gradients;
+- ``forward+backward``: ``rasterize`` then backward of sum(colours) + sum(alphas) to every input;
+- ``train-step``: ``rasterize``, the L1 loss against a fixed image, and its backward.
+
+The last three also run under torch.compile (``compile``: "aot_eager", "inductor"; "eager" is no
+compilation), interleaved with the eager runs; compilation happens in the case's setup.
+
+Beside the timings, each case's setup returns (as its extras, columns of its row) the number of tile
+intersections and ``first_call_peak_rss_mib``: how far the process's resident set rose during the
+case's first call (inputs already built) above its level just before it, in MiB
+(:func:`gsworkbench.bench.memory.peak_rss_increase_mib`: freed memory is returned to the OS first and
+the kernel's high-water mark is reset, so the number does not depend on earlier cases). It is the
+call's working memory, outputs included, as the OS sees it; NaN where it cannot be measured.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from gsworkbench.bench.lineup import render_lineup_cases
-from gsworkbench.bench.registry import Case, register_suite
-from gsworkbench.compile import COMPILE_MODES
-from gsworkbench.splat.bench import STAGES, WHOLE_CALLS, render_cases, summarize_render
+import pandas as pd
+import torch
 
+from gsworkbench.bench.lineup import check_rasterize, implementations
+from gsworkbench.bench.memory import peak_rss_increase_mib
+from gsworkbench.bench.registry import Case, Prepared, register_suite
+from gsworkbench.compile import COMPILE_MODES, compile_step
+from gsworkbench.splat import _torch_impl, cameras
+from gsworkbench.splat.rasterize import backend_module, rasterize
+from gsworkbench.splats import SplatSet, synthetic_splats
+
+STAGES = ("project", "sh", "isect", "rasterize", "forward", "forward+backward")
+WHOLE_CALLS = ("forward", "forward+backward", "train-step")  # stages that can run compiled
+EXTRA_COLUMNS = ("n_isects", "first_call_peak_rss_mib")  # each case's extras
 FULL_NUMS = (10_000, 100_000, 1_000_000)
 FULL_SIZES = ((128, 128), (256, 256), (512, 512), (800, 800))
+
+
+@functools.lru_cache(maxsize=4)
+def _scene(num: int, sh_degree: int) -> SplatSet:
+    return synthetic_splats(num, sh_degree, seed=0)
+
+
+def _whole_call(
+    stage: str, compile_mode: str, inputs: tuple[torch.Tensor, ...], Ks: torch.Tensor, width: int, height: int,
+    sh_degree: int, rasterizer: Callable[..., Any],
+) -> Callable[[], Any]:
+    """One call of ``rasterizer`` (forward; ``rasterize``'s signature less ``backend``), or with a loss
+    and its backward (forward+backward: sum of colours and alphas; train-step: L1 against a fixed
+    image), the forward and loss compiled with ``compile_mode`` (compile_step; the backward runs
+    outside the compiled function, compiled by AOTAutograd). Compilation happens here, in the setup:
+    two calls warm it up."""
+    leaves = [t.detach().clone().requires_grad_(stage != "forward") for t in inputs]
+
+    def render(*ts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        img, alpha, _ = rasterizer(*ts, Ks, width, height, sh_degree=sh_degree)
+        return img, alpha
+
+    if stage == "forward":
+        compiled = compile_step(render, compile_mode, eager_first_call=False)
+
+        def fn() -> Any:
+            with torch.no_grad():
+                return compiled(*leaves)
+
+    else:
+        with torch.no_grad():
+            target = render(*leaves)[0].flip(1) if stage == "train-step" else None  # a fixed image: mirrored
+
+        def loss(*ts: torch.Tensor) -> torch.Tensor:
+            img, alpha = render(*ts)
+            return (img - target).abs().mean() if target is not None else img.sum() + alpha.sum()
+
+        compiled = compile_step(loss, compile_mode, eager_first_call=False)
+
+        def fn() -> Any:
+            for t in leaves:
+                t.grad = None
+            compiled(*leaves).backward()
+
+    if compile_mode != "eager":
+        fn()
+        fn()
+    return fn
+
+
+def _make_setup(num: int, width: int, height: int, sh_degree: int, backend: str, stage: str,
+                compile_mode: str = "eager") -> Callable[[], Prepared]:  # fmt: skip
+    def setup() -> Prepared:
+        s = _scene(num, sh_degree)
+        vm, Ks = cameras.orbit_cameras(1, width, height, distance=3.0)
+        means, quats, scales, opac, sh = s.means, s.quats, s.scales, s.opacities, s.sh
+        impl = backend_module(backend)
+        ts = 16
+        tw, th = (width + ts - 1) // ts, (height + ts - 1) // ts
+        radii, m2, depths, conics, _ = impl.project_gaussians(means, quats, scales, vm, Ks, width, height)
+        dirs = _torch_impl.view_dirs(means, vm)
+        colors = impl.sh_to_color(sh, dirs, sh_degree)
+        _, _, fid, toff = impl.isect_tiles(m2, radii, depths, ts, tw, th)
+        o = opac[None].expand(1, -1).contiguous()
+        if stage == "project":
+            fn = lambda: impl.project_gaussians(means, quats, scales, vm, Ks, width, height)  # noqa: E731
+        elif stage == "sh":
+            fn = lambda: impl.sh_to_color(sh, dirs, sh_degree)  # noqa: E731
+        elif stage == "isect":
+            fn = lambda: impl.isect_tiles(m2, radii, depths, ts, tw, th)  # noqa: E731
+        elif stage == "rasterize":
+            fn = lambda: impl.rasterize_to_pixels(m2, conics, colors, o, width, height, ts, toff, fid)  # noqa: E731
+        else:
+            inputs = (means, quats, scales, opac, sh, vm)
+            rasterizer = functools.partial(rasterize, backend=backend)
+            fn = _whole_call(stage, compile_mode, inputs, Ks, width, height, sh_degree, rasterizer)
+        return Prepared(fn, {"n_isects": int(fid.numel()), "first_call_peak_rss_mib": peak_rss_increase_mib(fn)})
+
+    return setup
+
+
+def render_cases(
+    nums: Iterable[int],
+    sizes: Iterable[tuple[int, int]],
+    sh_degrees: Iterable[int],
+    backends: Iterable[str],
+    stages: Iterable[str] = STAGES,
+    skip: Callable[[dict[str, Any]], str | None] = lambda p: None,
+    compile_modes: Iterable[str] = ("eager",),
+) -> list[Case]:
+    """The grid of cases; ``skip(params)`` may return a reason to record a case as skipped.
+
+    ``compile_modes``: "eager", "aot_eager", "inductor" (torch.compile backends) for the stages
+    forward, forward+backward and train-step (the single-stage cases run eagerly only)."""
+    cases = []
+    for num in nums:
+        for width, height in sizes:
+            for deg in sh_degrees:
+                for backend in backends:
+                    for stage in stages:
+                        for mode in compile_modes if stage in WHOLE_CALLS else ("eager",):
+                            params = dict(backend=backend, num=num, width=width, height=height, sh_degree=deg,
+                                          stage=stage, compile=mode)  # fmt: skip
+                            name = f"render/{backend}/n{num}/{width}x{height}/sh{deg}/{stage}"
+                            name += f"/{mode}" if mode != "eager" else ""
+                            setup = _make_setup(num, width, height, deg, backend, stage, mode)
+                            cases.append(Case(name, params, setup, skip=skip(params)))
+    return cases
+
+
+def _lineup_setup(rasterizer: Callable[..., Any], num: int, width: int, height: int, sh_degree: int,
+                  stage: str) -> Callable[[], Prepared]:  # fmt: skip
+    def setup() -> Prepared:
+        s = _scene(num, sh_degree)
+        vm, Ks = cameras.orbit_cameras(1, width, height, distance=3.0)
+        inputs = (s.means, s.quats, s.scales, s.opacities, s.sh, vm)
+        fn = _whole_call(stage, "eager", inputs, Ks, width, height, sh_degree, rasterizer)
+        return Prepared(fn, {"first_call_peak_rss_mib": peak_rss_increase_mib(fn)})
+
+    return setup
+
+
+def render_lineup_cases(
+    nums: Iterable[int], sizes: Iterable[tuple[int, int]], sh_degrees: Iterable[int],
+    stages: Iterable[str] = ("forward", "forward+backward"),
+    skip: Callable[[dict[str, Any]], str | None] = lambda p: None,
+) -> list[Case]:  # fmt: skip
+    """Cases of the external rasterizers (:mod:`gsworkbench.bench.lineup`): the same names, params and
+    calls as ours, backend = the implementation's name; one that fails
+    :func:`~gsworkbench.bench.lineup.check_rasterize` is skipped with the reason, others per ``skip``."""
+    out = []
+    for name, fn in implementations("rasterize").items():
+        skip_all = check_rasterize(name, fn)
+        for num in nums:
+            for width, height in sizes:
+                for deg in sh_degrees:
+                    for stage in stages:
+                        params = dict(backend=name, num=num, width=width, height=height, sh_degree=deg, stage=stage,
+                                      compile="eager")  # fmt: skip
+                        case = f"render/{name}/n{num}/{width}x{height}/sh{deg}/{stage}"
+                        why = skip_all or skip(params)
+                        out.append(Case(case, params, _lineup_setup(fn, num, width, height, deg, stage), why))
+    return out
+
+
+def summarize_render(df: pd.DataFrame) -> pd.DataFrame:
+    """Adds n_isects, first_call_peak_rss_mib, fps, isects_per_s, the backward time, ext-over-torch speedups and
+    compiled-over-eager speedups."""
+    df = df.copy()
+    if "compile" not in df:
+        df["compile"] = "eager"
+    for col in EXTRA_COLUMNS:  # absent when no case was timed
+        if col not in df:
+            df[col] = float("nan")
+    if "median_s" not in df:
+        df["median_s"] = float("nan")
+    key = ["backend", "compile", "num", "width", "height", "sh_degree"]
+    fwd = df[df.stage == "forward"].set_index(key)["median_s"]
+    both = df[df.stage == "forward+backward"].set_index(key)["median_s"]
+    bwd = (both - fwd).dropna()
+    if len(bwd):
+        extra = bwd.rename("median_s").reset_index().assign(stage="backward")
+        n_is = df[df.stage == "forward"].set_index(key)["n_isects"]
+        extra["n_isects"] = n_is.reindex(extra.set_index(key).index).to_numpy()
+        df = pd.concat([df, extra], ignore_index=True)
+    df["n_isects"] = df["n_isects"].astype("Int64")
+    df["fps"] = (1.0 / df["median_s"]).where(df.stage.isin(list(WHOLE_CALLS)))
+    df["isects_per_s"] = df["n_isects"] / df["median_s"]
+    cols = [*key, "stage"]
+    t = df[df.backend == "torch"][[*cols, "median_s"]].rename(columns={"median_s": "torch_s"})
+    t = t.drop(columns="backend").dropna()
+    df = df.merge(t, on=cols[1:], how="left")
+    df["speedup_vs_torch"] = (df["torch_s"] / df["median_s"]).where(df.backend != "torch")
+    df = df.drop(columns="torch_s")
+    cols = [c for c in [*key, "stage"] if c != "compile"]
+    e = df[df.compile == "eager"][[*cols, "median_s"]].rename(columns={"median_s": "eager_s"}).dropna()
+    df = df.merge(e, on=cols, how="left")
+    df["speedup_vs_eager"] = df["eager_s"] / df["median_s"]
+    return df.drop(columns="eager_s")
 
 
 def _skip_full(p: dict[str, Any]) -> str | None:

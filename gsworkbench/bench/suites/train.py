@@ -14,14 +14,15 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.bench.registry import Case, register_suite
+from gsworkbench.bench.registry import Case, Prepared, register_suite
 
 NUMS = (10_000, 100_000)
 SIZES = ((245, 136), (400, 400), (800, 800))
 
 
 class TrainStep:
-    """A callable running one training step of a trainer; ``extras()`` gives its stage medians."""
+    """A callable running one training step of a trainer; ``extras()`` gives its stage medians over
+    the steps run so far (the runner calls it after the timing)."""
 
     def __init__(self, trainer: Any) -> None:
         from gsworkbench.bench.memory import peak_rss_increase_mib
@@ -59,15 +60,16 @@ def bench_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> Any
                        sh_degree=sh_degree, gen=gen)  # fmt: skip
 
 
-def step_setup(backend: str, num: int, width: int, height: int, seed: int = 0) -> Callable[[], TrainStep]:
-    def setup() -> TrainStep:
+def step_setup(backend: str, num: int, width: int, height: int, seed: int = 0) -> Callable[[], Prepared]:
+    def setup() -> Prepared:
         from gsworkbench.scenes import builtin_scene
         from gsworkbench.train import Trainer, preset
 
         scene = builtin_scene("object", width=width, height=height, n_train=4, n_test=1)
         cfg = preset("micro", backend=backend, refine_start=10**9, max_gaussians=None, progress=False,
                      iterations=10**6, sh_degree_interval=1)  # fmt: skip  # densification off: a fixed count
-        return TrainStep(Trainer(scene, cfg, bench_splats(scene, num, seed=seed)))
+        step = TrainStep(Trainer(scene, cfg, bench_splats(scene, num, seed=seed)))
+        return Prepared(step, step.extras)
 
     return setup
 

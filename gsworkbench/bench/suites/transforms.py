@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from gsworkbench._ext import has_ext
-from gsworkbench.bench.registry import Case, register_suite
+from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.splats import SplatSet, synthetic_splats
 
 BACKENDS = ("numpy", "numba", "torch", "ext")
@@ -52,10 +52,8 @@ def bytes_moved(n: int, degree: int, out: bool) -> int:
     return 2 * per * n
 
 
-def _transform_setup(
-    backend: str, n: int, degree: int, out: bool, kw: dict
-) -> Callable[[], Callable[[], object]]:
-    def setup() -> Callable[[], object]:
+def _transform_setup(backend: str, n: int, degree: int, out: bool, kw: dict) -> Callable[[], Prepared]:
+    def setup() -> Prepared:
         from gsworkbench.transforms import transform
 
         if backend == "numba":
@@ -65,17 +63,17 @@ def _transform_setup(
         s = splats_for(n, degree)
         buf = s.clone() if out else None
         if out:
-            return lambda: transform(s, backend=backend, out=buf, **kw)
-        return lambda: transform(s, backend=backend, **kw)
+            return Prepared(lambda: transform(s, backend=backend, out=buf, **kw))
+        return Prepared(lambda: transform(s, backend=backend, **kw))
 
     return setup
 
 
-def _copy_setup(nbytes: int) -> Callable[[], Callable[[], object]]:
-    def setup() -> Callable[[], object]:
+def _copy_setup(nbytes: int) -> Callable[[], Prepared]:
+    def setup() -> Prepared:
         src = torch.ones(max(nbytes // 8, 1), dtype=torch.float32)
         dst = torch.empty_like(src)
-        return lambda: dst.copy_(src)
+        return Prepared(lambda: dst.copy_(src))
 
     return setup
 
