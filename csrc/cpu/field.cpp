@@ -5,16 +5,28 @@
 #include <omp.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "gsw/field.h"
 #include "gsw/field_op.h"
+#include "gsw/parallel.h"
 
 namespace gsw {
 namespace field {
 namespace {
 
 constexpr int64_t kBlock = 64;
+// Work per thread before a region wakes another thread, in (block of kBlock points) x Gaussian units:
+// 256 units are 16k pairs, some tens of microseconds, the order of the cost of waking a sleeping thread.
+constexpr int64_t kMinForwardUnits = 256;
+constexpr int64_t kMinBackwardUnits = 128;  // a backward pair costs about twice a forward one
+
+// Threads for a region over `nblocks` blocks of points and N Gaussians: threads_for the pairs, and
+// no more than there are blocks.
+inline int threads_for_blocks(int64_t nblocks, int64_t N, int64_t min_units) {
+  return static_cast<int>(std::min<int64_t>(threads_for(nblocks * N, min_units), std::max<int64_t>(nblocks, 1)));
+}
 
 template <typename T>
 std::vector<Gauss<T>> prepare_all(const T* means, const T* factors, const T* weights, int64_t N) {
@@ -52,7 +64,7 @@ __attribute__((noinline)) void forward_block(const Gauss<T>* __restrict gs, int6
 template <typename T>
 void forward_kernel(const T* points, const Gauss<T>* gs, T* out, int64_t B, int64_t N) {
   const int64_t nblocks = (B + kBlock - 1) / kBlock;
-#pragma omp parallel
+#pragma omp parallel num_threads(threads_for_blocks(nblocks, N, kMinForwardUnits))
   {
     DenormalsOff ftz;
     alignas(64) T px[kBlock], py[kBlock], pz[kBlock], acc[kBlock];
@@ -71,9 +83,9 @@ void forward_kernel(const T* points, const Gauss<T>* gs, T* out, int64_t B, int6
 // across the block's lanes once, so larger blocks amortise that reduction (see backward_kernel).
 template <typename T, int64_t Block>
 void backward_blocks(const T* grad, const T* points, const Gauss<T>* gs, T* grad_points, double* sums, int64_t B,
-                     int64_t N) {
+                     int64_t N, int nthreads) {
   const int64_t nblocks = (B + Block - 1) / Block;
-#pragma omp parallel
+#pragma omp parallel num_threads(nthreads)
   {
     DenormalsOff ftz;
     double* my = sums + static_cast<size_t>(omp_get_thread_num()) * N * kAccum;
@@ -137,20 +149,20 @@ void backward_blocks(const T* grad, const T* points, const Gauss<T>* gs, T* grad
 template <typename T>
 void backward_kernel(const T* grad, const T* points, const Gauss<T>* gs, T* grad_points, T* grad_means,
                      T* grad_factors, T* grad_weights, int64_t B, int64_t N) {
-  const int nthreads = omp_get_max_threads();
+  const int nthreads = threads_for_blocks((B + kBlock - 1) / kBlock, N, kMinBackwardUnits);
   // Per-thread per-Gaussian sums (double: they add up to B terms).
   std::vector<double> sums(static_cast<size_t>(nthreads) * N * kAccum, 0.0);
   // The largest block that still gives every thread a block of its own (512 points measured ~1.8x
   // faster per pair than 64 on AVX-512).
   const int64_t per_thread = B / static_cast<int64_t>(nthreads);
   if (per_thread >= 512) {
-    backward_blocks<T, 512>(grad, points, gs, grad_points, sums.data(), B, N);
+    backward_blocks<T, 512>(grad, points, gs, grad_points, sums.data(), B, N, nthreads);
   } else if (per_thread >= 256) {
-    backward_blocks<T, 256>(grad, points, gs, grad_points, sums.data(), B, N);
+    backward_blocks<T, 256>(grad, points, gs, grad_points, sums.data(), B, N, nthreads);
   } else if (per_thread >= 128) {
-    backward_blocks<T, 128>(grad, points, gs, grad_points, sums.data(), B, N);
+    backward_blocks<T, 128>(grad, points, gs, grad_points, sums.data(), B, N, nthreads);
   } else {
-    backward_blocks<T, 64>(grad, points, gs, grad_points, sums.data(), B, N);
+    backward_blocks<T, 64>(grad, points, gs, grad_points, sums.data(), B, N, nthreads);
   }
   at::parallel_for(0, N, 256, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
