@@ -40,7 +40,8 @@ def check_tensor(
     """
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() != len(shape) or any(isinstance(s, int) and x.shape[i] != s for i, s in enumerate(shape)):
+    sizes = x.shape
+    if len(sizes) != len(shape) or any(type(s) is int and n != s for n, s in zip(sizes, shape)):
         want = "[" + ",".join("*" if s is None else str(s) for s in shape) + "]"
         raise ValueError(f"{name} must have shape {want}, got {list(x.shape)}")
     if x.dtype not in dtypes:
@@ -57,34 +58,51 @@ def check_finite(name: str, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+_NO_DATA = (True, float("inf"), float("-inf"))  # stats of a tensor without values: passes every range check
+
+
 def check_finite_all(tensors: Mapping[str, torch.Tensor]) -> list[tuple[bool, float, float]]:
     """:func:`check_finite` for several tensors with one pass and one device sync; the error names the
     first offending tensor. Returns their :func:`value_stats` (min/max for range checks); tensors that
     are not floating point, or have no data (meta, or traced by torch.compile: :func:`checking_values`),
-    get (True, inf, -inf), which pass every range check."""
-    names = list(tensors)
+    get (True, inf, -inf), which pass every range check.
+
+    This runs on every call of the public ops, so it stays a handful of attribute reads and one op call
+    (a few microseconds on tiny inputs)."""
     if not checking_values():
-        return [(True, float("inf"), float("-inf")) for _ in names]
-    checked = [n for n in names if tensors[n].is_floating_point() and tensors[n].device.type != "meta"]
-    stats = dict(zip(checked, value_stats([tensors[n] for n in checked])))
-    for name in checked:
-        if not stats[name][0]:
+        return [_NO_DATA] * len(tensors)
+    checked = [(name, t) for name, t in tensors.items() if t.is_floating_point() and not t.is_meta]
+    stats = value_stats([t for _, t in checked])
+    by_name = {}
+    for (name, _), row in zip(checked, stats):
+        if not row[0]:
             raise ValueError(f"{name} contains non-finite values (NaN or Inf)")
-    return [stats.get(n, (True, float("inf"), float("-inf"))) for n in names]
+        by_name[name] = row
+    return [by_name.get(name, _NO_DATA) for name in tensors]
+
+
+_STATS_DTYPES = (torch.float32, torch.float64)
 
 
 def value_stats(tensors: Sequence[torch.Tensor]) -> list[tuple[bool, float, float]]:
     """Per floating-point tensor: (all values finite, min, max), with one device sync for all of them.
 
     min/max of an empty tensor are +inf/-inf; they are meaningless when a value is not finite. CPU
-    tensors go through the extension's one-pass ``tensor_stats`` op when it is built (a hot-path input
-    check costs microseconds); otherwise torch reductions, the reference the tests compare it with.
+    float32/float64 tensors go through the extension's one-pass ``tensor_stats`` op when it is built (a
+    hot-path input check costs microseconds); others through torch reductions, the reference the tests
+    compare it with.
     """
-    ts = [t.detach() for t in tensors]
-    if ts and all(t.device.type == "cpu" for t in ts) and has_kernel("tensor_stats", "cpu"):
-        rows = torch.ops.gsworkbench.tensor_stats(ts).tolist()
+    if not tensors:
+        return []
+    first = tensors[0]  # the op checks every tensor's device and dtype itself (RuntimeError: the reference)
+    if first.is_cpu and first.dtype in _STATS_DTYPES and has_kernel("tensor_stats", "cpu"):
+        try:
+            with torch.no_grad():  # statistics, not a differentiable result (and no autograd bookkeeping)
+                rows = torch.ops.gsworkbench.tensor_stats(tensors).tolist()
+        except RuntimeError:  # a tensor of another device or dtype: mixed lists are rare
+            rows = value_stats_torch(tensors)
     else:
-        rows = value_stats_torch(ts)
+        rows = value_stats_torch(tensors)
     return [(r[0] == 0, r[1], r[2]) for r in rows]
 
 
@@ -112,12 +130,12 @@ def check_same_size(size_name: str, *uses: tuple[str, torch.Tensor, int]) -> int
 
 def check_same_device_dtype(**tensors: torch.Tensor) -> None:
     """All tensors on one device and of one dtype."""
-    devices = {str(t.device) for t in tensors.values()}
-    if len(devices) > 1:
+    ts = list(tensors.values())
+    device, dtype = ts[0].device, ts[0].dtype
+    if any(t.device != device for t in ts):
         detail = ", ".join(f"{k} on {t.device}" for k, t in tensors.items())
         raise ValueError(f"inputs are on different devices ({detail})")
-    dtypes = {t.dtype for t in tensors.values()}
-    if len(dtypes) > 1:
+    if any(t.dtype != dtype for t in ts):
         detail = ", ".join(f"{k} {str(t.dtype).replace('torch.', '')}" for k, t in tensors.items())
         raise ValueError(f"inputs have different dtypes ({detail})")
 

@@ -36,14 +36,18 @@ def check_field_inputs(
     check_same_device_dtype(points=points, means=means, factors=factors, weights=weights)
     if not checking_values():  # eager only: see gsworkbench.validation
         return
-    check_finite_all(dict(points=points, means=means, factors=factors, weights=weights))
-    f = factors.detach()
+    # one tensor_stats pass for the finite scans and the factors' ranges (diagonal > 0, zero upper triangle)
+    tensors = dict(points=points, means=means, factors=factors, weights=weights)
     if covariance == "full":
-        if f.numel() and not bool((torch.diagonal(f, dim1=-2, dim2=-1) > 0).all()):
+        tensors.update(diagonal=torch.diagonal(factors, dim1=-2, dim2=-1), upper0=factors[:, 0, 1:],
+                       upper1=factors[:, 1, 2])  # fmt: skip
+    stats = dict(zip(tensors, check_finite_all(tensors)))  # (finite, min, max); +inf, -inf when empty
+    if covariance == "full":
+        if not stats["diagonal"][1] > 0:
             raise ValueError("factors must have a positive diagonal (Cholesky factors L with Sigma = L L^T)")
-        if f.numel() and bool(torch.triu(f, diagonal=1).ne(0).any()):
+        if any(stats[k][1] < 0 or stats[k][2] > 0 for k in ("upper0", "upper1")):
             raise ValueError("factors must be lower-triangular (entries above the diagonal must be 0)")
-    elif f.numel() and not bool((f > 0).all()):
+    elif not stats["factors"][1] > 0:
         raise ValueError("factors (standard deviations, covariance='diag') must be positive")
 
 
