@@ -1,6 +1,6 @@
 """Builds the gsworkbench._C extension.
 
-The CPU kernels (csrc/gsworkbench.cpp + csrc/cpu/*.cpp) are always built. The CUDA kernels
+The op schemas and C++ autograd (csrc/*.cpp) and the CPU kernels (csrc/cpu/*.cpp) are always built. The CUDA kernels
 (csrc/cuda/*.cu + csrc/cuda/*.cpp) are added when torch was built with CUDA and nvcc is found.
 Environment knobs: GSW_MARCH (default "native"), GSW_NO_CUDA=1, MAX_JOBS.
 """
@@ -16,7 +16,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtensio
 here = os.path.dirname(os.path.abspath(__file__))
 march = os.environ.get("GSW_MARCH", "native")
 cxx_flags = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast", f"-march={march}"]
-sources = ["csrc/gsworkbench.cpp"] + sorted(glob.glob("csrc/cpu/*.cpp"))
+sources = sorted(glob.glob("csrc/*.cpp")) + sorted(glob.glob("csrc/cpu/*.cpp"))
 include_dirs = [os.path.join(here, "csrc", "include")]
 
 with_cuda = (

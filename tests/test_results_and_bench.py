@@ -165,3 +165,17 @@ def test_timing_stats_are_torch_benchmarks_median_and_iqr():
     assert one["median_s"] == 2.5 and math.isnan(one["iqr_s"])  # one round: no spread, not 0
     with pytest.raises(ValueError, match="at least one sample"):
         timing_stats([])
+
+
+def test_overhead_suite_times_single_calls():
+    """Each case: the median and IQR of single calls (quick: 50), with the threads it ran on."""
+    from gsworkbench._ext import has_ext
+
+    if not has_ext():
+        pytest.skip("gsworkbench._C not built")
+    df = run_suite("overhead", quick=True, threads=1, progress=False)
+    assert list(zip(df.op, df["mode"])) == [(op, m) for op in ("field", "rasterize")
+                                            for m in ("forward", "forward+backward")]  # fmt: skip
+    assert (df.runs == 50).all() and (df.calls_per_run == 1).all() and (df.threads == 1).all()
+    assert (df.median_us > 0).all() and df.iqr_us.notna().all()
+    assert all(len(s) == 50 for s in df.samples_s)

@@ -1,8 +1,10 @@
-"""The extension's field ops: fake (meta) kernels and autograd, registered with torch.library.
+"""The extension's field ops: fake (meta) kernels, registered with torch.library.
 
 ``field_forward(points, means, factors, weights) -> values`` is fused (O(B+N) memory); its backward
 is the analytic ``field_backward`` op. Both live in csrc/ (CPU: csrc/cpu/field.cpp, CUDA:
-csrc/cuda/field.cu), with their per-pair math in csrc/include/gsw/field.h.
+csrc/cuda/field.cu), with their per-pair math in csrc/include/gsw/field.h. The autograd of
+``field_forward`` is registered in C++ (csrc/field_autograd.cpp): a Python autograd layer
+(torch.library.register_autograd) cost tiny calls more than the kernels themselves.
 """
 
 from __future__ import annotations
@@ -25,15 +27,6 @@ def _register() -> None:
             torch.empty_like(factors),
             torch.empty_like(weights),
         )
-
-    def setup_context(ctx, inputs, output):  # noqa: ANN001, ANN202
-        ctx.save_for_backward(*inputs)
-
-    def backward(ctx, grad_values):  # noqa: ANN001, ANN202
-        points, means, factors, weights = ctx.saved_tensors
-        return torch.ops.gsworkbench.field_backward(grad_values.contiguous(), points, means, factors, weights)
-
-    torch.library.register_autograd("gsworkbench::field_forward", backward, setup_context=setup_context)
 
 
 if has_ext():
