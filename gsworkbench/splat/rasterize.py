@@ -135,7 +135,7 @@ def check_rasterize_inputs(
 def _check_values(tensors: dict[str, torch.Tensor]) -> None:
     """Finite values everywhere, opacities in [0, 1], scales >= 0, positive focal lengths: one pass and
     one device sync for all of them (:func:`gsworkbench.validation.check_finite_all`)."""
-    focal = torch.diagonal(tensors["Ks"].detach(), dim1=-2, dim2=-1)[:, :2]
+    focal = tensors["Ks"].diagonal(dim1=-2, dim2=-1)[:, :2]
     stats = check_finite_all({**tensors, "focal lengths": focal})
     by_name = dict(zip(tensors, stats))
     _, omin, omax = by_name["opacities"]  # +inf/-inf when empty: passes
@@ -224,7 +224,7 @@ def rasterize(
                 "rasterize(absgrad=True) is not supported under torch.compile (it accumulates into "
                 "means2d.absgrad from the backward); run that step eagerly"
             )
-        impl = backend_module(backend)
+        impl = ops if backend == "ext" else _torch_impl  # backend and extension checked above
         C, N = viewmats.shape[0], means.shape[0]
         radii, means2d, depths, conics, comps = impl.project_gaussians(
             means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
