@@ -8,7 +8,10 @@ Forward ops (csrc/cpu/splat.cpp; per-Gaussian and per-pixel math in csrc/include
 - ``splat_rasterize``: per-tile front-to-back compositing -> colours, alphas, final transmittance,
   last contributor per pixel.
 
-Each differentiable forward has an analytic ``*_backward`` op, wired here with register_autograd.
+Each differentiable forward has an analytic ``*_backward`` op. ``splat_project`` and
+``splat_sh_to_color`` are wired to theirs in C++ (csrc/splat_autograd.cpp: a Python autograd layer cost
+tiny calls more than the kernels); ``splat_rasterize`` here with register_autograd (its absgrad backward
+sets the Python attribute ``means2d.absgrad``).
 """
 
 from __future__ import annotations
@@ -59,37 +62,6 @@ def _register() -> None:
             torch.empty_like(viewmats),
         )
 
-    def _project_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
-        means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane = inputs
-        ctx.args = (width, height, eps2d, near_plane, far_plane)
-        ctx.set_materialize_grads(False)  # unused outputs' gradients arrive as None, not zero tensors
-        ctx.save_for_backward(means, quats, scales, viewmats, Ks, output[0])
-
-    def _project_backward(ctx, v_radii, v_means2d, v_depths, v_conics, v_comps):  # noqa: ANN001, ANN202
-        means, quats, scales, viewmats, Ks, radii = ctx.saved_tensors
-        C, N = radii.shape
-        if v_means2d is None and v_depths is None and v_conics is None and v_comps is None:
-            return None, None, None, None, None, None, None, None, None, None
-
-        def z(g, *shape):  # noqa: ANN001, ANN002, ANN202
-            return means.new_zeros(C, N, *shape) if g is None else g
-
-        gm, gq, gs, gv = torch.ops.gsworkbench.splat_project_backward(
-            means,
-            quats,
-            scales,
-            viewmats,
-            Ks,
-            *ctx.args,
-            radii,
-            z(v_means2d, 2),
-            z(v_depths),
-            z(v_conics, 3),
-            z(v_comps),
-        )
-        return gm, gq, gs, gv, None, None, None, None, None, None
-
-    torch.library.register_autograd(lib + "splat_project", _project_backward, setup_context=_project_setup)
 
     @torch.library.register_fake(lib + "splat_sh_to_color")
     def _sh_fake(coeffs, dirs, degree):  # noqa: ANN001, ANN202
@@ -99,22 +71,6 @@ def _register() -> None:
     def _sh_bwd_fake(v_colors, coeffs, dirs, degree):  # noqa: ANN001, ANN202
         return torch.empty_like(coeffs), torch.empty_like(dirs)
 
-    def _sh_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
-        coeffs, dirs, degree = inputs
-        ctx.degree = degree
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(coeffs, dirs)
-
-    def _sh_backward(ctx, v_colors):  # noqa: ANN001, ANN202
-        coeffs, dirs = ctx.saved_tensors
-        if v_colors is None:
-            return None, None, None
-        gc, gd = torch.ops.gsworkbench.splat_sh_to_color_backward(
-            v_colors, coeffs, dirs, ctx.degree
-        )
-        return gc, gd, None
-
-    torch.library.register_autograd(lib + "splat_sh_to_color", _sh_backward, setup_context=_sh_setup)
 
     @torch.library.register_fake(lib + "splat_isect_tiles")
     def _isect_fake(means2d, radii, depths, tile_size, tile_width, tile_height):  # noqa: ANN001, ANN202

@@ -1,0 +1,145 @@
+// Autograd of the rasterizer's projection and SH ops, in C++ (as csrc/field_autograd.cpp for the field):
+// the backwards are the analytic *_backward ops. A Python autograd layer (torch.library.register_autograd)
+// cost each tiny call tens of microseconds in its forward and as much in its backward. splat_rasterize
+// keeps its Python autograd (gsworkbench/splat/ops.py): its absgrad backward sets means2d.absgrad, a
+// Python attribute.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+namespace gsw {
+namespace splat {
+namespace {
+
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using Tensors5 = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
+using Tensors4 = std::tuple<Tensor, Tensor, Tensor, Tensor>;
+using Tensors2 = std::tuple<Tensor, Tensor>;
+
+Tensors5 call_project(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
+                      const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
+                      double far_plane) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gsworkbench::splat_project", "")
+                             .typed<Tensors5(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                             const Tensor&, int64_t, int64_t, double, double, double)>();
+  return op.call(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+}
+
+Tensors4 call_project_backward(const variable_list& s, int64_t width, int64_t height, double eps2d,
+                               double near_plane, double far_plane, const Tensor& v_means2d,
+                               const Tensor& v_depths, const Tensor& v_conics, const Tensor& v_comps) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("gsworkbench::splat_project_backward", "")
+          .typed<Tensors4(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                          int64_t, double, double, double, const Tensor&, const Tensor&, const Tensor&,
+                          const Tensor&, const Tensor&)>();
+  return op.call(s[0], s[1], s[2], s[3], s[4], width, height, eps2d, near_plane, far_plane, s[5], v_means2d,
+                 v_depths, v_conics, v_comps);
+}
+
+Tensor call_sh(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gsworkbench::splat_sh_to_color", "")
+                             .typed<Tensor(const Tensor&, const Tensor&, int64_t)>();
+  return op.call(coeffs, dirs, degree);
+}
+
+Tensors2 call_sh_backward(const Tensor& v_colors, const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gsworkbench::splat_sh_to_color_backward", "")
+                             .typed<Tensors2(const Tensor&, const Tensor&, const Tensor&, int64_t)>();
+  return op.call(v_colors, coeffs, dirs, degree);
+}
+
+class Project : public torch::autograd::Function<Project> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& means, const Tensor& quats, const Tensor& scales,
+                               const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
+                               double near_plane, double far_plane) {
+    Tensors5 out;
+    {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      out = call_project(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+    }
+    auto& [radii, means2d, depths, conics, comps] = out;
+    ctx->saved_data["width"] = width;
+    ctx->saved_data["height"] = height;
+    ctx->saved_data["eps2d"] = eps2d;
+    ctx->saved_data["near_plane"] = near_plane;
+    ctx->saved_data["far_plane"] = far_plane;
+    ctx->set_materialize_grads(false);  // unused outputs' gradients stay undefined, not zero tensors
+    ctx->mark_non_differentiable({radii});
+    ctx->save_for_backward({means, quats, scales, viewmats, Ks, radii});
+    return {radii, means2d, depths, conics, comps};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const Tensor& v_means2d = grads[1];
+    const Tensor& v_depths = grads[2];
+    const Tensor& v_conics = grads[3];
+    const Tensor& v_comps = grads[4];
+    variable_list out(10);
+    if (!v_means2d.defined() && !v_depths.defined() && !v_conics.defined() && !v_comps.defined()) return out;
+    const Tensor& radii = s[5];
+    const int64_t C = radii.size(0), N = radii.size(1);
+    auto zeros_or = [&](const Tensor& g, at::IntArrayRef shape) {
+      return g.defined() ? g : at::zeros(shape, s[0].options());
+    };
+    auto [gm, gq, gs, gv] = call_project_backward(
+        s, ctx->saved_data["width"].toInt(), ctx->saved_data["height"].toInt(), ctx->saved_data["eps2d"].toDouble(),
+        ctx->saved_data["near_plane"].toDouble(), ctx->saved_data["far_plane"].toDouble(),
+        zeros_or(v_means2d, {C, N, 2}), zeros_or(v_depths, {C, N}), zeros_or(v_conics, {C, N, 3}),
+        zeros_or(v_comps, {C, N}));
+    out[0] = gm;
+    out[1] = gq;
+    out[2] = gs;
+    out[3] = gv;
+    return out;
+  }
+};
+
+class ShToColor : public torch::autograd::Function<ShToColor> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
+    ctx->saved_data["degree"] = degree;
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({coeffs, dirs});
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_sh(coeffs, dirs, degree);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
+    const variable_list s = ctx->get_saved_variables();
+    auto [gc, gd] = call_sh_backward(grads[0], s[0], s[1], ctx->saved_data["degree"].toInt());
+    return {gc, gd, Tensor()};
+  }
+};
+
+Tensors5 project_autograd(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
+                          const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
+                          double far_plane) {
+  const variable_list out =
+      Project::apply(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+  return {out[0], out[1], out[2], out[3], out[4]};
+}
+
+Tensor sh_to_color_autograd(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
+  return ShToColor::apply(coeffs, dirs, degree);
+}
+
+}  // namespace
+}  // namespace splat
+}  // namespace gsw
+
+TORCH_LIBRARY_IMPL(gsworkbench, Autograd, m) {
+  m.impl("splat_project", &gsw::splat::project_autograd);
+  m.impl("splat_sh_to_color", &gsw::splat::sh_to_color_autograd);
+}
