@@ -67,7 +67,8 @@ def time_interleaved(
 
     ``single_calls=K`` times K single calls of each fn instead (K rounds of one call, after ``warmup``
     calls; ``min_run_time`` unused): the median and spread of individual calls, for microsecond calls
-    whose cost is the point (the ``overhead`` suite).
+    whose cost is the point (the ``overhead`` suite). ``Timer.timeit(1)`` runs two untimed calls before
+    the timed one, so every sample is a warm call.
     """
     if not fns:
         return []
