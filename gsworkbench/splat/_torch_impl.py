@@ -93,8 +93,10 @@ def project_gaussians(
 
 def view_dirs(means: torch.Tensor, viewmats: torch.Tensor) -> torch.Tensor:
     """SH view directions [C,N,3]: each mean [N,3] minus each camera centre (-R^T t of the world-to-camera
-    viewmats [C,4,4]), computed as means + t^T R (one matmul; cheap to differentiate)."""
-    return means[None] + viewmats[:, None, :3, 3] @ viewmats[:, :3, :3]
+    viewmats [C,4,4]), computed as means + t^T R (one matmul, broadcast over the means; few autograd nodes,
+    which a tiny call pays for in both directions)."""
+    top = viewmats.narrow(1, 0, 3)  # [C,3,4]: R | t
+    return means + top.narrow(2, 3, 1).mT @ top.narrow(2, 0, 3)  # [N,3] + [C,1,3] -> [C,N,3]
 
 
 def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:

@@ -229,7 +229,7 @@ def rasterize(
         radii, means2d, depths, conics, comps = impl.project_gaussians(
             means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
         )
-    opac = opacities[None].expand(C, N)
+    opac = opacities.expand(C, N)  # [N] -> [C,N] in one view (one autograd node, not two)
     if rasterize_mode == "antialiased":
         opac = opac * comps
     if render_mode in ("D", "ED"):
@@ -240,7 +240,7 @@ def rasterize(
                 dirs = _torch_impl.view_dirs(means, viewmats)
                 feats = impl.sh_to_color(colors, dirs, sh_degree)
         elif colors.dim() == 2:
-            feats = colors[None].expand(C, N, colors.shape[-1])
+            feats = colors.expand(C, N, colors.shape[-1])
         else:
             feats = colors
         if render_mode in ("RGB+D", "RGB+ED"):
