@@ -39,6 +39,23 @@ test: setup
 	$(BIN)/python -m pytest -q -n 2 tests
 	rm -rf build/smoke && $(BIN)/gsworkbench prepare-smoke build/smoke
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
+	$(MAKE) --no-print-directory test-generic
+
+# The ext tests again against a GSW_MARCH=x86-64-v3 build (no AVX-512), so the generic twins of the
+# AVX-512 loops are tested too: a copy of the package in build/generic with that build's _C, first on
+# the path (python -P: not the checkout; test_build_target checks which _C was imported). CPU kernels only.
+GENERIC := build/generic
+EXT_TESTS := tests/test_build_target.py tests/test_splat_stages.py tests/test_splat_raster.py \
+	tests/test_splat_absgrad.py tests/test_splat_edge_cases.py tests/test_field.py tests/test_field_device.py \
+	tests/test_transforms.py
+.PHONY: test-generic
+test-generic: setup
+	mkdir -p $(GENERIC)
+	tar -c --exclude='_C*.so' --exclude=__pycache__ --exclude=_build_info.json gsworkbench | tar -x -C $(GENERIC)
+	GSW_MARCH=x86-64-v3 GSW_NO_CUDA=1 GSW_BUILD_INFO=$(GENERIC)/gsworkbench/_build_info.json \
+		$(BIN)/python setup.py -q build_ext --build-lib $(GENERIC) --build-temp $(GENERIC)-tmp
+	PYTHONPATH=$(GENERIC) GSW_EXPECT_MARCH=x86-64-v3 GSW_REQUIRE_EXT=1 \
+		$(BIN)/python -P -m pytest -q -p no:cacheprovider -n 2 $(EXT_TESTS)
 
 lint: setup
 	$(BIN)/python -m ruff check gsworkbench tests notebooks

@@ -1,8 +1,10 @@
 """Builds the gsworkbench._C extension.
 
-The op schemas and C++ autograd (csrc/*.cpp) and the CPU kernels (csrc/cpu/*.cpp) are always built. The CUDA kernels
-(csrc/cuda/*.cu + csrc/cuda/*.cpp) are added when torch was built with CUDA and nvcc is found.
-Environment knobs: GSW_MARCH (default "native"), GSW_NO_CUDA=1, MAX_JOBS.
+The op schemas and C++ autograd (csrc/*.cpp) and the CPU kernels (csrc/cpu/*.cpp) are always
+built. The CUDA kernels (csrc/cuda/*.cu + csrc/cuda/*.cpp) are added when torch was built with CUDA and nvcc is found.
+Environment knobs: GSW_MARCH (the -march target, default "native"; `make test` also builds and tests
+x86-64-v3, which has no AVX-512), GSW_NO_CUDA=1, GSW_BUILD_INFO (where the build record is written,
+default gsworkbench/_build_info.json), MAX_JOBS.
 """
 
 import glob
@@ -15,7 +17,10 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtensio
 
 here = os.path.dirname(os.path.abspath(__file__))
 march = os.environ.get("GSW_MARCH", "native")
-cxx_flags = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast", f"-march={march}"]
+cxx_flags = ["-O3", "-std=c++20", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast"]
+cxx_flags.append(f"-march={march}")
+# GSW_MARCH is also compiled in (gsworkbench._C.march), so a test can tell which build it imported.
+define_macros = [("GSW_MARCH", march)]
 sources = sorted(glob.glob("csrc/*.cpp")) + sorted(glob.glob("csrc/cpu/*.cpp"))
 include_dirs = [os.path.join(here, "csrc", "include")]
 
@@ -30,7 +35,7 @@ if with_cuda:
         "gsworkbench._C",
         sources,
         include_dirs=include_dirs,
-        define_macros=[("GSW_WITH_CUDA", "1")],
+        define_macros=define_macros + [("GSW_WITH_CUDA", "1")],
         extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "--use_fast_math", "-std=c++17"]},
         extra_link_args=["-fopenmp"],
     )
@@ -39,10 +44,10 @@ else:
         "gsworkbench._C",
         sources,
         include_dirs=include_dirs,
+        define_macros=define_macros,
         extra_compile_args={"cxx": cxx_flags},
         extra_link_args=["-fopenmp"],
     )
-
 
 
 def _compiler_info() -> dict:
@@ -74,7 +79,8 @@ def _compiler_info() -> dict:
         "cuda": with_cuda,
         "nvcc_flags": ext.extra_compile_args.get("nvcc") if with_cuda else None,
     }
-    with open(os.path.join(here, "gsworkbench", "_build_info.json"), "w") as f:
+    path = os.environ.get("GSW_BUILD_INFO") or os.path.join(here, "gsworkbench", "_build_info.json")
+    with open(path, "w") as f:
         json.dump(info, f, indent=2)
 
 

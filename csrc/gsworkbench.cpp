@@ -4,11 +4,33 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#define GSW_STRINGIFY_(x) #x
+#define GSW_STRINGIFY(x) GSW_STRINGIFY_(x)
+
 extern "C" {
-// An empty module: importing gsworkbench._C loads this library, which registers the ops.
+// Importing gsworkbench._C loads this library, which registers the ops. The module holds no functions,
+// only what the CPU kernels were compiled for: `march` (setup.py's GSW_MARCH) and `avx512` (1 when the
+// AVX-512 twins of the hot loops are in, 0 when the generic loops run), so a test can tell which
+// build it imported.
 PyObject* PyInit__C(void) {
   static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
-  return PyModule_Create(&module_def);
+  PyObject* m = PyModule_Create(&module_def);
+  if (m == nullptr) return nullptr;
+#if defined(GSW_MARCH)
+  const char* march = GSW_STRINGIFY(GSW_MARCH);
+#else
+  const char* march = "unknown";
+#endif
+#if defined(__AVX512F__)
+  const long avx512 = 1;
+#else
+  const long avx512 = 0;
+#endif
+  if (PyModule_AddStringConstant(m, "march", march) < 0 || PyModule_AddIntConstant(m, "avx512", avx512) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
 }
 }
 

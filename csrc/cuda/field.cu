@@ -1,6 +1,7 @@
 // CUDA kernels of the Gaussian field. The per-pair math is csrc/include/gsw/field.h, shared with the
 // CPU kernels (csrc/cpu/field.cpp). One thread per point; Gaussians are staged through shared
 // memory in tiles. The backward reduces per-Gaussian sums within each warp, then adds them atomically.
+#include "common.cuh"
 #include "field.h"
 #include "gsw/field.h"
 
@@ -8,7 +9,6 @@ namespace gsw {
 namespace field {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kTile = 256;
 
 template <typename T>
@@ -52,12 +52,6 @@ __global__ void forward_kernel(const T* __restrict__ points, const Gauss<T>* __r
     }
   }
   if (b < B) values[b] = acc;
-}
-
-template <typename T>
-__device__ T warp_sum(T v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
-  return v;
 }
 
 template <typename T>
@@ -107,8 +101,6 @@ __global__ void finish_kernel(const Gauss<T>* __restrict__ gs, const T* __restri
   const int64_t n = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (n < N) finish_gaussian(gs[n], sums + n * kAccum, grad_means + 3 * n, grad_factors + 9 * n, grad_weights + n);
 }
-
-inline unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 }  // namespace
 

@@ -1,5 +1,5 @@
 // CUDA kernels of the 3DGS tile rasterizer: the same stages and the same per-Gaussian / per-pixel math
-// (csrc/include/gsw/{projection,sh,blend}.h) as the CPU kernels in csrc/cpu/splat.cpp.
+// (csrc/include/gsw/{projection,sh,blend}.h) as the CPU kernels in csrc/cpu/splat_*.cpp.
 //
 // Projection and SH: one thread per (camera, Gaussian); their backward adds per-Gaussian gradients
 // (summed over cameras) and the viewmat gradient with atomics. Tile intersection: counts, a CUB scan,
@@ -12,6 +12,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include "common.cuh"
 #include "gsw/blend.h"
 #include "gsw/projection.h"
 #include "gsw/sh.h"
@@ -22,27 +23,7 @@ namespace splat {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kBatch = 256;  // Gaussians staged in shared memory per round
-
-inline unsigned int blocks_for(int64_t n) { return static_cast<unsigned int>((n + kThreads - 1) / kThreads); }
-
-template <typename T>
-__device__ __forceinline__ T exp_neg(T s);
-template <>
-__device__ __forceinline__ float exp_neg<float>(float s) {
-  return __expf(-s);
-}
-template <>
-__device__ __forceinline__ double exp_neg<double>(double s) {
-  return exp(-s);
-}
-
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
-  return v;
-}
 
 // ---- 1. projection ----------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 Readable rather than fast: projection, SH and tile intersection are vectorized over Gaussians and
 cameras; rasterization is vectorized over intersections x the pixels of their tile (no Python loop
-over tiles, so every stage traces whole under torch.compile). The ``ext`` kernels (csrc/cpu/splat.cpp)
+over tiles, so every stage traces whole under torch.compile). The ``ext`` kernels (csrc/cpu/splat_*.cpp)
 are tested against these functions.
 
 Shapes: N Gaussians, C cameras, D colour channels, M tile intersections, images H x W (pixels).

@@ -1,6 +1,6 @@
 """The extension's rasterizer ops: fake (meta) kernels and autograd, registered with torch.library.
 
-Forward ops (csrc/cpu/splat.cpp; per-Gaussian and per-pixel math in csrc/include/gsw/):
+Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/include/gsw/):
 
 - ``splat_project``: EWA projection -> radii, means2d, depths, conics, compensations;
 - ``splat_sh_to_color``: SH coefficients and view directions -> colours;

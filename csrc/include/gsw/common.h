@@ -12,7 +12,8 @@
 #define GSW_HD inline __attribute__((always_inline))
 #endif
 
-// Full unrolling of short fixed loops (lets the CPU compiler vectorize loops over Gaussians).
+// Full unrolling of short fixed loops (lets the CPU compiler vectorize loops over Gaussians). The one
+// definition, used by every gsw/ header.
 #if defined(__CUDACC__)
 #define GSW_UNROLL _Pragma("unroll")
 #else

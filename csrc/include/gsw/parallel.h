@@ -18,4 +18,15 @@ inline int threads_for(int64_t work, int64_t min_per_thread) {
   return static_cast<int>(std::clamp<int64_t>(n, 1, most));
 }
 
+// Inside a parallel region: this thread's contiguous share [begin, end) of n items split evenly over
+// the team (the partition at::parallel_for uses), for loops that keep an inner structure per share.
+struct Range {
+  int64_t begin, end;
+};
+inline Range thread_range(int64_t n) {
+  const int64_t nt = omp_get_num_threads(), per = (n + nt - 1) / nt;
+  const int64_t b = std::min(n, per * omp_get_thread_num());
+  return {b, std::min(n, b + per)};
+}
+
 }  // namespace gsw

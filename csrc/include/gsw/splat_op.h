@@ -1,4 +1,4 @@
-// Host-side (ATen) input checks of the splat rasterizer ops, shared by the CPU (csrc/cpu/splat.cpp)
+// Host-side (ATen) input checks of the splat rasterizer ops, shared by the CPU (csrc/cpu/splat_*.cpp)
 // and CUDA (csrc/cuda/splat_cuda.cpp) bindings, so that both accept exactly the same inputs: shapes,
 // dtypes and one device for all tensors of a call. Not for .cu files (they stay ATen-free).
 #pragma once

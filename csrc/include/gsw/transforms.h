@@ -10,11 +10,10 @@
 
 #include "gsw/common.h"
 
+// GSW_UNROLL: gsw/common.h.
 #if defined(__CUDACC__)
-#define GSW_UNROLL _Pragma("unroll")
 #define GSW_SIMD
 #else
-#define GSW_UNROLL _Pragma("GCC unroll 16")
 #define GSW_SIMD _Pragma("omp simd")
 #endif
 

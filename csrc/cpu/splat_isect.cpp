@@ -1,0 +1,164 @@
+// CPU kernel of the 3DGS rasterizer, stage 3: tile intersection. Each visible Gaussian's 3-sigma
+// box of tiles, and the (tile, depth)-sorted list of intersections the rasterizer walks: one radix
+// sort of the visible Gaussians by depth, then a stable parallel counting sort by tile. The input
+// checks are gsw/splat_op.h, shared with the CUDA bindings.
+#include <ATen/ATen.h>
+#include <omp.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gsw/parallel.h"
+#include "gsw/splat_op.h"
+
+namespace gsw {
+namespace splat {
+namespace cpu {
+namespace {
+
+using at::Tensor;
+
+// Camera-Gaussian pairs per thread below which the intersection passes wake no further thread.
+constexpr int64_t kMinIsectPerThread = 8192;
+
+// Sorts (depth key << 32 | Gaussian id) keys by depth key, ties in their incoming (ascending id)
+// order: an LSD radix sort on the four bytes of the depth key, skipping bytes all keys share (no
+// data-dependent branches, which mispredict heavily in a comparison sort of depths).
+inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tmp) {
+  const size_t n = keys.size();
+  if (n < 2) return;
+  tmp.resize(n);
+  uint32_t count[256];
+  for (int shift = 32; shift < 64; shift += 8) {
+    std::fill(count, count + 256, 0u);
+    for (size_t k = 0; k < n; ++k) ++count[(keys[k] >> shift) & 0xff];
+    if (count[(keys[0] >> shift) & 0xff] == n) continue;  // one bucket: this byte orders nothing
+    uint32_t run = 0;
+    for (int b = 0; b < 256; ++b) {
+      const uint32_t c = count[b];
+      count[b] = run;
+      run += c;
+    }
+    for (size_t k = 0; k < n; ++k) tmp[count[(keys[k] >> shift) & 0xff]++] = keys[k];
+    keys.swap(tmp);
+  }
+}
+
+inline uint32_t depth_key(float d) {  // order-preserving for d >= 0 (visible depths are > near > 0)
+  uint32_t u;
+  std::memcpy(&u, &d, sizeof(u));
+  return u;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d_, const Tensor& radii_,
+                                                           const Tensor& depths_, int64_t tile_size,
+                                                           int64_t tile_width, int64_t tile_height) {
+  check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height);
+  const int64_t C = means2d_.size(0), N = means2d_.size(1);
+  const auto radii = radii_.contiguous();
+  const auto depths = depths_.to(at::kFloat).contiguous();
+  const auto means2d = means2d_.contiguous();
+  const int64_t ntiles = tile_width * tile_height;
+  auto tiles_per_gauss = at::zeros({C, N}, radii.options());
+  std::vector<int32_t> box(static_cast<size_t>(C * N) * 4);
+  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_isect_tiles_cpu", [&] {
+    using T = scalar_t;
+    const T* m = means2d.data_ptr<T>();
+    const int32_t* r = radii.data_ptr<int32_t>();
+    int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
+#pragma omp parallel num_threads(threads_for(C * N, kMinIsectPerThread))
+    {
+      const Range share = thread_range(C * N);
+      for (int64_t i = share.begin; i < share.end; ++i) {
+        int32_t* b = box.data() + 4 * i;
+        b[0] = b[1] = b[2] = b[3] = 0;
+        if (r[i] <= 0) continue;
+        const T rad = T(r[i]), ts = T(tile_size);
+        auto clampi = [](T v, int64_t hi) {
+          return static_cast<int32_t>(v < T(0) ? T(0) : (v > T(hi) ? T(hi) : v));
+        };
+        b[0] = clampi(std::floor((m[2 * i] - rad) / ts), tile_width);
+        b[1] = clampi(std::floor((m[2 * i + 1] - rad) / ts), tile_height);
+        b[2] = clampi(std::ceil((m[2 * i] + rad) / ts), tile_width);
+        b[3] = clampi(std::ceil((m[2 * i + 1] + rad) / ts), tile_height);
+        cnt[i] = (b[2] - b[0]) * (b[3] - b[1]);
+      }
+    }
+  });
+  // The visible Gaussians sorted once by depth (ties by index), then a counting sort by tile that is
+  // stable in that order: each tile's run comes out sorted by (depth, Gaussian id), with no per-tile
+  // sort. nth contiguous parts of the depth order: per-part tile histograms, then per-part write
+  // cursors (tile start + the counts of the parts before), so the parallel scatter keeps the order.
+  const int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
+  const float* d = depths.data_ptr<float>();
+  const int64_t CT = C * ntiles, CN = C * N;
+  std::vector<uint64_t> order, tmp;
+  order.reserve(static_cast<size_t>(CN));
+  for (int64_t i = 0; i < CN; ++i)
+    if (cnt[i] != 0) order.push_back((static_cast<uint64_t>(depth_key(d[i])) << 32) | static_cast<uint32_t>(i));
+  sort_by_depth(order, tmp);
+  const int64_t V = static_cast<int64_t>(order.size());
+  // nth parts of the depth order (one thread for small inputs: waking one costs more than the work)
+  const int nth = threads_for(CN, kMinIsectPerThread);
+  std::vector<int64_t> hist(static_cast<size_t>(nth) * CT, 0);
+  auto for_boxes = [&](int64_t i, auto&& fn) {
+    const int32_t* b = box.data() + 4 * i;
+    const int64_t base = (i / N) * ntiles;
+    for (int32_t ty = b[1]; ty < b[3]; ++ty)
+      for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
+  };
+#pragma omp parallel num_threads(nth)
+  {
+    // nth fixed parts, whatever the team size: part p's histogram is also its write cursor below
+    for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
+      int64_t* h = hist.data() + static_cast<size_t>(p) * CT;
+      for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j)
+        for_boxes(static_cast<int64_t>(order[j] & 0xffffffffu), [&](int64_t t) { ++h[t]; });
+    }
+  }
+  std::vector<int64_t> start(static_cast<size_t>(CT) + 1, 0);
+  for (int64_t t = 0; t < CT; ++t) {
+    int64_t run = start[t];
+    for (int th = 0; th < nth; ++th) {  // hist becomes each thread's write cursor
+      const int64_t n = hist[static_cast<size_t>(th) * CT + t];
+      hist[static_cast<size_t>(th) * CT + t] = run;
+      run += n;
+    }
+    start[t + 1] = run;
+  }
+  const int64_t M = start[CT];
+  TORCH_CHECK(M < (int64_t(1) << 31), "splat_isect_tiles: more than 2^31 intersections");
+  auto isect_ids = at::empty({M}, radii.options().dtype(at::kLong));
+  auto flatten_ids = at::empty({M}, radii.options());
+  auto tile_offsets = at::empty({C, tile_height, tile_width}, radii.options());
+  int32_t* fid = flatten_ids.data_ptr<int32_t>();
+  int64_t* iid = isect_ids.data_ptr<int64_t>();
+  int32_t* toff = tile_offsets.data_ptr<int32_t>();
+  for (int64_t t = 0; t < CT; ++t) toff[t] = static_cast<int32_t>(start[t]);
+#pragma omp parallel num_threads(nth)
+  {
+    for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
+      int64_t* pos = hist.data() + static_cast<size_t>(p) * CT;
+      for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j) {
+        const int64_t i = static_cast<int64_t>(order[j] & 0xffffffffu);
+        const int64_t dkey = static_cast<int64_t>(order[j] >> 32);
+        for_boxes(i, [&](int64_t t) {
+          const int64_t k = pos[t]++;
+          fid[k] = static_cast<int32_t>(i);
+          iid[k] = (t << 32) | dkey;
+        });
+      }
+    }
+  }
+  return {tiles_per_gauss, isect_ids, flatten_ids, tile_offsets};
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace splat
+}  // namespace gsw
+
+TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) { m.impl("splat_isect_tiles", &gsw::splat::cpu::isect_tiles_cpu); }

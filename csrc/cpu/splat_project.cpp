@@ -1,0 +1,199 @@
+// CPU kernels of the 3DGS rasterizer, stage 1: projection of the 3D Gaussians into each camera
+// (means2d, depths, conics, compensation, radii) and its analytic backward. The per-Gaussian math is
+// gsw/projection.h, shared with the CUDA kernels (csrc/cuda/splat.cu); the input checks are
+// gsw/splat_op.h, shared with the CUDA bindings.
+#include <ATen/ATen.h>
+#include <omp.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "gsw/parallel.h"
+#include "gsw/projection.h"
+#include "gsw/splat_op.h"
+
+namespace gsw {
+namespace splat {
+namespace cpu {
+namespace {
+
+using at::Tensor;
+
+template <typename T>
+std::vector<Camera<T>> load_cameras(const Tensor& viewmats, const Tensor& Ks) {
+  const int64_t C = viewmats.size(0);
+  std::vector<Camera<T>> cams(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c)
+    cams[c] = load_camera(viewmats.data_ptr<T>() + 16 * c, Ks.data_ptr<T>() + 9 * c);
+  return cams;
+}
+
+// Camera-Gaussian pairs per thread below which the projection wakes no further thread (waking a
+// sleeping thread under OMP_WAIT_POLICY=PASSIVE costs tens of microseconds).
+constexpr int64_t kMinProjectPerThread = 4096;
+
+// The projection loops run over Gaussians for one camera at a time with branch-free per-Gaussian math
+// (gsw/projection.h), which the compiler vectorizes (ivdep: the Gaussians are independent).
+template <typename T>
+void project_forward_kernel(const T* mu, const T* q, const T* s, const std::vector<Camera<T>>& cams, int64_t N,
+                            int64_t width, int64_t height, T eps2d, T near_plane, T far_plane, int32_t* r, T* m2,
+                            T* d, T* co, T* cp) {
+  const int64_t C = static_cast<int64_t>(cams.size());
+#pragma omp parallel num_threads(threads_for(C * N, kMinProjectPerThread))
+  {
+    const Range share = thread_range(N);
+    for (int64_t c = 0; c < C; ++c) {
+      const Camera<T> cam = cams[c];
+      const int64_t off = c * N;
+#pragma GCC ivdep
+      for (int64_t n = share.begin; n < share.end; ++n) {
+        Projected<T> o;
+        const bool ok =
+            project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, width, height, eps2d, near_plane, far_plane, o);
+        store_projected(ok, o, off + n, r, m2, d, co, cp);
+      }
+    }
+  }
+}
+
+// Gaussians [n0, n1) of one camera (n1 - n0 <= kProjBlock): adds their mean, quaternion and scale
+// gradients, and writes their viewmat gradients to vw[k * kProjBlock + n - n0] (k < 12; 0 if culled).
+constexpr int64_t kProjBlock = 256;
+
+template <typename T>
+void project_backward_block(const T* mu, const T* q, const T* s, const Camera<T>& cam, int64_t width, int64_t height,
+                            T eps2d, T near_plane, T far_plane, const int32_t* r, const T* vm2, const T* vd,
+                            const T* vco, const T* vcp, T* gm, T* gq, T* gs, T* vw, int64_t n0, int64_t n1,
+                            int64_t off) {
+#pragma GCC ivdep
+  for (int64_t n = n0; n < n1; ++n) {
+    const int64_t i = off + n;
+    Projected<T> o;
+    const T okf = (project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, width, height, eps2d, near_plane,
+                                      far_plane, o)
+                       ? T(1)
+                       : T(0)) *
+                  T(r[i] > 0 ? 1 : 0);
+    const bool ok = okf > T(0);
+    T vW[9] = {}, vt[3] = {}, vmu[3] = {}, vq[4] = {}, vs[3] = {};
+    project_backward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, eps2d, o, vm2 + 2 * i, vd[i], vco + 3 * i, vcp[i], vmu,
+                        vq, vs, vW, vt);
+    for (int k = 0; k < 3; ++k) gm[3 * n + k] += ok ? vmu[k] : T(0);
+    for (int k = 0; k < 4; ++k) gq[4 * n + k] += ok ? vq[k] : T(0);
+    for (int k = 0; k < 3; ++k) gs[3 * n + k] += ok ? vs[k] : T(0);
+    for (int k = 0; k < 9; ++k) vw[k * kProjBlock + (n - n0)] = ok ? vW[k] : T(0);
+    for (int k = 0; k < 3; ++k) vw[(9 + k) * kProjBlock + (n - n0)] = ok ? vt[k] : T(0);
+  }
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& means_, const Tensor& quats_,
+                                                               const Tensor& scales_, const Tensor& viewmats_,
+                                                               const Tensor& Ks_, int64_t width, int64_t height,
+                                                               double eps2d, double near_plane, double far_plane) {
+  check_projection_inputs(means_, quats_, scales_, viewmats_, Ks_);
+  const auto means = means_.contiguous(), quats = quats_.contiguous(), scales = scales_.contiguous();
+  const auto viewmats = viewmats_.contiguous(), Ks = Ks_.contiguous();
+  const int64_t N = means.size(0), C = viewmats.size(0);
+  const auto opt = means.options();
+  auto radii = at::empty({C, N}, opt.dtype(at::kInt));
+  auto means2d = at::empty({C, N, 2}, opt);
+  auto depths = at::empty({C, N}, opt);
+  auto conics = at::empty({C, N, 3}, opt);
+  auto comps = at::empty({C, N}, opt);
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_project_cpu", [&] {
+    using T = scalar_t;
+    project_forward_kernel<T>(means.data_ptr<T>(), quats.data_ptr<T>(), scales.data_ptr<T>(),
+                              load_cameras<T>(viewmats, Ks), N, width, height, T(eps2d), T(near_plane), T(far_plane),
+                              radii.data_ptr<int32_t>(), means2d.data_ptr<T>(), depths.data_ptr<T>(),
+                              conics.data_ptr<T>(), comps.data_ptr<T>());
+  });
+  return {radii, means2d, depths, conics, comps};
+}
+
+template <typename T>
+void project_backward_kernel(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
+                             const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
+                             double far_plane, const Tensor& radii, const Tensor& v_means2d, const Tensor& v_depths,
+                             const Tensor& v_conics, const Tensor& v_comps, Tensor& v_means, Tensor& v_quats,
+                             Tensor& v_scales, Tensor& v_viewmats) {
+  const int64_t N = means.size(0), C = viewmats.size(0);
+  const auto cams = load_cameras<T>(viewmats, Ks);
+  const T* mu = means.data_ptr<T>();
+  const T* q = quats.data_ptr<T>();
+  const T* s = scales.data_ptr<T>();
+  const int32_t* r = radii.data_ptr<int32_t>();
+  const T* vm2 = v_means2d.data_ptr<T>();
+  const T* vd = v_depths.data_ptr<T>();
+  const T* vco = v_conics.data_ptr<T>();
+  const T* vcp = v_comps.data_ptr<T>();
+  T* gm = v_means.data_ptr<T>();
+  T* gq = v_quats.data_ptr<T>();
+  T* gs = v_scales.data_ptr<T>();
+  const int nthreads = threads_for(C * N, kMinProjectPerThread);
+  std::vector<double> vview(static_cast<size_t>(nthreads) * C * 12, 0.0);
+  const int64_t nblocks = (N + kProjBlock - 1) / kProjBlock;
+#pragma omp parallel num_threads(nthreads)
+  {
+    double* my = vview.data() + static_cast<size_t>(omp_get_thread_num()) * C * 12;
+    std::vector<T> vw(static_cast<size_t>(12 * kProjBlock));
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < nblocks; ++b) {
+      const int64_t n0 = b * kProjBlock, n1 = std::min(N, n0 + kProjBlock);
+      for (int64_t c = 0; c < C; ++c) {
+        project_backward_block<T>(mu, q, s, cams[c], width, height, T(eps2d), T(near_plane), T(far_plane), r, vm2, vd,
+                                  vco, vcp, gm, gq, gs, vw.data(), n0, n1, c * N);
+        for (int k = 0; k < 12; ++k) {
+          double sum = 0;
+          for (int64_t j = 0; j < n1 - n0; ++j) sum += vw[k * kProjBlock + j];
+          my[12 * c + k] += sum;
+        }
+      }
+    }
+  }
+  T* gv = v_viewmats.data_ptr<T>();
+  for (int64_t c = 0; c < C; ++c) {
+    double acc[12] = {0};
+    for (int t = 0; t < nthreads; ++t)
+      for (int k = 0; k < 12; ++k) acc[k] += vview[(static_cast<size_t>(t) * C + c) * 12 + k];
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) gv[16 * c + 4 * i + j] = static_cast<T>(acc[3 * i + j]);
+      gv[16 * c + 4 * i + 3] = static_cast<T>(acc[9 + i]);
+    }
+  }
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cpu(
+    const Tensor& means_, const Tensor& quats_, const Tensor& scales_, const Tensor& viewmats_, const Tensor& Ks_,
+    int64_t width, int64_t height, double eps2d, double near_plane, double far_plane, const Tensor& radii_,
+    const Tensor& v_means2d_, const Tensor& v_depths_, const Tensor& v_conics_, const Tensor& v_comps_) {
+  check_projection_inputs(means_, quats_, scales_, viewmats_, Ks_);
+  const auto means = means_.contiguous(), quats = quats_.contiguous(), scales = scales_.contiguous();
+  const auto viewmats = viewmats_.contiguous(), Ks = Ks_.contiguous();
+  const int64_t N = means.size(0), C = viewmats.size(0);
+  const auto dt = means.scalar_type();
+  check_projection_grads(means_, viewmats_, radii_, v_means2d_, v_depths_, v_conics_, v_comps_);
+  const auto radii = radii_.contiguous();
+  const auto v_means2d = v_means2d_.to(dt).contiguous(), v_depths = v_depths_.to(dt).contiguous();
+  const auto v_conics = v_conics_.to(dt).contiguous(), v_comps = v_comps_.to(dt).contiguous();
+  auto v_means = at::zeros({N, 3}, means.options());
+  auto v_quats = at::zeros({N, 4}, means.options());
+  auto v_scales = at::zeros({N, 3}, means.options());
+  auto v_viewmats = at::zeros({C, 4, 4}, means.options());
+  AT_DISPATCH_FLOATING_TYPES(dt, "splat_project_backward_cpu", [&] {
+    project_backward_kernel<scalar_t>(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane,
+                                      far_plane, radii, v_means2d, v_depths, v_conics, v_comps, v_means, v_quats,
+                                      v_scales, v_viewmats);
+  });
+  return {v_means, v_quats, v_scales, v_viewmats};
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace splat
+}  // namespace gsw
+
+TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
+  m.impl("splat_project", &gsw::splat::cpu::project_cpu);
+  m.impl("splat_project_backward", &gsw::splat::cpu::project_backward_cpu);
+}

@@ -1,0 +1,154 @@
+// CPU kernel of the 3DGS rasterizer, stage 4 backward: the analytic backward of the tile compositing
+// (splat_rasterize_forward.cpp). Gaussian-major per tile: each Gaussian of a tile, back to front,
+// visits every chunk of the tile that it can have contributed to (splat_rasterize_backward.h), so its
+// gradient is summed lane-wise over the chunks and reduced across lanes once per tile; per-thread
+// per-Gaussian sums are then reduced by the same team. Input checks: gsw/splat_op.h.
+#include <ATen/ATen.h>
+#include <omp.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "gsw/parallel.h"
+#include "gsw/splat_op.h"
+#include "splat_rasterize_backward.h"
+#include "splat_simd.h"
+#include "splat_tiles.h"
+
+namespace gsw {
+namespace splat {
+namespace cpu {
+namespace {
+
+using at::Tensor;
+
+template <typename T>
+void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
+                               const T* opac, const int32_t* toff, const int32_t* fid, const T* Tfinal,
+                               const int32_t* lastids, const T* v_color, const T* v_alpha, T* g_means2d,
+                               T* g_conics, T* g_colors, T* g_opac, T* g_means2d_abs) {
+  // Gaussian-major: each Gaussian of a tile (back to front) visits every chunk of the tile, so its
+  // gradient is summed lane-wise over the chunks and reduced across lanes once per tile.
+  const int64_t D = g.D, ntiles = g.tw * g.th, CN = g.C * g.N;
+  const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
+  const bool absgrad = g_means2d_abs != nullptr;
+  // per-Gaussian accumulators: mean2d (2), conic (3), opacity (1), colour (D), |mean2d| (2, with absgrad)
+  const int64_t K = 6 + D + (absgrad ? 2 : 0);
+  const Supports sp = alpha_supports(conics, opac, CN);
+  const ChunkLayout layout(g.ts);
+  const int nthreads = raster_threads(g.C * ntiles, g.M, g.ts * g.ts, g.C * g.H * g.W);
+  std::vector<T> sums(static_cast<size_t>(nthreads) * CN * K);
+#pragma omp parallel num_threads(nthreads)
+  {
+    DenormalsOff ftz;
+    T* my = sums.data() + static_cast<size_t>(omp_get_thread_num()) * CN * K;
+    std::fill(my, my + CN * K, T(0));
+    // per-pixel state of one tile (structure of arrays, kLanes lanes per chunk)
+    using Lanes = LaneBlock<T>;
+    std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_Tf(nchunks), s_va(nchunks);
+    std::vector<Lanes> s_vr(nchunks * D), s_buf(nchunks * D), gcol(D);
+    GaussGrad<T> gg;
+    std::vector<LaneBlock<int32_t>> s_last(nchunks);
+    TileChunks tc(layout, g.ts);
+    const TileBwd<T> tb{{s_px.data()->v, s_py.data()->v, s_Tr.data()->v, s_Tf.data()->v, s_va.data()->v,
+                         s_last.data()->v, s_vr.data()->v, s_buf.data()->v},
+                        gcol.data()->v,
+                        D};
+    std::vector<int32_t> chunk_last(nchunks);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < g.C * ntiles; ++t) {
+      const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
+      const int64_t s = toff[t];
+      int32_t maxlast = -1;
+      tc.build(tx, ty, g.W, g.H);
+      for (int64_t q = 0; q < nchunks; ++q) {
+        const ChunkGeom& cg = tc.geo(q);
+        int32_t cl = -1;
+        for (int j = 0; j < kLanes; ++j) {
+          s_px[q].v[j] = T(cg.x[j]) + T(0.5);
+          s_py[q].v[j] = T(cg.y[j]) + T(0.5);
+          const bool in = cg.in[j] != 0;
+          const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
+          s_Tr[q].v[j] = in ? Tfinal[pix] : T(1);
+          s_Tf[q].v[j] = s_Tr[q].v[j];
+          s_last[q].v[j] = in ? lastids[pix] : -1;
+          s_va[q].v[j] = in ? v_alpha[pix] : T(0);
+          for (int64_t ch = 0; ch < D; ++ch) {
+            s_vr[q * D + ch].v[j] = in ? v_color[pix * D + ch] : T(0);
+            s_buf[q * D + ch].v[j] = T(0);
+          }
+          cl = s_last[q].v[j] > cl ? s_last[q].v[j] : cl;
+        }
+        chunk_last[q] = cl;
+        maxlast = cl > maxlast ? cl : maxlast;
+      }
+      for (int64_t k = maxlast; k >= s; --k) {
+        const int64_t i = fid[k];
+        int64_t qlo, qhi;
+        if (!tc.mark(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
+        const T* co = conics + 3 * i;
+        const GaussIn<T> p{means2d[2 * i], means2d[2 * i + 1], co[0], co[1], co[2], opac[i],
+                           static_cast<int32_t>(k), colors + D * i, D};
+        backward_gaussian(p, tb, tc, chunk_last.data(), qlo, qhi, gg, my + i * K, absgrad);
+      }
+    }
+    // the threads' sums (complete after the loop's barrier), reduced by the same team
+    std::vector<T> v(static_cast<size_t>(K));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < CN; ++i) {
+      std::fill(v.begin(), v.end(), T(0));
+      for (int th = 0; th < nthreads; ++th) {
+        const T* src = sums.data() + (static_cast<size_t>(th) * CN + i) * K;
+        for (int64_t k = 0; k < K; ++k) v[k] += src[k];
+      }
+      g_means2d[2 * i] = v[0];
+      g_means2d[2 * i + 1] = v[1];
+      for (int k = 0; k < 3; ++k) g_conics[3 * i + k] = v[2 + k];
+      g_opac[i] = v[5];
+      for (int64_t ch = 0; ch < D; ++ch) g_colors[D * i + ch] = v[6 + ch];
+      if (absgrad) {
+        g_means2d_abs[2 * i] = v[6 + D];
+        g_means2d_abs[2 * i + 1] = v[7 + D];
+      }
+    }
+  }
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(
+    const Tensor& means2d_, const Tensor& conics_, const Tensor& colors_, const Tensor& opacities_, int64_t width,
+    int64_t height, int64_t tile_size, const Tensor& tile_offsets_, const Tensor& flatten_ids_,
+    const Tensor& transmittances_, const Tensor& last_ids_, const Tensor& v_colors_, const Tensor& v_alphas_,
+    bool absgrad) {
+  const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
+                                           tile_offsets_, flatten_ids_);
+  const auto dt = means2d_.scalar_type();
+  check_raster_grads(g, means2d_, transmittances_, last_ids_, v_colors_, v_alphas_);
+  const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
+  const auto opac = opacities_.contiguous(), toff = tile_offsets_.contiguous(), fid = flatten_ids_.contiguous();
+  const auto Tf = transmittances_.to(dt).contiguous(), last = last_ids_.contiguous();
+  const auto vc = v_colors_.to(dt).contiguous(), va = v_alphas_.to(dt).contiguous();
+  auto g_means2d = at::empty_like(means2d);
+  auto g_conics = at::empty_like(conics);
+  auto g_colors = at::empty_like(colors);
+  auto g_opac = at::empty_like(opac);
+  auto g_abs = absgrad ? at::empty_like(means2d) : at::empty({0}, means2d.options());
+  AT_DISPATCH_FLOATING_TYPES(dt, "splat_rasterize_backward_cpu", [&] {
+    using T = scalar_t;
+    rasterize_backward_kernel<T>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
+                                 opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
+                                 Tf.data_ptr<T>(), last.data_ptr<int32_t>(), vc.data_ptr<T>(), va.data_ptr<T>(),
+                                 g_means2d.data_ptr<T>(), g_conics.data_ptr<T>(), g_colors.data_ptr<T>(),
+                                 g_opac.data_ptr<T>(), absgrad ? g_abs.data_ptr<T>() : nullptr);
+  });
+  return {g_means2d, g_conics, g_colors, g_opac, g_abs};
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace splat
+}  // namespace gsw
+
+TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
+  m.impl("splat_rasterize_backward", &gsw::splat::cpu::rasterize_backward_cpu);
+}

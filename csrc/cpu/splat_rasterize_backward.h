@@ -1,0 +1,223 @@
+// The rasterize backward of one Gaussian over the chunks of one tile (csrc/cpu/splat_rasterize_backward.cpp
+// walks each tile's list back to front and calls backward_gaussian per Gaussian). Per lane, a chunk
+// undoes the Gaussian's blend: the transmittance before it is recovered by division by (1 - alpha),
+// and the colour composited behind it is kept in buf. Generic lane loops (any target) and, for float
+// under __AVX512F__, a twin with the lane masks in mask registers (splat_simd.h). Per-pixel math:
+// gsw/blend.h.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "gsw/blend.h"
+#include "splat_simd.h"
+#include "splat_tiles.h"
+
+namespace gsw {
+namespace splat {
+namespace cpu {
+
+// Per-lane state of a chunk in the backward (all pointers to kLanes values, or D * kLanes for the
+// per-channel rows): pixel centres, running transmittance Tr (final T at the start, T before the
+// current Gaussian after it), final T, dL/d(alpha out), last contributor, dL/d(colour out), and buf,
+// the colour composited behind the current Gaussian (per unit of its transmittance).
+template <typename T>
+struct ChunkBwd {
+  const T *px, *py;
+  T* Tr;
+  const T *Tf, *va;
+  const int32_t* last;
+  const T* vr;
+  T* buf;
+};
+
+// One Gaussian's per-lane gradient sums over the chunks of a tile.
+template <typename T>
+struct alignas(64) GaussGrad {
+  T mx[kLanes], my[kLanes], ca[kLanes], cb[kLanes], cc[kLanes], op[kLanes];
+  T amx[kLanes], amy[kLanes];  // sums of |per-pixel dL/dmean2d| (absgrad)
+};
+
+// The Gaussian's parameters and colour (D values).
+template <typename T>
+struct GaussIn {
+  T mx, my, ca, cb, cc, op;
+  int32_t kk;  // its index in the tile list (fid)
+  const T* col;
+  int64_t D;
+};
+
+// Gradients of alpha (given dL/dalpha vA per lane, zero where clamped) into gg (gsw/blend.h).
+template <typename T>
+inline void alpha_vjp_lanes(const ChunkBwd<T>& st, const GaussIn<T>& p, const T* vis, const T* vA, GaussGrad<T>& gg) {
+#pragma omp simd
+  for (int j = 0; j < kLanes; ++j) {
+    const T v = p.op * vis[j] < T(kAlphaMax) ? vA[j] : T(0);
+    T tmx = T(0), tmy = T(0);
+    blend_alpha_vjp(p.mx - st.px[j], p.my - st.py[j], p.ca, p.cb, p.cc, p.op, vis[j], v, tmx, tmy, gg.ca[j],
+                    gg.cb[j], gg.cc[j], gg.op[j]);
+    gg.mx[j] += tmx;
+    gg.my[j] += tmy;
+    gg.amx[j] += tmx < T(0) ? -tmx : tmx;
+    gg.amy[j] += tmy < T(0) ? -tmy : tmy;
+  }
+}
+
+// Backward of Gaussian p at chunk st: undoes its blend (Tr, buf), adds its colour gradient to gcol
+// (D * kLanes) and its alpha gradients to gg. Returns false when it contributed to no pixel here.
+template <typename T>
+bool backward_pair(const GaussIn<T>& p, const ChunkBwd<T>& st, T* gcol, GaussGrad<T>& gg) {
+  alignas(64) T alpha[kLanes], vis[kLanes], fac[kLanes], ra[kLanes], Ti[kLanes], vA[kLanes];
+  alignas(64) int32_t validm[kLanes];
+  chunk_alpha_vis(st.px, st.py, p.mx, p.my, p.ca, p.cb, p.cc, p.op, alpha, vis);
+#pragma omp simd
+  for (int j = 0; j < kLanes; ++j) {
+    const T a = alpha[j];
+    const T validf = (p.kk <= st.last[j] ? T(1) : T(0)) * (a >= T(kAlphaMin) ? T(1) : T(0));  // 0/1
+    validm[j] = validf > T(0) ? 1 : 0;
+    const T r = T(1) / (T(1) - a);
+    const T tb = st.Tr[j] * r;
+    st.Tr[j] = validf > T(0) ? tb : st.Tr[j];
+    Ti[j] = tb * validf;
+    ra[j] = r * validf;
+    fac[j] = (a * tb) * validf;
+    vA[j] = (st.Tf[j] * r * st.va[j]) * validf;
+  }
+  if (!any_lane(validm)) return false;
+  for (int64_t ch = 0; ch < p.D; ++ch) {
+    const T col = p.col[ch];
+    T* b = st.buf + ch * kLanes;
+    const T* v = st.vr + ch * kLanes;
+    T* gc = gcol + ch * kLanes;
+#pragma omp simd
+    for (int j = 0; j < kLanes; ++j) {
+      vA[j] += (col * Ti[j] - b[j] * ra[j]) * v[j];
+      gc[j] += fac[j] * v[j];
+      b[j] += col * fac[j];
+    }
+  }
+  alpha_vjp_lanes(st, p, vis, vA, gg);
+  return true;
+}
+
+// The per-tile backward state of all chunks: chunk 0's pointers, chunk q's being kLanes (D * kLanes
+// for vr and buf) values further; and one Gaussian's colour-gradient lanes gcol (D rows).
+template <typename T>
+struct TileBwd {
+  ChunkBwd<T> c0;
+  T* gcol;
+  int64_t D;
+  ChunkBwd<T> chunk(int64_t q) const {
+    const int64_t o = q * kLanes, od = q * D * kLanes;
+    return {c0.px + o, c0.py + o, c0.Tr + o, c0.Tf + o, c0.va + o, c0.last + o, c0.vr + od, c0.buf + od};
+  }
+};
+
+// Backward of Gaussian p (back to front) over the chunks q in [qlo, qhi] that its support meets and
+// that it can have contributed to (p.kk <= the chunk's largest last contributor): adds its summed
+// gradients (mean2d, conic, opacity, colour) to acc[0 .. 6 + D), and with absgrad the sums of the
+// per-pixel |dL/dmean2d| to acc[6 + D], acc[7 + D].
+template <typename T>
+void backward_gaussian(const GaussIn<T>& p, const TileBwd<T>& tb, const TileChunks& tc, const int32_t* chunk_last,
+                       int64_t qlo, int64_t qhi, GaussGrad<T>& gg, T* acc, bool absgrad) {
+  bool touched = false;
+  for (int64_t q = qlo; q <= qhi; ++q) {
+    if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
+    if (!touched) {
+      std::memset(static_cast<void*>(&gg), 0, sizeof(gg));
+      std::fill(tb.gcol, tb.gcol + p.D * kLanes, T(0));
+    }
+    touched = backward_pair(p, tb.chunk(q), tb.gcol, gg) || touched;
+  }
+  if (!touched) return;
+  acc[0] += lane_sum(gg.mx);
+  acc[1] += lane_sum(gg.my);
+  acc[2] += lane_sum(gg.ca);
+  acc[3] += lane_sum(gg.cb);
+  acc[4] += lane_sum(gg.cc);
+  acc[5] += lane_sum(gg.op);
+  for (int64_t ch = 0; ch < p.D; ++ch) acc[6 + ch] += lane_sum(tb.gcol + ch * kLanes);
+  if (absgrad) {
+    acc[6 + p.D] += lane_sum(gg.amx);
+    acc[7 + p.D] += lane_sum(gg.amy);
+  }
+}
+
+#if defined(__AVX512F__)
+// float: the same, with the lane masks in mask registers (see composite_chunk<float>) and the
+// Gaussian's gradient sums in registers across its chunks.
+template <>
+inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
+                              const int32_t* chunk_last, int64_t qlo, int64_t qhi, GaussGrad<float>&, float* acc,
+                              bool absgrad) {
+  const int64_t D = p.D;
+  const __m512 one = _mm512_set1_ps(1.0f), amin = _mm512_set1_ps(kAlphaMin), amax = _mm512_set1_ps(kAlphaMax);
+  const __m512 opv = _mm512_set1_ps(p.op), mxv = _mm512_set1_ps(p.mx), myv = _mm512_set1_ps(p.my);
+  const __m512i kkv = _mm512_set1_epi32(p.kk);
+  F16 gmx(0.0f), gmy(0.0f), gca(0.0f), gcb(0.0f), gcc(0.0f), gop(0.0f), gax(0.0f), gay(0.0f);
+  bool touched = false;
+  alignas(64) float alpha[kLanes], vis[kLanes];
+  for (int64_t q = qlo; q <= qhi; ++q) {
+    if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
+    const ChunkBwd<float> st = tb.chunk(q);
+    chunk_alpha_vis(st.px, st.py, p.mx, p.my, p.ca, p.cb, p.cc, p.op, alpha, vis);
+    const __m512 a = _mm512_load_ps(alpha);
+    const __mmask16 valid =
+        _mm512_cmp_ps_mask(a, amin, _CMP_GE_OQ) &
+        _mm512_cmp_epi32_mask(kkv, _mm512_load_si512(reinterpret_cast<const void*>(st.last)), _MM_CMPINT_LE);
+    if (!valid) continue;
+    if (!touched) {
+      std::fill(tb.gcol, tb.gcol + D * kLanes, 0.0f);
+      touched = true;
+    }
+    const __m512 r = _mm512_div_ps(one, _mm512_sub_ps(one, a));
+    const __m512 tr = _mm512_load_ps(st.Tr);
+    const __m512 tbf = _mm512_mul_ps(tr, r);  // transmittance before this Gaussian
+    _mm512_store_ps(st.Tr, _mm512_mask_mov_ps(tr, valid, tbf));
+    const __m512 fac = _mm512_maskz_mul_ps(valid, a, tbf);
+    __m512 va = _mm512_maskz_mul_ps(valid, _mm512_mul_ps(_mm512_load_ps(st.Tf), r), _mm512_load_ps(st.va));
+    for (int64_t ch = 0; ch < D; ++ch) {
+      const __m512 col = _mm512_set1_ps(p.col[ch]);
+      float* bp = st.buf + ch * kLanes;
+      float* gp = tb.gcol + ch * kLanes;
+      const __m512 b = _mm512_load_ps(bp), v = _mm512_load_ps(st.vr + ch * kLanes);
+      va = _mm512_mask3_fmadd_ps(_mm512_fmsub_ps(col, tbf, _mm512_mul_ps(b, r)), v, va, valid);
+      _mm512_store_ps(gp, _mm512_fmadd_ps(fac, v, _mm512_load_ps(gp)));
+      _mm512_store_ps(bp, _mm512_fmadd_ps(col, fac, b));
+    }
+    const __m512 visv = _mm512_load_ps(vis);
+    const __mmask16 unclamped = _mm512_cmp_ps_mask(_mm512_mul_ps(opv, visv), amax, _CMP_LT_OQ);
+    const F16 dx(_mm512_sub_ps(mxv, _mm512_load_ps(st.px))), dy(_mm512_sub_ps(myv, _mm512_load_ps(st.py)));
+    const F16 vav(_mm512_maskz_mov_ps(unclamped, va));
+    if (absgrad) {  // per-pixel mean2d gradients kept apart, for their absolute values
+      F16 tmx(0.0f), tmy(0.0f);
+      blend_alpha_vjp<F16>(dx, dy, F16(p.ca), F16(p.cb), F16(p.cc), F16(opv), F16(visv), vav, tmx, tmy, gca, gcb, gcc,
+                           gop);
+      gmx += tmx;
+      gmy += tmy;
+      gax += F16(_mm512_abs_ps(tmx.v));
+      gay += F16(_mm512_abs_ps(tmy.v));
+    } else {
+      blend_alpha_vjp<F16>(dx, dy, F16(p.ca), F16(p.cb), F16(p.cc), F16(opv), F16(visv), vav, gmx, gmy, gca, gcb, gcc,
+                           gop);
+    }
+  }
+  if (!touched) return;
+  acc[0] += reduce_add(gmx.v);
+  acc[1] += reduce_add(gmy.v);
+  acc[2] += reduce_add(gca.v);
+  acc[3] += reduce_add(gcb.v);
+  acc[4] += reduce_add(gcc.v);
+  acc[5] += reduce_add(gop.v);
+  for (int64_t ch = 0; ch < D; ++ch) acc[6 + ch] += reduce_add(_mm512_load_ps(tb.gcol + ch * kLanes));
+  if (absgrad) {
+    acc[6 + D] += reduce_add(gax.v);
+    acc[7 + D] += reduce_add(gay.v);
+  }
+}
+#endif
+
+}  // namespace cpu
+}  // namespace splat
+}  // namespace gsw

@@ -1,0 +1,245 @@
+// CPU kernel of the 3DGS rasterizer, stage 4: front-to-back alpha compositing of each tile's
+// depth-sorted Gaussians. OpenMP runs over tiles; the pixels of a tile are SIMD lanes, in chunks of
+// kLanes (splat_tiles.h). The forward keeps each pixel's final transmittance and the index of its last
+// contributing intersection, so the backward (splat_rasterize_backward.cpp) walks the tile's list back
+// to front and recovers every intermediate transmittance by division, without storing the blends.
+// Per-pixel math: gsw/blend.h (shared with csrc/cuda/splat.cu); input checks: gsw/splat_op.h.
+#include <ATen/ATen.h>
+#include <omp.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "gsw/blend.h"
+#include "gsw/parallel.h"
+#include "gsw/splat_op.h"
+#include "splat_simd.h"
+#include "splat_tiles.h"
+
+namespace gsw {
+namespace splat {
+namespace cpu {
+namespace {
+
+using at::Tensor;
+
+// The inputs of the per-chunk compositing loop.
+template <typename T>
+struct BlendInputs {
+  const T *means2d, *conics, *colors, *opac;
+  const int32_t* fid;
+  int64_t D;
+};
+
+// Front-to-back compositing of a chunk: the Gaussians of list[0..len) (indices into fid, depth order)
+// into colour sums acc[D][kLanes], transmittance Tr and last contributor (index into fid, -1: none).
+// Lanes with done = 1 (outside the image) never change. Stops when every lane is done.
+template <typename T>
+void composite_chunk(const BlendInputs<T>& in, const int32_t* list, int64_t len, const T* px, const T* py, T* done,
+                     T* acc, T* Tr, int32_t* last) {
+  const int64_t D = in.D;
+  alignas(64) T alpha[kLanes], vis[kLanes], w[kLanes];
+  alignas(64) int32_t conm[kLanes], actm[kLanes];
+  for (int64_t l = 0; l < len; ++l) {
+    const int32_t kk = list[l];
+    const int64_t i = in.fid[kk];
+    const T* co = in.conics + 3 * i;
+    chunk_alpha_vis(px, py, in.means2d[2 * i], in.means2d[2 * i + 1], co[0], co[1], co[2], in.opac[i], alpha, vis);
+#pragma omp simd
+    for (int j = 0; j < kLanes; ++j) {
+      // Conditions as 0/1 floats combined by products: GCC does not vectorize chains of boolean &&
+      // here (mixed mask widths) under -fno-trapping-math.
+      const T a = alpha[j];
+      const T okf = (a >= T(kAlphaMin) ? T(1) : T(0)) * (T(1) - done[j]);
+      const T nT = Tr[j] * (T(1) - a);
+      const T termf = okf * (nT <= T(kTransmittanceMin) ? T(1) : T(0));
+      const T conf = okf - termf;
+      done[j] += termf;
+      w[j] = (a * Tr[j]) * conf;
+      Tr[j] = conf > T(0) ? nT : Tr[j];
+      last[j] = conf > T(0) ? kk : last[j];
+      conm[j] = conf > T(0) ? 1 : 0;
+      actm[j] = done[j] == T(0) ? 1 : 0;
+    }
+    if (any_lane(conm)) {
+      for (int64_t ch = 0; ch < D; ++ch) {
+        const T col = in.colors[D * i + ch];
+        T* a = acc + ch * kLanes;
+#pragma omp simd
+        for (int j = 0; j < kLanes; ++j) a[j] += w[j] * col;
+      }
+    }
+    if (!any_lane(actm)) break;
+  }
+}
+
+#if defined(__AVX512F__)
+// float: the same compositing with the chunk's state in registers and lane masks in mask registers
+// (the generic loop's 0/1-float products compile to slow mask/integer round trips).
+template <>
+void composite_chunk<float>(const BlendInputs<float>& in, const int32_t* list, int64_t len, const float* px,
+                            const float* py, float* done, float* acc, float* Tr_, int32_t* last_) {
+  const int64_t D = in.D;
+  alignas(64) float alpha[kLanes], vis[kLanes];
+  __m512 Tr = _mm512_load_ps(Tr_);
+  __m512i last = _mm512_load_si512(reinterpret_cast<const void*>(last_));
+  __mmask16 active = _mm512_cmp_ps_mask(_mm512_load_ps(done), _mm512_setzero_ps(), _CMP_EQ_OQ);
+  const __m512 one = _mm512_set1_ps(1.0f), amin = _mm512_set1_ps(kAlphaMin);
+  const __m512 tmin = _mm512_set1_ps(kTransmittanceMin);
+  for (int64_t l = 0; l < len && active; ++l) {
+    const int32_t kk = list[l];
+    const int64_t i = in.fid[kk];
+    const float* co = in.conics + 3 * i;
+    chunk_alpha_vis(px, py, in.means2d[2 * i], in.means2d[2 * i + 1], co[0], co[1], co[2], in.opac[i], alpha, vis);
+    const __m512 a = _mm512_load_ps(alpha);
+    const __mmask16 ok = _mm512_mask_cmp_ps_mask(active, a, amin, _CMP_GE_OQ);
+    if (!ok) continue;
+    const __m512 nT = _mm512_mul_ps(Tr, _mm512_sub_ps(one, a));
+    const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, nT, tmin, _CMP_LE_OQ);
+    const __mmask16 con = static_cast<__mmask16>(ok & ~term);
+    active = static_cast<__mmask16>(active & ~term);
+    const __m512 w = _mm512_maskz_mul_ps(con, a, Tr);
+    Tr = _mm512_mask_mov_ps(Tr, con, nT);
+    last = _mm512_mask_mov_epi32(last, con, _mm512_set1_epi32(kk));
+    const float* col = in.colors + D * i;
+    for (int64_t ch = 0; ch < D; ++ch) {
+      float* ap = acc + ch * kLanes;
+      _mm512_storeu_ps(ap, _mm512_fmadd_ps(w, _mm512_set1_ps(col[ch]), _mm512_loadu_ps(ap)));
+    }
+  }
+  _mm512_store_ps(Tr_, Tr);
+  _mm512_store_si512(reinterpret_cast<void*>(last_), last);
+  _mm512_store_ps(done, _mm512_mask_blend_ps(active, one, _mm512_setzero_ps()));
+}
+#endif
+
+// Intersections per block of the forward's per-chunk lists (see rasterize_forward_kernel).
+constexpr int64_t kBlendBlock = 256;
+
+template <typename T>
+void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
+                              const T* opac, const int32_t* toff, const int32_t* fid, T* out_color, T* out_alpha,
+                              T* out_T, int32_t* out_last) {
+  const int64_t D = g.D, ntiles = g.tw * g.th;
+  const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
+  const Supports sp = alpha_supports(conics, opac, g.C * g.N);
+  const ChunkLayout layout(g.ts);
+  const BlendInputs<T> in{means2d, conics, colors, opac, fid, D};
+#pragma omp parallel num_threads(raster_threads(g.C * ntiles, g.M, g.ts * g.ts, g.C * g.H * g.W))
+  {
+    DenormalsOff ftz;
+    using Lanes = LaneBlock<T>;
+    using ILanes = LaneBlock<int32_t>;
+    // per-chunk state of one tile (kLanes lanes per chunk; D rows per chunk for the colour sums)
+    std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_done(nchunks), s_acc(nchunks * D);
+    std::vector<ILanes> s_last(nchunks);
+    std::vector<uint8_t> active(nchunks);
+    TileChunks tc(layout, g.ts);
+    // per chunk, the block's intersections (indices into fid) whose support meets the chunk, in order
+    std::vector<int32_t> lists(static_cast<size_t>(nchunks * kBlendBlock));
+    std::vector<int64_t> len(nchunks);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < g.C * ntiles; ++t) {
+      const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
+      const int64_t s = toff[t];
+      const int64_t e = (t + 1 < g.C * ntiles) ? toff[t + 1] : g.M;
+      tc.build(tx, ty, g.W, g.H);
+      int64_t n_active = 0;
+      uint64_t active_bits = 0;
+      for (int64_t q = 0; q < nchunks; ++q) {
+        const ChunkGeom& cg = tc.geo(q);
+        active[q] = cg.any_inside ? 1 : 0;
+        n_active += active[q];
+        if (q < 64 && active[q]) active_bits |= uint64_t(1) << q;
+#pragma omp simd
+        for (int j = 0; j < kLanes; ++j) {
+          s_px[q].v[j] = T(cg.x[j]) + T(0.5);
+          s_py[q].v[j] = T(cg.y[j]) + T(0.5);
+          s_Tr[q].v[j] = T(1);
+          s_done[q].v[j] = T(1 - cg.in[j]);
+          s_last[q].v[j] = -1;
+        }
+        std::memset(static_cast<void*>(&s_acc[q * D]), 0, sizeof(Lanes) * D);
+      }
+      // Blocks of the depth-sorted list: per-chunk lists of a block, then compositing of the chunks
+      // still active; a tile stops at the first block after which all its pixels are done (dense
+      // tiles never look at most of their list).
+      for (int64_t b0 = s; b0 < e && n_active > 0; b0 += kBlendBlock) {
+        const int64_t b1 = std::min(e, b0 + kBlendBlock);
+        std::fill(len.begin(), len.end(), 0);
+        for (int64_t k = b0; k < b1; ++k) {
+          const int64_t i = fid[k];
+          int64_t qlo, qhi;
+          if (!tc.chunk_rows(means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
+          // chunks still compositing, as bits (tiles of up to 64 chunks): skip Gaussians that only
+          // reach finished chunks before the (costlier) support test
+          if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
+          tc.mark_range(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi);
+          for (int64_t q = qlo; q <= qhi; ++q) {  // branch-free append
+            lists[q * kBlendBlock + len[q]] = static_cast<int32_t>(k);
+            len[q] += tc.flagged(q) ? 1 : 0;
+          }
+        }
+        for (int64_t q = 0; q < nchunks; ++q) {
+          if (!active[q] || len[q] == 0) continue;
+          T* done = s_done[q].v;
+          composite_chunk(in, lists.data() + q * kBlendBlock, len[q], s_px[q].v, s_py[q].v, done, s_acc[q * D].v,
+                          s_Tr[q].v, s_last[q].v);
+          T all_done = T(1);
+          for (int j = 0; j < kLanes; ++j) all_done = std::min(all_done, done[j]);
+          if (all_done > T(0)) {
+            active[q] = 0;
+            --n_active;
+            if (q < 64) active_bits &= ~(uint64_t(1) << q);
+          }
+        }
+      }
+      for (int64_t q = 0; q < nchunks; ++q) {
+        const ChunkGeom& cg = tc.geo(q);
+        if (!cg.any_inside) continue;
+        const T* acc = s_acc[q * D].v;
+        for (int j = 0; j < kLanes; ++j) {
+          if (!cg.in[j]) continue;
+          const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
+          for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * kLanes + j];
+          out_alpha[pix] = T(1) - s_Tr[q].v[j];
+          out_T[pix] = s_Tr[q].v[j];
+          out_last[pix] = s_last[q].v[j];
+        }
+      }
+    }
+  }
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d_, const Tensor& conics_,
+                                                         const Tensor& colors_, const Tensor& opacities_,
+                                                         int64_t width, int64_t height, int64_t tile_size,
+                                                         const Tensor& tile_offsets_, const Tensor& flatten_ids_,
+                                                         bool /*absgrad: read by the backward*/) {
+  const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
+                                           tile_offsets_, flatten_ids_);
+  const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
+  const auto opac = opacities_.contiguous(), toff = tile_offsets_.contiguous(), fid = flatten_ids_.contiguous();
+  const auto opt = means2d.options();
+  auto out_color = at::empty({g.C, g.H, g.W, g.D}, opt);
+  auto out_alpha = at::empty({g.C, g.H, g.W, 1}, opt);
+  auto out_T = at::empty({g.C, g.H, g.W}, opt);
+  auto out_last = at::empty({g.C, g.H, g.W}, opt.dtype(at::kInt));
+  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_rasterize_cpu", [&] {
+    using T = scalar_t;
+    rasterize_forward_kernel<T>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
+                                opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
+                                out_color.data_ptr<T>(), out_alpha.data_ptr<T>(), out_T.data_ptr<T>(),
+                                out_last.data_ptr<int32_t>());
+  });
+  return {out_color, out_alpha, out_T, out_last};
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace splat
+}  // namespace gsw
+
+TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) { m.impl("splat_rasterize", &gsw::splat::cpu::rasterize_cpu); }

@@ -1,0 +1,117 @@
+// Lane helpers of the CPU rasterizer (csrc/cpu/splat_rasterize_*.cpp): the pixels of a chunk are
+// kLanes SIMD lanes. Each helper has a generic body, which any target compiles, and where it pays an
+// AVX-512 twin (under __AVX512F__); x86 intrinsics are included only when x86 is the target. The
+// generic bodies are tested by the GSW_MARCH=x86-64-v3 build of `make test`.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#endif
+
+#include "gsw/blend.h"
+#include "gsw/common.h"
+
+namespace gsw {
+namespace splat {
+namespace cpu {
+
+// Pixels are processed in chunks of kLanes consecutive pixels of a tile (row-major in the tile): the
+// chunk's state (transmittance, colour sums, last contributor) stays in registers while the chunk
+// walks the tile's depth-sorted list, and stops as soon as all its pixels are done.
+constexpr int kLanes = 16;
+
+// kLanes values of one chunk, 64-byte aligned (the unit of the kernels' per-tile scratch arrays).
+template <typename V>
+struct alignas(64) LaneBlock {
+  V v[kLanes];
+};
+
+// True when any of the kLanes (16) int32 flags at m (64-byte aligned) is non-zero. GCC turns the plain
+// loop into lane extracts; the intrinsics test all lanes at once.
+static_assert(kLanes == 16, "any_lane tests 16 int32 lanes");
+inline bool any_lane(const int32_t* m) {
+#if defined(__AVX512F__)
+  const __m512i v = _mm512_load_si512(reinterpret_cast<const void*>(m));
+  return _mm512_test_epi32_mask(v, v) != 0;
+#elif defined(__AVX2__)
+  const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
+  const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(m + 8));
+  const __m256i o = _mm256_or_si256(a, b);
+  return !_mm256_testz_si256(o, o);
+#else
+  int32_t r = 0;
+  for (int j = 0; j < kLanes; ++j) r |= m[j];
+  return r != 0;
+#endif
+}
+
+#if defined(__AVX512F__)
+// Sum of the 16 lanes of v, added in the same tree as GCC's _mm512_reduce_add_ps (halves, then
+// quarters, then pairs), so results match it bit for bit. GCC 12's plain extract intrinsic (also behind
+// _mm512_castps512_ps256) takes an undefined pass-through operand, which it then reports as "may be
+// used uninitialized" once inlined into OpenMP regions; the zero-masking form with a full mask
+// computes the same halves and has no such operand.
+inline float reduce_add(__m512 v) {
+  const __m512d d = _mm512_castps_pd(v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 1));
+  const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 0));
+  const __m256 s8 = _mm256_add_ps(hi, lo);
+  const __m128 s4 = _mm_add_ps(_mm256_extractf128_ps(s8, 1), _mm256_castps256_ps128(s8));
+  const __m128 s2 = _mm_add_ps(s4, _mm_shuffle_ps(s4, s4, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm_cvtss_f32(s2) + _mm_cvtss_f32(_mm_shuffle_ps(s2, s2, _MM_SHUFFLE(1, 1, 1, 1)));
+}
+#endif
+
+// Sum of the kLanes values at v (64-byte aligned).
+template <typename T>
+inline T lane_sum(const T* v) {
+  T s = 0;
+  for (int j = 0; j < kLanes; ++j) s += v[j];
+  return s;
+}
+#if defined(__AVX512F__)
+template <>
+inline float lane_sum<float>(const float* v) {
+  return reduce_add(_mm512_load_ps(v));
+}
+
+// 16 float lanes with arithmetic operators, so the shared per-pixel math (gsw/blend.h) runs on AVX-512
+// registers as it is.
+struct F16 {
+  __m512 v;
+  F16(float x) : v(_mm512_set1_ps(x)) {}  // NOLINT: implicit, like a scalar T
+  explicit F16(__m512 x) : v(x) {}
+};
+inline F16 operator+(F16 a, F16 b) { return F16(_mm512_add_ps(a.v, b.v)); }
+inline F16 operator-(F16 a, F16 b) { return F16(_mm512_sub_ps(a.v, b.v)); }
+inline F16 operator*(F16 a, F16 b) { return F16(_mm512_mul_ps(a.v, b.v)); }
+inline F16 operator-(F16 a) { return F16(_mm512_sub_ps(_mm512_setzero_ps(), a.v)); }
+inline F16& operator+=(F16& a, F16 b) { return a = a + b; }
+#endif
+
+// exp(-s) for s >= 0 (callers pass max(s, 0)): gsw::exp_nonpos, vectorizable in masked loops.
+inline float exp_neg(float s) { return exp_nonpos(-s); }
+inline double exp_neg(double s) { return exp_nonpos(-s); }
+
+// Alpha (clamped at 0.99) and vis = exp(-max(sigma, 0)) of one Gaussian at the kLanes pixel centres
+// of a chunk (gsw/blend.h); alpha is 0 where sigma < 0 (such pixels are skipped, as alpha < 1/255 is).
+// The forward and the backward both call this one function, so they agree on every alpha bit for bit.
+template <typename T>
+inline void chunk_alpha_vis(const T* px, const T* py, T mx, T my, T ca, T cb, T cc, T op, T* alpha, T* vis) {
+#pragma omp simd
+  for (int j = 0; j < kLanes; ++j) {
+    const T dx = mx - px[j], dy = my - py[j];
+    const T sg = blend_sigma(dx, dy, ca, cb, cc);
+    const T v = exp_neg(sg > T(0) ? sg : T(0));
+    T a = op * v;
+    a = a < T(kAlphaMax) ? a : T(kAlphaMax);
+    alpha[j] = sg >= T(0) ? a : T(0);
+    vis[j] = v;
+  }
+}
+
+}  // namespace cpu
+}  // namespace splat
+}  // namespace gsw

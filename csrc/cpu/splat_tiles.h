@@ -1,0 +1,197 @@
+// Tile and chunk geometry of the CPU rasterizer (csrc/cpu/splat_rasterize_*.cpp): the pixel lanes of a
+// tile's chunks, and the per-Gaussian alpha supports that decide which chunks a Gaussian can reach.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "gsw/blend.h"
+#include "gsw/parallel.h"
+#include "splat_simd.h"
+
+namespace gsw {
+namespace splat {
+namespace cpu {
+
+// Per-Gaussian support of alpha >= 1/255 (gsw/blend.h), in double, structure of arrays: the row
+// half-extent, and for the row-interval test (xtest = 1 where it is safe for the conic) the terms of
+// the support on the row at offset dy: x within mx + slope dy +- sqrt(disc) / a, where
+// disc = two_a_smax - det dy^2 (alpha_row_interval with the per-Gaussian parts hoisted).
+struct Support {
+  double yext;
+  float slope, two_a_smax, det, a2, xtest;  // float: see TileChunks::mark
+};
+using Supports = std::vector<Support>;  // one record per Gaussian: one cache line read per mark
+
+// Gaussians per thread below which alpha_supports wakes no further thread.
+constexpr int64_t kMinSupportsPerThread = 8192;
+
+template <typename T>
+Supports alpha_supports(const T* conics, const T* opac, int64_t CN) {
+  Supports sp(static_cast<size_t>(CN));
+#pragma omp parallel num_threads(threads_for(CN, kMinSupportsPerThread))
+  {
+    const Range share = thread_range(CN);
+    for (int64_t i = share.begin; i < share.end; ++i) {
+      const double ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2];
+      const double smax = alpha_sigma_max<double>(opac[i]);
+      const bool xt = smax >= 0.0 && alpha_row_interval_exact<double>(ca, cb, cc);
+      Support& r = sp[i];
+      r.yext = alpha_row_extent<double>(ca, cb, cc, smax);
+      r.xtest = xt ? 1.0f : 0.0f;
+      r.slope = xt ? float(cb / ca) : 0.0f;
+      r.two_a_smax = xt ? float(2.0 * ca * smax) : 0.0f;
+      r.det = xt ? float(ca * cc - cb * cb) : 0.0f;
+      r.a2 = xt ? float(ca * ca) : 0.0f;
+    }
+  }
+  return sp;
+}
+
+// Compositing work per thread below which the rasterizer (forward and backward) wakes no further
+// thread, in pixel-Gaussian pairs.
+constexpr int64_t kMinBlendPerThread = int64_t(1) << 16;
+
+// Threads for rasterizing `tiles` tiles of `tile_pixels` pixels each (`pixels` in all) with `isects`
+// tile-Gaussian intersections: at most one per tile, and one for tiny images, where waking a thread
+// costs more than the work. The work is bounded by isects * tile_pixels (every intersection blended at
+// every pixel of its tile; the chunk culling skips most of it) plus the pixels themselves.
+inline int raster_threads(int64_t tiles, int64_t isects, int64_t tile_pixels, int64_t pixels) {
+  return std::min(threads_for(tiles, 1), threads_for(isects * tile_pixels + pixels, kMinBlendPerThread));
+}
+
+// The pixel lanes of one tile's chunks: lane j of chunk q is pixel p = q kLanes + j of the tile (row
+// major), at offset (p % ts, p / ts) from the tile corner; lanes with p >= ts^2 are padding.
+struct ChunkLayout {
+  int64_t nchunks;
+  std::vector<int32_t> ox, oy, pad;  // [nchunks * kLanes]; pad: 1 for padding lanes
+  ChunkLayout(int64_t ts) : nchunks((ts * ts + kLanes - 1) / kLanes) {
+    ox.resize(nchunks * kLanes);
+    oy.resize(nchunks * kLanes);
+    pad.resize(nchunks * kLanes);
+    for (int64_t p = 0; p < nchunks * kLanes; ++p) {
+      pad[p] = p >= ts * ts;
+      ox[p] = static_cast<int32_t>(pad[p] ? 0 : p % ts);
+      oy[p] = static_cast<int32_t>(pad[p] ? 0 : p / ts);
+    }
+  }
+};
+
+// Pixel coordinates of the lanes of one chunk; in = 1 within the image (not padding). int32 lanes
+// throughout, so the loops that fill and read them vectorize.
+struct alignas(64) ChunkGeom {
+  int32_t x[kLanes], y[kLanes], in[kLanes];
+  bool any_inside;
+};
+
+// The chunks of one tile: lane geometry, and per chunk the box of its inside pixel centres (double,
+// structure of arrays) against which a Gaussian's support is tested, all chunks of a row at once.
+class TileChunks {
+ public:
+  TileChunks(const ChunkLayout& lay, int64_t ts)
+      : lay_(lay), n_(lay.nchunks), ts_(ts), geo_(n_), ylo_(padded()), yhi_(padded()), xmid_(padded()),
+        xhw_(padded()), row_(padded()), in_(padded()), flag_(padded()) {}
+
+  void build(int64_t tx, int64_t ty, int64_t W, int64_t H) {
+    y0_ = ty * ts_;
+    rows_ = std::min(ts_, H - y0_);
+    const int32_t x0t = static_cast<int32_t>(tx * ts_), y0t = static_cast<int32_t>(y0_);
+    const int32_t w = static_cast<int32_t>(W), h = static_cast<int32_t>(H);
+    for (int64_t q = 0; q < n_; ++q) {
+      ChunkGeom& cg = geo_[q];
+      const int32_t *ox = lay_.ox.data() + q * kLanes, *oy = lay_.oy.data() + q * kLanes;
+      const int32_t* pad = lay_.pad.data() + q * kLanes;
+      int32_t any = 0, x0 = INT32_MAX, x1 = INT32_MIN, y0 = INT32_MAX, y1 = INT32_MIN;
+#pragma omp simd reduction(| : any) reduction(min : x0, y0) reduction(max : x1, y1)
+      for (int j = 0; j < kLanes; ++j) {
+        const int32_t x = x0t + ox[j], y = y0t + oy[j];
+        const int32_t in = (1 - pad[j]) & (x < w ? 1 : 0) & (y < h ? 1 : 0);
+        cg.x[j] = x;
+        cg.y[j] = y;
+        cg.in[j] = in;
+        any |= in;
+        x0 = std::min(x0, in ? x : INT32_MAX);
+        x1 = std::max(x1, in ? x : INT32_MIN);
+        y0 = std::min(y0, in ? y : INT32_MAX);
+        y1 = std::max(y1, in ? y : INT32_MIN);
+      }
+      cg.any_inside = any != 0;
+      in_[q] = any ? 1.0f : 0.0f;
+      xmid_[q] = any ? 0.5f * (float(x0) + float(x1)) + 0.5f : 0.0f;  // pixel centres x0 + 0.5 .. x1 + 0.5
+      xhw_[q] = any ? 0.5f * (float(x1) - float(x0)) : 0.0f;
+      ylo_[q] = any ? float(y0) + 0.5f : 0.0f;
+      yhi_[q] = any ? float(y1) + 0.5f : 0.0f;
+      row_[q] = y0 == y1 ? 1.0f : 0.0f;
+    }
+  }
+
+  const ChunkGeom& geo(int64_t q) const { return geo_[q]; }
+  bool flagged(int64_t q) const { return flag_[q] != 0.0f; }
+
+  // The chunks [qlo, qhi] holding the rows within Gaussian i's row extent (centre y my); false when
+  // there are none.
+  inline __attribute__((always_inline)) bool chunk_rows(double my, const Supports& sp, int64_t i, int64_t& qlo,
+                                                        int64_t& qhi) const {
+    const double yext = sp[i].yext;
+    const double lo = my - yext - 0.5 - double(y0_), hi = my + yext - 0.5 - double(y0_);  // rows lo <= r <= hi
+    if (!(hi >= 0.0) || !(lo <= double(rows_ - 1))) return false;
+    const int64_t rlo = lo <= 0.0 ? 0 : static_cast<int64_t>(std::ceil(lo));
+    const int64_t rhi = hi >= double(rows_ - 1) ? rows_ - 1 : static_cast<int64_t>(std::floor(hi));
+    if (rlo > rhi) return false;
+    qlo = rlo * ts_ / kLanes;
+    qhi = std::min(n_ - 1, ((rhi + 1) * ts_ - 1) / kLanes);
+    return true;
+  }
+
+  // Marks the chunks in [qlo, qhi] (from chunk_rows) that Gaussian i (centre mx, my) can reach:
+  // flagged(q). The test runs in float, on whole blocks of kLanes chunks: its rounding (relative 1e-7
+  // of terms bounded by the conditioning limit of alpha_row_interval_exact) is far inside the
+  // support's relaxation.
+  inline __attribute__((always_inline)) void mark_range(double mx, double my, const Supports& sp, int64_t i,
+                                                        int64_t qlo, int64_t qhi) {
+    const Support& su = sp[i];
+    const float xt = su.xtest, slope = su.slope, tas = su.two_a_smax, det = su.det, a2 = su.a2;
+    const float fx = float(mx), fy = float(my);
+    const float fext = su.yext < 3e38 ? float(su.yext) : 3e38f;
+    for (int64_t q0 = qlo - qlo % kLanes; q0 <= qhi; q0 += kLanes) {
+      const float *ylo = ylo_.data() + q0, *yhi = yhi_.data() + q0, *xmid = xmid_.data() + q0;
+      const float *xhw = xhw_.data() + q0, *row = row_.data() + q0, *in = in_.data() + q0;
+      float* flag = flag_.data() + q0;
+#pragma omp simd
+      for (int j = 0; j < kLanes; ++j) {
+        const float rd = fy < ylo[j] ? ylo[j] - fy : (fy > yhi[j] ? fy - yhi[j] : 0.0f);
+        // one-row chunk: the support's x-interval on the row, centre mx + slope dy, half-width
+        // sqrt(disc) / a, meets [xmid - xhw, xmid + xhw] (squared comparison: no sqrt, no division)
+        const float dy = fy - ylo[j];
+        const float disc = tas - det * dy * dy;
+        const float dc = std::abs(fx + slope * dy - xmid[j]) - xhw[j];
+        const float inx = (disc >= 0.0f ? 1.0f : 0.0f) * (dc <= 0.0f || dc * dc * a2 <= disc ? 1.0f : 0.0f);
+        const float use_x = row[j] * xt;
+        flag[j] = in[j] * (rd <= fext ? 1.0f : 0.0f) * (use_x * inx + (1.0f - use_x));
+      }
+    }
+  }
+
+  // chunk_rows, then mark_range.
+  bool mark(double mx, double my, const Supports& sp, int64_t i, int64_t& qlo, int64_t& qhi) {
+    if (!chunk_rows(my, sp, i, qlo, qhi)) return false;
+    mark_range(mx, my, sp, i, qlo, qhi);
+    return true;
+  }
+
+ private:
+  size_t padded() const { return static_cast<size_t>((n_ + kLanes - 1) / kLanes * kLanes); }
+  const ChunkLayout& lay_;
+  int64_t n_, ts_, y0_ = 0, rows_ = 0;
+  std::vector<ChunkGeom> geo_;
+  std::vector<float> ylo_, yhi_, xmid_, xhw_, row_, in_, flag_;  // padded to whole kLanes blocks
+};
+
+}  // namespace cpu
+}  // namespace splat
+}  // namespace gsw
