@@ -36,12 +36,13 @@ void similarity_range(const T* A, const T* b, const T* qr, T log_s, const T* mea
   const T ql[4] = {qr[0], qr[1], qr[2], qr[3]};
 #pragma omp simd
   for (int64_t n = 0; n < count; ++n) {
-    T x, y, z, w, qx, qy, qz;
+    T x, y, z, qo[4];
     affine_point(Al, bl, means[3 * n], means[3 * n + 1], means[3 * n + 2], x, y, z);
-    quat_left_mul(ql, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], w, qx, qy, qz);
+    const T qi[4] = {quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3]};
+    quat_mul(ql, qi, qo);
     const T s0 = log_scales[3 * n] + log_s, s1 = log_scales[3 * n + 1] + log_s, s2 = log_scales[3 * n + 2] + log_s;
     om[3 * n] = x, om[3 * n + 1] = y, om[3 * n + 2] = z;
-    oq[4 * n] = w, oq[4 * n + 1] = qx, oq[4 * n + 2] = qy, oq[4 * n + 3] = qz;
+    oq[4 * n] = qo[0], oq[4 * n + 1] = qo[1], oq[4 * n + 2] = qo[2], oq[4 * n + 3] = qo[3];
     os[3 * n] = s0, os[3 * n + 1] = s1, os[3 * n + 2] = s2;
   }
 }
@@ -54,9 +55,10 @@ void general_block(const T* A, const T* b, const T* means, const T* quats, const
   for (int i = 0; i < 9; ++i) Ad[i] = A[i];
   for (int64_t n = n0; n < n0 + count; ++n) {
     affine_point(A, b, means[3 * n], means[3 * n + 1], means[3 * n + 2], om[3 * n], om[3 * n + 1], om[3 * n + 2]);
+    const double qi[4] = {quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3]};
+    const double lsi[3] = {log_scales[3 * n], log_scales[3 * n + 1], log_scales[3 * n + 2]};
     double q[4], ls[3];
-    general_covariance(Ad, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], log_scales[3 * n],
-                       log_scales[3 * n + 1], log_scales[3 * n + 2], q, ls);
+    general_covariance(Ad, qi, lsi, q, ls);
     for (int c = 0; c < 4; ++c) oq[4 * n + c] = static_cast<T>(q[c]);
     for (int c = 0; c < 3; ++c) os[3 * n + c] = static_cast<T>(ls[c]);
   }
@@ -222,7 +224,9 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     double Ad[9];
     for (int i = 0; i < 9; ++i) Ad[i] = aff[12 * f + i];
     double q[4];
-    const double s = similarity_scale(Ad);
+    double t = 0;
+    for (int i = 0; i < 9; ++i) t += Ad[i] * Ad[i];
+    const double s = sqrt(t / 3.0);
     for (int i = 0; i < 9; ++i) Ad[i] /= s;
     rotmat_to_quat(Ad, q);
     for (int i = 0; i < 4; ++i) qr[4 * f + i] = static_cast<T>(q[i]);

@@ -38,17 +38,20 @@ __global__ void transform_kernel(const T* means, const T* quats, const T* log_sc
     double Ad[9];
     for (int i = 0; i < 9; ++i) Ad[i] = A[i];
     if (general) {
+      const double qd[4] = {qu[0], qu[1], qu[2], qu[3]}, lsd[3] = {ls_in[0], ls_in[1], ls_in[2]};
       double q[4], ls[3];
-      general_covariance(Ad, qu[0], qu[1], qu[2], qu[3], ls_in[0], ls_in[1], ls_in[2], q, ls);
+      general_covariance(Ad, qd, lsd, q, ls);
       for (int c = 0; c < 4; ++c) oq[c] = static_cast<T>(q[c]);
       for (int c = 0; c < 3; ++c) os[c] = static_cast<T>(ls[c]);
     } else {
-      const double s = similarity_scale(Ad);
+      double t = 0;
+      for (int i = 0; i < 9; ++i) t += Ad[i] * Ad[i];
+      const double s = sqrt(t / 3.0);
       for (int i = 0; i < 9; ++i) Ad[i] /= s;
       double qd[4];
       rotmat_to_quat(Ad, qd);
       const T qr[4] = {static_cast<T>(qd[0]), static_cast<T>(qd[1]), static_cast<T>(qd[2]), static_cast<T>(qd[3])};
-      quat_left_mul(qr, qu[0], qu[1], qu[2], qu[3], oq[0], oq[1], oq[2], oq[3]);
+      quat_mul(qr, qu, oq);
       const T log_s = static_cast<T>(log(s));
       for (int c = 0; c < 3; ++c) os[c] = ls_in[c] + log_s;
     }
