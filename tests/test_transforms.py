@@ -244,7 +244,7 @@ def test_ext_opcheck_and_no_grad(device: str) -> None:
     s = random_splats(21, 3, 9).to(device)
     for general, kw in zip((False, True), PARAMS, strict=True):
         f = make_frames(**kw)
-        p = [torch.from_numpy(v).float().to(device) for v in f.kernel_params(3).values()]  # affine, sh_rot
+        p = [v.float().to(device) for v in f.params(3).values()]  # affine, quat_r, log_s, sh_rot
         outs = [torch.empty(1, 21, 3, device=device), torch.empty(1, 21, 4, device=device),
                 torch.empty(1, 21, 3, device=device), torch.empty(1, 21, 15, 3, device=device)]  # fmt: skip
         args = (s.means, s.quats, s.log_scales, s.sh_rest, *p, general, *outs)

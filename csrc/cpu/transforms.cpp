@@ -6,9 +6,8 @@
 #include <torch/library.h>
 
 #include <type_traits>
-#include <vector>
-#if defined(__AVX512F__)
-#include <immintrin.h>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>  // the AVX-512 paths below, when the target has AVX-512F
 #endif
 
 #include "gsw/transforms.h"
@@ -208,7 +207,8 @@ void sh_block(const T* D, const T* sh, T* osh, int64_t n0, int64_t count, bool s
 
 template <typename T, int Deg>
 void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales, const at::Tensor& sh_rest,
-         const at::Tensor& affine, const at::Tensor& sh_rot, bool general, at::Tensor& out_means, at::Tensor& out_quats, at::Tensor& out_log_scales,
+         const at::Tensor& affine, const at::Tensor& quat_r, const at::Tensor& log_s, const at::Tensor& sh_rot,
+         bool general, at::Tensor& out_means, at::Tensor& out_quats, at::Tensor& out_log_scales,
          at::Tensor& out_sh_rest) {
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
   const int64_t F = affine.size(0), N = means.size(0);
@@ -218,20 +218,8 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
   const T* ls = log_scales.data_ptr<T>();
   const T* sh = K ? sh_rest.data_ptr<T>() : nullptr;
   const T* aff = affine.data_ptr<T>();
-  // per frame (uniform case): A = s R -> quaternion of R and log s, in double
-  std::vector<T> qr(4 * F), lsr(F);
-  for (int64_t f = 0; f < F; ++f) {
-    double Ad[9];
-    for (int i = 0; i < 9; ++i) Ad[i] = aff[12 * f + i];
-    double q[4];
-    double t = 0;
-    for (int i = 0; i < 9; ++i) t += Ad[i] * Ad[i];
-    const double s = sqrt(t / 3.0);
-    for (int i = 0; i < 9; ++i) Ad[i] /= s;
-    rotmat_to_quat(Ad, q);
-    for (int i = 0; i < 4; ++i) qr[4 * f + i] = static_cast<T>(q[i]);
-    lsr[f] = static_cast<T>(log(s));
-  }
+  const T* qr = quat_r.data_ptr<T>();  // per frame (uniform case): A = s R(qr), lsr = log s
+  const T* lsr = log_s.data_ptr<T>();
   const T* D = K ? sh_rot.data_ptr<T>() : nullptr;
   T* om = out_means.data_ptr<T>();
   T* oq = out_quats.data_ptr<T>();
@@ -254,7 +242,7 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     if (general) {
       general_block(A, A + 9, mu, q, ls, fm, fq, fs, n0, n1 - n0);
     } else {
-      similarity_range(A, A + 9, qr.data() + 4 * f, lsr[f], mu + 3 * n0, q + 4 * n0, ls + 3 * n0, fm + 3 * n0,
+      similarity_range(A, A + 9, qr + 4 * f, lsr[f], mu + 3 * n0, q + 4 * n0, ls + 3 * n0, fm + 3 * n0,
                        fq + 4 * n0, fs + 3 * n0, n1 - n0);
     }
     if constexpr (K > 0) {
@@ -268,19 +256,22 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
 }
 
 void transform_splats_cpu(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales,
-                          const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& sh_rot, bool general, at::Tensor out_means,
+                          const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& quat_r,
+                          const at::Tensor& log_s, const at::Tensor& sh_rot, bool general, at::Tensor out_means,
                           at::Tensor out_quats, at::Tensor out_log_scales, at::Tensor out_sh_rest) {
-  const TransformDims d = check_transform_inputs(means, quats, log_scales, sh_rest, affine, sh_rot, out_means,
-                                                 out_quats, out_log_scales, out_sh_rest);
+  const TransformDims d = check_transform_inputs(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot,
+                                                 out_means, out_quats, out_log_scales, out_sh_rest);
   TORCH_CHECK(means.device().is_cpu(), "transform_splats (CPU): inputs must be CPU tensors");
-  const auto dt = means.scalar_type();
-  const int64_t K = d.K;
-  AT_DISPATCH_FLOATING_TYPES(dt, "transform_splats_cpu", [&] {
-    switch (K) {
-      case 0: run<scalar_t, 0>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
-      case 3: run<scalar_t, 1>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
-      case 8: run<scalar_t, 2>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
-      default: run<scalar_t, 3>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "transform_splats_cpu", [&] {
+    auto go = [&](auto deg) {
+      run<scalar_t, decltype(deg)::value>(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general,
+                                          out_means, out_quats, out_log_scales, out_sh_rest);
+    };
+    switch (d.K) {
+      case 0: go(std::integral_constant<int, 0>{}); break;
+      case 3: go(std::integral_constant<int, 1>{}); break;
+      case 8: go(std::integral_constant<int, 2>{}); break;
+      default: go(std::integral_constant<int, 3>{}); break;
     }
   });
 }

@@ -151,9 +151,8 @@ def transform(
     outs = _check_out(out, splats, frames)
     general = not frames.is_similarity
     dtype, device = splats.means.dtype, splats.means.device
-    raw = frames.params(splats.sh_degree)
-    names = ("affine", "sh_rot") if backend == "ext" else ("affine", "quat_r", "log_s", "sh_rot")
-    params = {k: raw[k].to(dtype=dtype, device=device) for k in names}  # the C++ kernel derives R, s from A
+    # per-frame parameters, computed once by Frames for every backend (affine, quat_r, log_s, sh_rot)
+    params = {k: v.to(dtype=dtype, device=device) for k, v in frames.params(splats.sh_degree).items()}
     inputs = [getattr(splats, f).contiguous() for f in _FIELDS]
     F, N, K = len(frames), len(splats), splats.sh_rest.shape[1]
 

@@ -194,19 +194,20 @@ class Frames:
         return self._tensors["rotation"].numpy()
 
     def params(self, degree: int) -> dict[str, torch.Tensor]:
-        """Kernel parameters (float64 CPU tensors): affine [F,12] (A row-major, then b), sh_rot [F,K,K]
-        (SH bands 1..degree), and for similarity frames the quaternion of R quat_r [F,4] (wxyz, w >= 0)
-        and log s [F]."""
+        """The per-frame kernel parameters, computed once here for every backend (float64 CPU tensors,
+        in the order the kernels take them):
+
+        - ``affine`` [F,12]: A row-major, then b;
+        - ``quat_r`` [F,4]: the quaternion (wxyz, w >= 0) of the rotation part R (A = s R for a similarity);
+        - ``log_s`` [F]: log of the uniform scale s = sqrt(trace(A A^T) / 3);
+        - ``sh_rot`` [F,K,K]: the block-diagonal rotation of SH bands 1..degree by R.
+
+        ``quat_r`` and ``log_s`` are used by the similarity path only (``is_similarity``)."""
         t = self._tensors
         k = gaussians.num_sh_bases(degree) - 1
         R = t["rotation"]
         sh_rot = gaussians.sh_rotation_matrix(R, degree) if degree > 0 else R.new_zeros(R.shape[0], k, k)
-        return {"affine": t["affine"], "sh_rot": sh_rot, "quat_r": t["quat_r"], "log_s": t["log_s"]}
-
-    def kernel_params(self, degree: int) -> dict[str, np.ndarray]:
-        """:meth:`params` affine and sh_rot as numpy arrays (the ext / numpy / numba kernels' inputs)."""
-        p = self.params(degree)
-        return {"affine": p["affine"].numpy(), "sh_rot": p["sh_rot"].numpy()}
+        return {"affine": t["affine"], "quat_r": t["quat_r"], "log_s": t["log_s"], "sh_rot": sh_rot}
 
     def inverse(self) -> Frames:
         """The inverse maps: ``x -> A^-1 x - A^-1 b`` (a similarity's inverse is a similarity)."""
