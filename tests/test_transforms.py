@@ -13,7 +13,7 @@ from conftest import rel_err as rel
 from gsworkbench import gaussians
 from gsworkbench._ext import has_ext
 from gsworkbench.splats import SplatSet, synthetic_splats
-from gsworkbench.transforms import Frames, compose, inverse, make_frames, transform
+from gsworkbench.transforms import Frames, _numba_impl, compose, inverse, make_frames, transform
 from gsworkbench.transforms.frames import nearest_rotation
 
 BACKENDS = ["numpy", "numba", "torch"] + (["ext"] if has_ext() else [])  # loops over backends
@@ -323,3 +323,37 @@ def test_ext_large_output_streaming_path(seed: int) -> None:
     idx = torch.tensor([0, 1, 15, 16, 200_000, 400_002])
     _, _, sh_rest = reference(s[idx], **kw)
     assert rel(out.sh_rest[idx], sh_rest) < 2e-6
+
+
+@pytest.mark.skipif(not _numba_impl.available(), reason="numba is not installed")
+def test_numba_port_matches_gaussians(seed: int) -> None:
+    """The numba backend's own scalar quaternion math and 3x3 SVD against gaussians.py / torch.linalg
+    (float64, fresh random inputs; every branch of rotmat_to_quat)."""
+    g = torch.Generator().manual_seed(seed)
+    n = 200
+    a, b = torch.randn(2, n, 4, generator=g, dtype=torch.float64) * 1.5
+    prod = torch.tensor([_numba_impl.quat_mul(*x, *y) for x, y in zip(a.tolist(), b.tolist(), strict=True)],
+                        dtype=torch.float64)
+    assert rel(prod, gaussians.quat_multiply(a, b)) < 1e-14
+    R = np.empty((n, 3, 3))
+    for i, q in enumerate(a.tolist()):
+        _numba_impl.quat_to_rotmat(*q, R[i])
+    assert rel(torch.from_numpy(R), gaussians.quat_to_rotmat(a)) < 1e-14
+    a[:3] = torch.tensor([[0.1, 1.0, 0.2, -0.1], [0.1, 0.2, 1.0, 0.1], [0.05, -0.1, 0.2, 1.0]])  # half-turns
+    rot = gaussians.quat_to_rotmat(a)
+    diag = torch.cat([rot.diagonal(dim1=-2, dim2=-1).sum(-1, keepdim=True), rot.diagonal(dim1=-2, dim2=-1)], -1)
+    assert set(diag.argmax(-1).tolist()) == {0, 1, 2, 3}
+    q = np.empty((n, 4))
+    for i in range(n):
+        _numba_impl.rotmat_to_quat(rot[i].numpy(), q[i])
+    assert rel(torch.from_numpy(q), gaussians.rotmat_to_quat(rot)) < 1e-14
+    S = torch.randn(n, 3, 3, generator=g, dtype=torch.float64)
+    U, sigma = np.empty((n, 3, 3)), np.empty((n, 3))
+    for i in range(n):
+        _numba_impl.svd3_jacobi(S[i].numpy().copy(), U[i], sigma[i])
+    U, sigma = torch.from_numpy(U), torch.from_numpy(sigma)
+    assert rel(U.transpose(-1, -2) @ U, torch.eye(3, dtype=torch.float64).expand(n, 3, 3)) < 1e-14
+    assert rel(torch.linalg.det(U), torch.ones(n, dtype=torch.float64)) < 1e-14
+    assert rel(sigma.sort(-1).values, torch.linalg.svdvals(S).sort(-1).values) < 1e-14
+    US = U * sigma[:, None, :]
+    assert rel(US @ US.transpose(-1, -2), S @ S.transpose(-1, -2)) < 1e-13
