@@ -35,13 +35,12 @@ void similarity_range(const T* A, const T* b, const T* qr, T log_s, const T* mea
   const T ql[4] = {qr[0], qr[1], qr[2], qr[3]};
 #pragma omp simd
   for (int64_t n = 0; n < count; ++n) {
-    T x, y, z, qo[4];
+    T x, y, z, w, qx, qy, qz;
     affine_point(Al, bl, means[3 * n], means[3 * n + 1], means[3 * n + 2], x, y, z);
-    const T qi[4] = {quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3]};
-    quat_mul(ql, qi, qo);
+    quat_mul(ql, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], w, qx, qy, qz);
     const T s0 = log_scales[3 * n] + log_s, s1 = log_scales[3 * n + 1] + log_s, s2 = log_scales[3 * n + 2] + log_s;
     om[3 * n] = x, om[3 * n + 1] = y, om[3 * n + 2] = z;
-    oq[4 * n] = qo[0], oq[4 * n + 1] = qo[1], oq[4 * n + 2] = qo[2], oq[4 * n + 3] = qo[3];
+    oq[4 * n] = w, oq[4 * n + 1] = qx, oq[4 * n + 2] = qy, oq[4 * n + 3] = qz;
     os[3 * n] = s0, os[3 * n + 1] = s1, os[3 * n + 2] = s2;
   }
 }

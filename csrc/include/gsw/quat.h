@@ -14,13 +14,22 @@ namespace gsw {
 
 // ---- product ------------------------------------------------------------------------------------
 
-// out = a * b (Hamilton product): the rotation by a after the rotation by b.
+// (ow, ox, oy, oz) = a * (bw, bx, by, bz) (Hamilton product): the rotation by a after the rotation by b.
+// This scalar form keeps b and the result in registers inside SIMD loops over Gaussians (GCC does not
+// vectorize a loop whose body passes local arrays to it).
+template <typename T>
+GSW_HD void quat_mul(const T* a, T bw, T bx, T by, T bz, T& ow, T& ox, T& oy, T& oz) {
+  ow = a[0] * bw - a[1] * bx - a[2] * by - a[3] * bz;
+  ox = a[0] * bx + a[1] * bw + a[2] * bz - a[3] * by;
+  oy = a[0] * by - a[1] * bz + a[2] * bw + a[3] * bx;
+  oz = a[0] * bz + a[1] * by - a[2] * bx + a[3] * bw;
+}
+
+// out = a * b; out may be a or b.
 template <typename T>
 GSW_HD void quat_mul(const T* a, const T* b, T* out) {
-  const T w = a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3];
-  const T x = a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2];
-  const T y = a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1];
-  const T z = a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0];
+  T w, x, y, z;
+  quat_mul(a, b[0], b[1], b[2], b[3], w, x, y, z);
   out[0] = w, out[1] = x, out[2] = y, out[3] = z;
 }
 
