@@ -204,10 +204,20 @@ def test_out_buffers_and_in_place(backend: str, device: str) -> None:
     for kw in PARAMS:
         want = transform(s, backend=backend, **kw)
         out = SplatSet(*[torch.full_like(getattr(s, n), 7.0) for n in FIELDS])
+        buffers = {n: getattr(out, n) for n in FIELDS}
         got = transform(s, backend=backend, out=out, **kw)
         assert got is out
         for name in FIELDS:
             assert torch.equal(getattr(got, name), getattr(want, name)), name
+        for name in ("means", "quats", "log_scales", "sh_rest"):  # written into out's own tensors
+            assert getattr(got, name) is buffers[name]
+        # the unchanged fields are shared with the input (not copied), or copied on request
+        assert got.opacity_logits is s.opacity_logits and got.sh_dc is s.sh_dc
+        out = SplatSet(*[torch.full_like(getattr(s, n), 7.0) for n in FIELDS])
+        buffers = {n: getattr(out, n) for n in FIELDS}
+        transform(s, backend=backend, out=out, copy_unchanged=True, **kw)
+        for name in FIELDS:
+            assert getattr(out, name) is buffers[name] and torch.equal(buffers[name], getattr(want, name)), name
         inplace = s.clone()
         transform(inplace, backend=backend, out=inplace, **kw)
         for name in FIELDS:
@@ -314,15 +324,25 @@ def test_bench_suite_quick() -> None:
 
 @requires_ext
 def test_ext_large_output_streaming_path(seed: int) -> None:
-    """Outputs above the streaming-store threshold (8 MB of SH) take another store path."""
+    """Outputs above the streaming-store threshold (8 MB) take other store paths: SH rest blocks, and
+    means/quats/log-scales written through L1 buffers when the outputs are not the inputs. N is odd, so
+    there are partial blocks, and the second frame of a batch starts unaligned (regular stores)."""
     s = random_splats(400_003, 3, seed)
     kw = PARAMS[0]
     out = transform(s, backend="ext", **kw)
     ref = transform(s, backend="torch", **kw)
-    assert rel(out.sh_rest, ref.sh_rest) < 1e-6 and rel(out.means, ref.means) < 1e-6
+    for name in ("means", "quats", "log_scales", "sh_rest"):
+        assert rel(getattr(out, name), getattr(ref, name)) < 1e-6, name
     idx = torch.tensor([0, 1, 15, 16, 200_000, 400_002])
     _, _, sh_rest = reference(s[idx], **kw)
     assert rel(out.sh_rest[idx], sh_rest) < 2e-6
+    rot = torch.randn(2, 4, dtype=torch.float64)
+    outs = [random_splats(400_003, 3, seed + 1), random_splats(400_003, 3, seed + 2)]
+    for batch in (transform(s, rotation=rot, backend="ext", out=outs), transform(s, rotation=rot, backend="ext")):
+        for f, o in enumerate(batch):
+            want = transform(s, rotation=rot[f], backend="torch")
+            for name in FIELDS:
+                assert rel(getattr(o, name), getattr(want, name)) < 1e-6, (f, name)
 
 
 @pytest.mark.skipif(not _numba_impl.available(), reason="numba is not installed")

@@ -45,6 +45,34 @@ void similarity_range(const T* A, const T* b, const T* qr, T log_s, const T* mea
   }
 }
 
+#if defined(__AVX512F__)
+// similarity_range into outputs that are much larger than the caches and are not the inputs: blocks of
+// kBlock Gaussians are transformed into L1-resident buffers and written out as whole cache lines with
+// streaming stores, so the output lines are not read first (read-for-ownership: a third of the
+// traffic of an SH-free transform). kBlock Gaussians fill whole 64-byte lines for float and double;
+// out* must be 64-byte aligned (the caller checks). A tail of fewer than kBlock is stored normally.
+template <typename T>
+void similarity_range_streaming(const T* A, const T* b, const T* qr, T log_s, const T* means, const T* quats,
+                                const T* log_scales, T* om, T* oq, T* os, int64_t count) {
+  static_assert(3 * kBlock * sizeof(float) % 64 == 0, "a block of means fills whole cache lines");
+  alignas(64) T bm[3 * kBlock], bq[4 * kBlock], bs[3 * kBlock];
+  auto stream = [](T* dst, const T* src, int64_t bytes) {
+    for (int64_t i = 0; i < bytes; i += 64)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(reinterpret_cast<char*>(dst) + i),
+                          _mm512_load_si512(reinterpret_cast<const char*>(src) + i));
+  };
+  int64_t n = 0;
+  for (; n + kBlock <= count; n += kBlock) {
+    similarity_range(A, b, qr, log_s, means + 3 * n, quats + 4 * n, log_scales + 3 * n, bm, bq, bs, kBlock);
+    stream(om + 3 * n, bm, sizeof(bm));
+    stream(oq + 4 * n, bq, sizeof(bq));
+    stream(os + 3 * n, bs, sizeof(bs));
+  }
+  similarity_range(A, b, qr, log_s, means + 3 * n, quats + 4 * n, log_scales + 3 * n, om + 3 * n, oq + 4 * n,
+                   os + 3 * n, count - n);
+}
+#endif
+
 // Means (affine) and covariance re-decomposition of one block (general case; scalar, double inside).
 template <typename T>
 void general_block(const T* A, const T* b, const T* means, const T* quats, const T* log_scales, T* om, T* oq,
@@ -225,8 +253,17 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
   T* os = out_log_scales.data_ptr<T>();
   T* osh = K ? out_sh_rest.data_ptr<T>() : nullptr;
   const int64_t total = F * nchunks;
-  // outputs much larger than the last-level cache are written with streaming stores
+  // outputs much larger than the last-level cache are written with streaming stores: the SH rest, and
+  // (similarity path) means, quaternions and log-scales when they are not the inputs (in place, the
+  // output lines are already in the cache) and 64-byte aligned
   const bool streaming = F * N * K * 3 * static_cast<int64_t>(sizeof(T)) > kStreamBytes;
+  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 63) == 0; };
+#if defined(__AVX512F__)
+  const bool stream_params = F * N * 10 * static_cast<int64_t>(sizeof(T)) > kStreamBytes && om != mu && oq != q &&
+                             os != ls;
+#else
+  constexpr bool stream_params = false;  // the streaming stores are written for AVX-512 targets only
+#endif
   // small calls run on the calling thread: waking a thread team costs more than the work
   const int64_t work = F * N * (general ? 200 : 10 + 6 * K);  // ~floats moved (the SVD counts more)
 #pragma omp parallel for schedule(static) if (work > kParallelWork && total > 1)
@@ -240,6 +277,11 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     T* fs = os + f * N * 3;
     if (general) {
       general_block(A, A + 9, mu, q, ls, fm, fq, fs, n0, n1 - n0);
+    } else if (stream_params && aligned(fm + 3 * n0) && aligned(fq + 4 * n0) && aligned(fs + 3 * n0)) {
+#if defined(__AVX512F__)
+      similarity_range_streaming(A, A + 9, qr + 4 * f, lsr[f], mu + 3 * n0, q + 4 * n0, ls + 3 * n0, fm + 3 * n0,
+                                 fq + 4 * n0, fs + 3 * n0, n1 - n0);
+#endif
     } else {
       similarity_range(A, A + 9, qr + 4 * f, lsr[f], mu + 3 * n0, q + 4 * n0, ls + 3 * n0, fm + 3 * n0,
                        fq + 4 * n0, fs + 3 * n0, n1 - n0);
@@ -250,7 +292,7 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     }
   }
 #if defined(__AVX512F__)
-  if (streaming) _mm_sfence();  // order the streaming stores before the op returns
+  if (streaming || stream_params) _mm_sfence();  // order the streaming stores before the op returns
 #endif
 }
 
