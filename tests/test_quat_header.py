@@ -97,3 +97,13 @@ def test_svd3_jacobi(driver: Path, seed: int) -> None:
     # S = U diag(sigma) V^T with V orthogonal: S S^T = U diag(sigma^2) U^T
     US = U * sigma[:, None, :]
     assert rel_err(US @ US.transpose(-1, -2), S @ S.transpose(-1, -2)) < 1e-13
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_quat_header_compiles_for_cuda(tmp_path: Path) -> None:
+    """Every header function instantiated in device code (float and double) compiles with nvcc."""
+    src = ROOT / "tests" / "cpp" / "quat_header_device.cu"
+    cmd = ["nvcc", "-c", "-std=c++17", "-O3", f"-I{ROOT / 'csrc' / 'include'}",
+           "-gencode", "arch=compute_80,code=sm_80", str(src), "-o", str(tmp_path / "quat.o")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
