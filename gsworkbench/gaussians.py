@@ -54,10 +54,11 @@ def quat_normalize(q: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
 def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
     """Rotation matrices [..., 3, 3] from quaternions [..., 4] (wxyz, normalised here)."""
     w, x, y, z = quat_normalize(q).unbind(-1)
+    xx, yy, zz, xy, xz, yz, wx, wy, wz = x * x, y * y, z * z, x * y, x * z, y * z, w * x, w * y, w * z
     rows = [
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+        1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy),
+        2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx),
+        2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy),
     ]  # fmt: skip
     return torch.stack(rows, dim=-1).reshape(*q.shape[:-1], 3, 3)
 
