@@ -48,7 +48,7 @@ def logit_from_opacity(opacity: torch.Tensor, eps: float = 1e-7) -> torch.Tensor
 
 def quat_normalize(q: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     """Unit quaternions [..., 4] (wxyz)."""
-    return q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
+    return q / torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps)
 
 
 def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
