@@ -49,13 +49,14 @@ TORCH_LIBRARY(gsworkbench, m) {
 
   // ---- transforms (gsworkbench/transforms/) ----
   // Writes F transformed copies of N splats into the out tensors (see csrc/include/gsw/transforms.h):
-  // means [N,3], quats [N,4], log_scales [N,3], sh_rest [N,K,3]; per frame: affine [F,12] (A row-major,
-  // then b) and sh_rot [F,K,K]; general=false: A = s R (quats rotated, log s added), general=true:
-  // any A with det > 0 (covariances re-decomposed per Gaussian).
+  // means [N,3], quats [N,4], log_scales [N,3], sh_rest [N,K,3]; per frame (Frames.params, computed
+  // once in Python): affine [F,12] (A row-major, then b), quat_r [F,4] (wxyz) and log_s [F] with
+  // A = s R(quat_r) for a similarity, sh_rot [F,K,K]; general=false: A = s R (quats rotated by quat_r,
+  // log s added), general=true: any A with det > 0 (covariances re-decomposed per Gaussian).
   // out_means [F,N,3], out_quats [F,N,4], out_log_scales [F,N,3], out_sh_rest [F,N,K,3].
   m.def(
       "transform_splats(Tensor means, Tensor quats, Tensor log_scales, Tensor sh_rest, Tensor affine,"
-      " Tensor sh_rot, bool general, Tensor(a!) out_means, Tensor(b!) out_quats,"
+      " Tensor quat_r, Tensor log_s, Tensor sh_rot, bool general, Tensor(a!) out_means, Tensor(b!) out_quats,"
       " Tensor(c!) out_log_scales, Tensor(d!) out_sh_rest) -> ()");
 
   // ---- splat rasterizer (gsworkbench/splat/) ----

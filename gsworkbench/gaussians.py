@@ -48,16 +48,17 @@ def logit_from_opacity(opacity: torch.Tensor, eps: float = 1e-7) -> torch.Tensor
 
 def quat_normalize(q: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     """Unit quaternions [..., 4] (wxyz)."""
-    return q / q.norm(dim=-1, keepdim=True).clamp_min(eps)
+    return q / torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps)
 
 
 def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
     """Rotation matrices [..., 3, 3] from quaternions [..., 4] (wxyz, normalised here)."""
     w, x, y, z = quat_normalize(q).unbind(-1)
+    xx, yy, zz, xy, xz, yz, wx, wy, wz = x * x, y * y, z * z, x * y, x * z, y * z, w * x, w * y, w * z
     rows = [
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+        1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy),
+        2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx),
+        2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy),
     ]  # fmt: skip
     return torch.stack(rows, dim=-1).reshape(*q.shape[:-1], 3, 3)
 
@@ -78,21 +79,26 @@ def quat_multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def rotmat_to_quat(R: torch.Tensor) -> torch.Tensor:
-    """Unit quaternions [..., 4] (wxyz, w >= 0) from rotation matrices [..., 3, 3]."""
-    m = R
-    t = m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2]
-    # four candidate (unnormalised) quaternions; pick the best-conditioned one per matrix
+    """Unit quaternions [..., 4] (wxyz, w >= 0) from rotation matrices [..., 3, 3].
+
+    Of the four candidate (unnormalised) quaternions, each matrix takes the best-conditioned one: the
+    one whose largest component is built from the largest of (trace, m00, m11, m22). The C++ twin is
+    ``rotmat_to_quat`` in csrc/include/gsw/quat.h.
+    """
+    m00, m01, m02, m10, m11, m12, m20, m21, m22 = R.reshape(*R.shape[:-2], 9).unbind(-1)
+    t = m00 + m11 + m22
+    a21, a02, a10 = m21 - m12, m02 - m20, m10 - m01  # antisymmetric parts (pair with w)
+    s01, s02, s12 = m01 + m10, m02 + m20, m12 + m21  # symmetric parts (pairs of axes)
     cands = torch.stack(
         [
-            torch.stack([1 + t, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1),  # noqa: E501
-            torch.stack([m[..., 2, 1] - m[..., 1, 2], 1 + 2 * m[..., 0, 0] - t, m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),  # noqa: E501
-            torch.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0], 1 + 2 * m[..., 1, 1] - t, m[..., 1, 2] + m[..., 2, 1]], -1),  # noqa: E501
-            torch.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1], 1 + 2 * m[..., 2, 2] - t], -1),  # noqa: E501
+            torch.stack([1 + t, a21, a02, a10], -1),
+            torch.stack([a21, 1 + 2 * m00 - t, s01, s02], -1),
+            torch.stack([a02, s01, 1 + 2 * m11 - t, s12], -1),
+            torch.stack([a10, s02, s12, 1 + 2 * m22 - t], -1),
         ],
         dim=-2,
-    )  # fmt: skip  # noqa: E501
-    diag = torch.stack([t, m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]], -1)
-    best = diag.argmax(-1, keepdim=True)
+    )
+    best = torch.stack([t, m00, m11, m22], -1).argmax(-1, keepdim=True)
     q = torch.gather(cands, -2, best[..., None].expand(*best.shape, 4)).squeeze(-2)
     q = quat_normalize(q)
     return torch.where(q[..., :1] < 0, -q, q)

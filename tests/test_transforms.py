@@ -13,7 +13,7 @@ from conftest import rel_err as rel
 from gsworkbench import gaussians
 from gsworkbench._ext import has_ext
 from gsworkbench.splats import SplatSet, synthetic_splats
-from gsworkbench.transforms import Frames, compose, inverse, make_frames, transform
+from gsworkbench.transforms import Frames, _numba_impl, compose, inverse, make_frames, transform
 from gsworkbench.transforms.frames import nearest_rotation
 
 BACKENDS = ["numpy", "numba", "torch"] + (["ext"] if has_ext() else [])  # loops over backends
@@ -204,10 +204,20 @@ def test_out_buffers_and_in_place(backend: str, device: str) -> None:
     for kw in PARAMS:
         want = transform(s, backend=backend, **kw)
         out = SplatSet(*[torch.full_like(getattr(s, n), 7.0) for n in FIELDS])
+        buffers = {n: getattr(out, n) for n in FIELDS}
         got = transform(s, backend=backend, out=out, **kw)
         assert got is out
         for name in FIELDS:
             assert torch.equal(getattr(got, name), getattr(want, name)), name
+        for name in ("means", "quats", "log_scales", "sh_rest"):  # written into out's own tensors
+            assert getattr(got, name) is buffers[name]
+        # the unchanged fields are shared with the input (not copied), or copied on request
+        assert got.opacity_logits is s.opacity_logits and got.sh_dc is s.sh_dc
+        out = SplatSet(*[torch.full_like(getattr(s, n), 7.0) for n in FIELDS])
+        buffers = {n: getattr(out, n) for n in FIELDS}
+        transform(s, backend=backend, out=out, copy_unchanged=True, **kw)
+        for name in FIELDS:
+            assert getattr(out, name) is buffers[name] and torch.equal(buffers[name], getattr(want, name)), name
         inplace = s.clone()
         transform(inplace, backend=backend, out=inplace, **kw)
         for name in FIELDS:
@@ -244,7 +254,7 @@ def test_ext_opcheck_and_no_grad(device: str) -> None:
     s = random_splats(21, 3, 9).to(device)
     for general, kw in zip((False, True), PARAMS, strict=True):
         f = make_frames(**kw)
-        p = [torch.from_numpy(v).float().to(device) for v in f.kernel_params(3).values()]  # affine, sh_rot
+        p = [v.float().to(device) for v in f.params(3).values()]  # affine, quat_r, log_s, sh_rot
         outs = [torch.empty(1, 21, 3, device=device), torch.empty(1, 21, 4, device=device),
                 torch.empty(1, 21, 3, device=device), torch.empty(1, 21, 15, 3, device=device)]  # fmt: skip
         args = (s.means, s.quats, s.log_scales, s.sh_rest, *p, general, *outs)
@@ -314,12 +324,56 @@ def test_bench_suite_quick() -> None:
 
 @requires_ext
 def test_ext_large_output_streaming_path(seed: int) -> None:
-    """Outputs above the streaming-store threshold (8 MB of SH) take another store path."""
+    """Outputs above the streaming-store threshold (8 MB) take other store paths: SH rest blocks, and
+    means/quats/log-scales written through L1 buffers when the outputs are not the inputs. N is odd, so
+    there are partial blocks, and the second frame of a batch starts unaligned (regular stores)."""
     s = random_splats(400_003, 3, seed)
     kw = PARAMS[0]
     out = transform(s, backend="ext", **kw)
     ref = transform(s, backend="torch", **kw)
-    assert rel(out.sh_rest, ref.sh_rest) < 1e-6 and rel(out.means, ref.means) < 1e-6
+    for name in ("means", "quats", "log_scales", "sh_rest"):
+        assert rel(getattr(out, name), getattr(ref, name)) < 1e-6, name
     idx = torch.tensor([0, 1, 15, 16, 200_000, 400_002])
     _, _, sh_rest = reference(s[idx], **kw)
     assert rel(out.sh_rest[idx], sh_rest) < 2e-6
+    rot = torch.randn(2, 4, dtype=torch.float64)
+    outs = [random_splats(400_003, 3, seed + 1), random_splats(400_003, 3, seed + 2)]
+    for batch in (transform(s, rotation=rot, backend="ext", out=outs), transform(s, rotation=rot, backend="ext")):
+        for f, o in enumerate(batch):
+            want = transform(s, rotation=rot[f], backend="torch")
+            for name in FIELDS:
+                assert rel(getattr(o, name), getattr(want, name)) < 1e-6, (f, name)
+
+
+@pytest.mark.skipif(not _numba_impl.available(), reason="numba is not installed")
+def test_numba_port_matches_gaussians(seed: int) -> None:
+    """The numba backend's own scalar quaternion math and 3x3 SVD against gaussians.py / torch.linalg
+    (float64, fresh random inputs; every branch of rotmat_to_quat)."""
+    g = torch.Generator().manual_seed(seed)
+    n = 200
+    a, b = torch.randn(2, n, 4, generator=g, dtype=torch.float64) * 1.5
+    prod = torch.tensor([_numba_impl.quat_mul(*x, *y) for x, y in zip(a.tolist(), b.tolist(), strict=True)],
+                        dtype=torch.float64)
+    assert rel(prod, gaussians.quat_multiply(a, b)) < 1e-14
+    R = np.empty((n, 3, 3))
+    for i, q in enumerate(a.tolist()):
+        _numba_impl.quat_to_rotmat(*q, R[i])
+    assert rel(torch.from_numpy(R), gaussians.quat_to_rotmat(a)) < 1e-14
+    a[:3] = torch.tensor([[0.1, 1.0, 0.2, -0.1], [0.1, 0.2, 1.0, 0.1], [0.05, -0.1, 0.2, 1.0]])  # half-turns
+    rot = gaussians.quat_to_rotmat(a)
+    diag = torch.cat([rot.diagonal(dim1=-2, dim2=-1).sum(-1, keepdim=True), rot.diagonal(dim1=-2, dim2=-1)], -1)
+    assert set(diag.argmax(-1).tolist()) == {0, 1, 2, 3}
+    q = np.empty((n, 4))
+    for i in range(n):
+        _numba_impl.rotmat_to_quat(rot[i].numpy(), q[i])
+    assert rel(torch.from_numpy(q), gaussians.rotmat_to_quat(rot)) < 1e-14
+    S = torch.randn(n, 3, 3, generator=g, dtype=torch.float64)
+    U, sigma = np.empty((n, 3, 3)), np.empty((n, 3))
+    for i in range(n):
+        _numba_impl.svd3_jacobi(S[i].numpy().copy(), U[i], sigma[i])
+    U, sigma = torch.from_numpy(U), torch.from_numpy(sigma)
+    assert rel(U.transpose(-1, -2) @ U, torch.eye(3, dtype=torch.float64).expand(n, 3, 3)) < 1e-14
+    assert rel(torch.linalg.det(U), torch.ones(n, dtype=torch.float64)) < 1e-14
+    assert rel(sigma.sort(-1).values, torch.linalg.svdvals(S).sort(-1).values) < 1e-14
+    US = U * sigma[:, None, :]
+    assert rel(US @ US.transpose(-1, -2), S @ S.transpose(-1, -2)) < 1e-13

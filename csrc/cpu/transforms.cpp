@@ -6,9 +6,8 @@
 #include <torch/library.h>
 
 #include <type_traits>
-#include <vector>
-#if defined(__AVX512F__)
-#include <immintrin.h>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>  // the AVX-512 paths below, when the target has AVX-512F
 #endif
 
 #include "gsw/transforms.h"
@@ -38,13 +37,41 @@ void similarity_range(const T* A, const T* b, const T* qr, T log_s, const T* mea
   for (int64_t n = 0; n < count; ++n) {
     T x, y, z, w, qx, qy, qz;
     affine_point(Al, bl, means[3 * n], means[3 * n + 1], means[3 * n + 2], x, y, z);
-    quat_left_mul(ql, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], w, qx, qy, qz);
+    quat_mul(ql, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], w, qx, qy, qz);
     const T s0 = log_scales[3 * n] + log_s, s1 = log_scales[3 * n + 1] + log_s, s2 = log_scales[3 * n + 2] + log_s;
     om[3 * n] = x, om[3 * n + 1] = y, om[3 * n + 2] = z;
     oq[4 * n] = w, oq[4 * n + 1] = qx, oq[4 * n + 2] = qy, oq[4 * n + 3] = qz;
     os[3 * n] = s0, os[3 * n + 1] = s1, os[3 * n + 2] = s2;
   }
 }
+
+#if defined(__AVX512F__)
+// similarity_range into outputs that are much larger than the caches and are not the inputs: blocks of
+// kBlock Gaussians are transformed into L1-resident buffers and written out as whole cache lines with
+// streaming stores, so the output lines are not read first (read-for-ownership: a third of the
+// traffic of an SH-free transform). kBlock Gaussians fill whole 64-byte lines for float and double;
+// out* must be 64-byte aligned (the caller checks). A tail of fewer than kBlock is stored normally.
+template <typename T>
+void similarity_range_streaming(const T* A, const T* b, const T* qr, T log_s, const T* means, const T* quats,
+                                const T* log_scales, T* om, T* oq, T* os, int64_t count) {
+  static_assert(3 * kBlock * sizeof(float) % 64 == 0, "a block of means fills whole cache lines");
+  alignas(64) T bm[3 * kBlock], bq[4 * kBlock], bs[3 * kBlock];
+  auto stream = [](T* dst, const T* src, int64_t bytes) {
+    for (int64_t i = 0; i < bytes; i += 64)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(reinterpret_cast<char*>(dst) + i),
+                          _mm512_load_si512(reinterpret_cast<const char*>(src) + i));
+  };
+  int64_t n = 0;
+  for (; n + kBlock <= count; n += kBlock) {
+    similarity_range(A, b, qr, log_s, means + 3 * n, quats + 4 * n, log_scales + 3 * n, bm, bq, bs, kBlock);
+    stream(om + 3 * n, bm, sizeof(bm));
+    stream(oq + 4 * n, bq, sizeof(bq));
+    stream(os + 3 * n, bs, sizeof(bs));
+  }
+  similarity_range(A, b, qr, log_s, means + 3 * n, quats + 4 * n, log_scales + 3 * n, om + 3 * n, oq + 4 * n,
+                   os + 3 * n, count - n);
+}
+#endif
 
 // Means (affine) and covariance re-decomposition of one block (general case; scalar, double inside).
 template <typename T>
@@ -54,9 +81,10 @@ void general_block(const T* A, const T* b, const T* means, const T* quats, const
   for (int i = 0; i < 9; ++i) Ad[i] = A[i];
   for (int64_t n = n0; n < n0 + count; ++n) {
     affine_point(A, b, means[3 * n], means[3 * n + 1], means[3 * n + 2], om[3 * n], om[3 * n + 1], om[3 * n + 2]);
+    const double qi[4] = {quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3]};
+    const double lsi[3] = {log_scales[3 * n], log_scales[3 * n + 1], log_scales[3 * n + 2]};
     double q[4], ls[3];
-    general_covariance(Ad, quats[4 * n], quats[4 * n + 1], quats[4 * n + 2], quats[4 * n + 3], log_scales[3 * n],
-                       log_scales[3 * n + 1], log_scales[3 * n + 2], q, ls);
+    general_covariance(Ad, qi, lsi, q, ls);
     for (int c = 0; c < 4; ++c) oq[4 * n + c] = static_cast<T>(q[c]);
     for (int c = 0; c < 3; ++c) os[3 * n + c] = static_cast<T>(ls[c]);
   }
@@ -206,7 +234,8 @@ void sh_block(const T* D, const T* sh, T* osh, int64_t n0, int64_t count, bool s
 
 template <typename T, int Deg>
 void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales, const at::Tensor& sh_rest,
-         const at::Tensor& affine, const at::Tensor& sh_rot, bool general, at::Tensor& out_means, at::Tensor& out_quats, at::Tensor& out_log_scales,
+         const at::Tensor& affine, const at::Tensor& quat_r, const at::Tensor& log_s, const at::Tensor& sh_rot,
+         bool general, at::Tensor& out_means, at::Tensor& out_quats, at::Tensor& out_log_scales,
          at::Tensor& out_sh_rest) {
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
   const int64_t F = affine.size(0), N = means.size(0);
@@ -216,26 +245,25 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
   const T* ls = log_scales.data_ptr<T>();
   const T* sh = K ? sh_rest.data_ptr<T>() : nullptr;
   const T* aff = affine.data_ptr<T>();
-  // per frame (uniform case): A = s R -> quaternion of R and log s, in double
-  std::vector<T> qr(4 * F), lsr(F);
-  for (int64_t f = 0; f < F; ++f) {
-    double Ad[9];
-    for (int i = 0; i < 9; ++i) Ad[i] = aff[12 * f + i];
-    double q[4];
-    const double s = similarity_scale(Ad);
-    for (int i = 0; i < 9; ++i) Ad[i] /= s;
-    rotmat_to_quat(Ad, q);
-    for (int i = 0; i < 4; ++i) qr[4 * f + i] = static_cast<T>(q[i]);
-    lsr[f] = static_cast<T>(log(s));
-  }
+  const T* qr = quat_r.data_ptr<T>();  // per frame (uniform case): A = s R(qr), lsr = log s
+  const T* lsr = log_s.data_ptr<T>();
   const T* D = K ? sh_rot.data_ptr<T>() : nullptr;
   T* om = out_means.data_ptr<T>();
   T* oq = out_quats.data_ptr<T>();
   T* os = out_log_scales.data_ptr<T>();
   T* osh = K ? out_sh_rest.data_ptr<T>() : nullptr;
   const int64_t total = F * nchunks;
-  // outputs much larger than the last-level cache are written with streaming stores
+  // outputs much larger than the last-level cache are written with streaming stores: the SH rest, and
+  // (similarity path) means, quaternions and log-scales when they are not the inputs (in place, the
+  // output lines are already in the cache) and 64-byte aligned
   const bool streaming = F * N * K * 3 * static_cast<int64_t>(sizeof(T)) > kStreamBytes;
+  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 63) == 0; };
+#if defined(__AVX512F__)
+  const bool stream_params = F * N * 10 * static_cast<int64_t>(sizeof(T)) > kStreamBytes && om != mu && oq != q &&
+                             os != ls;
+#else
+  constexpr bool stream_params = false;  // the streaming stores are written for AVX-512 targets only
+#endif
   // small calls run on the calling thread: waking a thread team costs more than the work
   const int64_t work = F * N * (general ? 200 : 10 + 6 * K);  // ~floats moved (the SVD counts more)
 #pragma omp parallel for schedule(static) if (work > kParallelWork && total > 1)
@@ -249,8 +277,13 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     T* fs = os + f * N * 3;
     if (general) {
       general_block(A, A + 9, mu, q, ls, fm, fq, fs, n0, n1 - n0);
+    } else if (stream_params && aligned(fm + 3 * n0) && aligned(fq + 4 * n0) && aligned(fs + 3 * n0)) {
+#if defined(__AVX512F__)
+      similarity_range_streaming(A, A + 9, qr + 4 * f, lsr[f], mu + 3 * n0, q + 4 * n0, ls + 3 * n0, fm + 3 * n0,
+                                 fq + 4 * n0, fs + 3 * n0, n1 - n0);
+#endif
     } else {
-      similarity_range(A, A + 9, qr.data() + 4 * f, lsr[f], mu + 3 * n0, q + 4 * n0, ls + 3 * n0, fm + 3 * n0,
+      similarity_range(A, A + 9, qr + 4 * f, lsr[f], mu + 3 * n0, q + 4 * n0, ls + 3 * n0, fm + 3 * n0,
                        fq + 4 * n0, fs + 3 * n0, n1 - n0);
     }
     if constexpr (K > 0) {
@@ -259,24 +292,27 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     }
   }
 #if defined(__AVX512F__)
-  if (streaming) _mm_sfence();  // order the streaming stores before the op returns
+  if (streaming || stream_params) _mm_sfence();  // order the streaming stores before the op returns
 #endif
 }
 
 void transform_splats_cpu(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales,
-                          const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& sh_rot, bool general, at::Tensor out_means,
+                          const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& quat_r,
+                          const at::Tensor& log_s, const at::Tensor& sh_rot, bool general, at::Tensor out_means,
                           at::Tensor out_quats, at::Tensor out_log_scales, at::Tensor out_sh_rest) {
-  const TransformDims d = check_transform_inputs(means, quats, log_scales, sh_rest, affine, sh_rot, out_means,
-                                                 out_quats, out_log_scales, out_sh_rest);
+  const TransformDims d = check_transform_inputs(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot,
+                                                 out_means, out_quats, out_log_scales, out_sh_rest);
   TORCH_CHECK(means.device().is_cpu(), "transform_splats (CPU): inputs must be CPU tensors");
-  const auto dt = means.scalar_type();
-  const int64_t K = d.K;
-  AT_DISPATCH_FLOATING_TYPES(dt, "transform_splats_cpu", [&] {
-    switch (K) {
-      case 0: run<scalar_t, 0>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
-      case 3: run<scalar_t, 1>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
-      case 8: run<scalar_t, 2>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
-      default: run<scalar_t, 3>(means, quats, log_scales, sh_rest, affine, sh_rot, general, out_means, out_quats, out_log_scales, out_sh_rest); break;
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "transform_splats_cpu", [&] {
+    auto go = [&](auto deg) {
+      run<scalar_t, decltype(deg)::value>(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general,
+                                          out_means, out_quats, out_log_scales, out_sh_rest);
+    };
+    switch (d.K) {
+      case 0: go(std::integral_constant<int, 0>{}); break;
+      case 3: go(std::integral_constant<int, 1>{}); break;
+      case 8: go(std::integral_constant<int, 2>{}); break;
+      default: go(std::integral_constant<int, 3>{}); break;
     }
   });
 }

@@ -14,23 +14,23 @@ namespace transforms {
 namespace {
 
 void transform_splats_cuda_op(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales,
-                              const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& sh_rot,
-                              bool general, at::Tensor out_means, at::Tensor out_quats, at::Tensor out_log_scales,
-                              at::Tensor out_sh_rest) {
-  const TransformDims d = check_transform_inputs(means, quats, log_scales, sh_rest, affine, sh_rot, out_means,
-                                                 out_quats, out_log_scales, out_sh_rest);
+                              const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& quat_r,
+                              const at::Tensor& log_s, const at::Tensor& sh_rot, bool general, at::Tensor out_means,
+                              at::Tensor out_quats, at::Tensor out_log_scales, at::Tensor out_sh_rest) {
+  const TransformDims d = check_transform_inputs(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot,
+                                                 out_means, out_quats, out_log_scales, out_sh_rest);
   TORCH_CHECK(means.is_cuda(), "transform_splats (CUDA): inputs must be CUDA tensors");
-  const auto dt = means.scalar_type();
-  const int64_t N = d.N, F = d.F, K = d.K;
   const c10::cuda::CUDAGuard guard(means.device());
   auto stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(dt, "transform_splats_cuda", [&] {
-    const cudaError_t err = transform_splats_cuda<scalar_t>(
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "transform_splats_cuda", [&] {
+    const bool sh = d.K > 0;
+    const TransformArgs<scalar_t> args{
         means.data_ptr<scalar_t>(), quats.data_ptr<scalar_t>(), log_scales.data_ptr<scalar_t>(),
-        K ? sh_rest.data_ptr<scalar_t>() : nullptr, affine.data_ptr<scalar_t>(),
-        K ? sh_rot.data_ptr<scalar_t>() : nullptr, general, out_means.data_ptr<scalar_t>(),
+        sh ? sh_rest.data_ptr<scalar_t>() : nullptr, affine.data_ptr<scalar_t>(), quat_r.data_ptr<scalar_t>(),
+        log_s.data_ptr<scalar_t>(), sh ? sh_rot.data_ptr<scalar_t>() : nullptr, out_means.data_ptr<scalar_t>(),
         out_quats.data_ptr<scalar_t>(), out_log_scales.data_ptr<scalar_t>(),
-        K ? out_sh_rest.data_ptr<scalar_t>() : nullptr, F, N, static_cast<int>(K), stream);
+        sh ? out_sh_rest.data_ptr<scalar_t>() : nullptr, d.F, d.N, static_cast<int>(d.K), general};
+    const cudaError_t err = transform_splats_cuda<scalar_t>(args, stream);
     TORCH_CHECK(err == cudaSuccess, "transform_splats_cuda: ", cudaGetErrorString(err));
   });
 }

@@ -94,6 +94,7 @@ def transform(
     center: Any = None,
     backend: str = "auto",
     out: SplatSet | list[SplatSet] | None = None,
+    copy_unchanged: bool = False,
 ) -> SplatSet | list[SplatSet]:
     """Applies ``x -> s R (x - c) + c + t`` to every splat (or F such transforms in one call).
 
@@ -103,6 +104,8 @@ def transform(
             :func:`inverse` / :func:`compose`) instead of rotation/translation/scale/center. Under
             torch.compile pass Frames built outside the compiled function: building them is numpy
             with data-dependent checks (graph breaks); with prebuilt Frames the call traces whole.
+            Building Frames costs ~0.3 ms (checks, the rotation's quaternion, in float64), so loops
+            that reuse one transform should build it once.
         rotation: 3x3 rotation matrix or wxyz quaternion; batched [F,3,3] / [F,4].
         translation: t [3] or [F,3] (world units).
         scale: s > 0, a scalar or 3-vector (``diag(s)`` applied after R, along world axes); [F] or [F,3].
@@ -112,12 +115,18 @@ def transform(
             builds); the others raise ValueError when the splats require grad.
         out: preallocated output: a SplatSet of the input's shapes (a list of F for a batch). It may
             be the input itself (in-place transform). Reusing buffers in a loop (animation frames)
-            avoids faulting in fresh output memory on every call, which dominates at large N.
+            avoids faulting in fresh output memory on every call, which dominates at large N. The
+            transformed fields (means, quats, log_scales, sh_rest) are written into out's tensors;
+            out's ``opacity_logits`` and ``sh_dc`` attributes are set to the input's tensors (shared,
+            not copied, as without ``out``): the transform does not change them, and copying them
+            would be a third of the memory traffic of an SH-free transform.
+        copy_unchanged: with ``out``, copy the input's ``opacity_logits`` and ``sh_dc`` into out's own
+            tensors instead of sharing them (for callers that need out to own independent buffers).
 
     Returns:
-        The transformed SplatSet (a list of F for a batch). Without ``out`` its ``opacity_logits``
-        and ``sh_dc`` are the input's tensors (unchanged, shared, not copied); with ``out`` they are
-        copied into it.
+        The transformed SplatSet (a list of F for a batch; ``out`` itself when given). Its
+        ``opacity_logits`` and ``sh_dc`` are the input's tensors (unchanged, shared, not copied),
+        unless ``copy_unchanged``.
 
     Rule: means ``x -> A x + b`` with ``A = diag(s) R``, ``b = c + t - A c``; opacities and SH DC
     unchanged. Uniform scale: quaternions left-multiplied by R's quaternion (their norm is kept),
@@ -141,9 +150,8 @@ def transform(
     outs = _check_out(out, splats, frames)
     general = not frames.is_similarity
     dtype, device = splats.means.dtype, splats.means.device
-    raw = frames.params(splats.sh_degree)
-    names = ("affine", "sh_rot") if backend == "ext" else ("affine", "quat_r", "log_s", "sh_rot")
-    params = {k: raw[k].to(dtype=dtype, device=device) for k in names}  # the C++ kernel derives R, s from A
+    # per-frame parameters, computed once by Frames for every backend (affine, quat_r, log_s, sh_rot)
+    params = {k: v.to(dtype=dtype, device=device) for k, v in frames.params(splats.sh_degree).items()}
     inputs = [getattr(splats, f).contiguous() for f in _FIELDS]
     F, N, K = len(frames), len(splats), splats.sh_rest.shape[1]
 
@@ -157,7 +165,7 @@ def transform(
             for f, o in enumerate(outs):
                 for name, r in zip(_FIELDS, results, strict=True):
                     getattr(o, name).copy_(r[f])
-                _copy_unchanged(splats, o)
+                _set_unchanged(splats, o, copy_unchanged)
         return out
 
     if outs is None:
@@ -172,15 +180,21 @@ def transform(
     for f, o in enumerate(outs):
         frame_params = {k: v[f : f + 1] for k, v in params.items()}
         _run_kernel(backend, inputs, frame_params, general, [getattr(o, name)[None] for name in _FIELDS])
-        _copy_unchanged(splats, o)
+        _set_unchanged(splats, o, copy_unchanged)
     return out
 
 
-def _copy_unchanged(src: SplatSet, dst: SplatSet) -> None:
+def _set_unchanged(src: SplatSet, dst: SplatSet, copy: bool) -> None:
+    """dst's opacity_logits and sh_dc: the input's tensors (shared), or copies of them into dst's own."""
     for name in ("opacity_logits", "sh_dc"):
         a, b = getattr(src, name), getattr(dst, name)
-        if a.data_ptr() != b.data_ptr():
-            b.copy_(a)
+        if a is b:
+            continue
+        if copy:
+            if a.data_ptr() != b.data_ptr():
+                b.copy_(a)
+        else:
+            setattr(dst, name, a)
 
 
 def _wrap(splats: SplatSet, results: list[torch.Tensor] | tuple[torch.Tensor, ...], batched: bool):  # noqa: ANN202

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 
 from gsworkbench import gaussians
-from gsworkbench.transforms._numpy_impl import rotmat_to_quat
 
 # |R R^T - I| and |det R - 1| allowed for a given rotation matrix (it is then re-orthonormalised).
 ROTATION_TOL = 1e-4
@@ -47,32 +46,6 @@ def nearest_rotation(M: np.ndarray) -> np.ndarray:
     return U @ Vh
 
 
-def _quat_outer_to_rotmat() -> np.ndarray:
-    """L [16, 9]: R.ravel() = (q q^T).ravel() @ L for a unit quaternion q (wxyz)."""
-    L = np.zeros((4, 4, 3, 3))
-    w, x, y, z = range(4)
-    entries = {
-        (0, 0): [(w, w, 1), (x, x, 1), (y, y, -1), (z, z, -1)],
-        (0, 1): [(x, y, 2), (w, z, -2)], (0, 2): [(x, z, 2), (w, y, 2)],
-        (1, 0): [(x, y, 2), (w, z, 2)], (1, 1): [(w, w, 1), (x, x, -1), (y, y, 1), (z, z, -1)],
-        (1, 2): [(y, z, 2), (w, x, -2)], (2, 0): [(x, z, 2), (w, y, -2)], (2, 1): [(y, z, 2), (w, x, 2)],
-        (2, 2): [(w, w, 1), (x, x, -1), (y, y, -1), (z, z, 1)],
-    }  # fmt: skip
-    for (i, j), terms in entries.items():
-        for a, b, c in terms:
-            L[a, b, i, j] += c
-    return L.reshape(16, 9)
-
-
-_QUAT_L = _quat_outer_to_rotmat()
-
-
-def quat_to_rotmat(q: np.ndarray) -> np.ndarray:
-    """[F,3,3] rotation matrices of quaternions [F,4] (wxyz, normalised here)."""
-    qq = (q[:, :, None] * q[:, None, :]).reshape(-1, 16) / (q * q).sum(axis=1, keepdims=True)
-    return (qq @ _QUAT_L).reshape(-1, 3, 3)
-
-
 def _rotation(rotation: Any) -> tuple[np.ndarray, bool]:
     """[F,3,3] rotation matrices from a matrix or wxyz quaternion (single or batched); and batched?"""
     R = _as_float64("rotation", rotation)
@@ -95,7 +68,7 @@ def _rotation(rotation: Any) -> tuple[np.ndarray, bool]:
         q = R.reshape(-1, 4)
         if (np.linalg.norm(q, axis=-1) < 1e-12).any():
             raise ValueError("rotation quaternion must be non-zero")
-        return quat_to_rotmat(q), batched
+        return gaussians.quat_to_rotmat(torch.tensor(q)).numpy(), batched
     raise ValueError(
         "rotation must be a 3x3 matrix, a wxyz quaternion [4], or batches [F,3,3] / [F,4]; "
         f"got shape {list(R.shape)}"
@@ -159,11 +132,11 @@ class Frames:
         object.__setattr__(self, "b", b)
         if self.similarity is None:
             object.__setattr__(self, "similarity", self._check_similarity())
-        rotation = self.A / self.scale[:, None, None] if self.similarity else nearest_rotation(self.A)
+        rotation = torch.from_numpy(self.A / self.scale[:, None, None] if self.similarity else nearest_rotation(self.A))
         object.__setattr__(self, "_tensors", {
             "affine": torch.from_numpy(np.concatenate([A.reshape(-1, 9), b], axis=1)),
-            "rotation": torch.from_numpy(rotation),
-            "quat_r": torch.from_numpy(rotmat_to_quat(rotation)),
+            "rotation": rotation,
+            "quat_r": gaussians.rotmat_to_quat(rotation),
             "log_s": torch.from_numpy(np.log(self.scale)),
         })  # fmt: skip
 
@@ -194,19 +167,20 @@ class Frames:
         return self._tensors["rotation"].numpy()
 
     def params(self, degree: int) -> dict[str, torch.Tensor]:
-        """Kernel parameters (float64 CPU tensors): affine [F,12] (A row-major, then b), sh_rot [F,K,K]
-        (SH bands 1..degree), and for similarity frames the quaternion of R quat_r [F,4] (wxyz, w >= 0)
-        and log s [F]."""
+        """The per-frame kernel parameters, computed once here for every backend (float64 CPU tensors,
+        in the order the kernels take them):
+
+        - ``affine`` [F,12]: A row-major, then b;
+        - ``quat_r`` [F,4]: the quaternion (wxyz, w >= 0) of the rotation part R (A = s R for a similarity);
+        - ``log_s`` [F]: log of the uniform scale s = sqrt(trace(A A^T) / 3);
+        - ``sh_rot`` [F,K,K]: the block-diagonal rotation of SH bands 1..degree by R.
+
+        ``quat_r`` and ``log_s`` are used by the similarity path only (``is_similarity``)."""
         t = self._tensors
         k = gaussians.num_sh_bases(degree) - 1
         R = t["rotation"]
         sh_rot = gaussians.sh_rotation_matrix(R, degree) if degree > 0 else R.new_zeros(R.shape[0], k, k)
-        return {"affine": t["affine"], "sh_rot": sh_rot, "quat_r": t["quat_r"], "log_s": t["log_s"]}
-
-    def kernel_params(self, degree: int) -> dict[str, np.ndarray]:
-        """:meth:`params` affine and sh_rot as numpy arrays (the ext / numpy / numba kernels' inputs)."""
-        p = self.params(degree)
-        return {"affine": p["affine"].numpy(), "sh_rot": p["sh_rot"].numpy()}
+        return {"affine": t["affine"], "quat_r": t["quat_r"], "log_s": t["log_s"], "sh_rot": sh_rot}
 
     def inverse(self) -> Frames:
         """The inverse maps: ``x -> A^-1 x - A^-1 b`` (a similarity's inverse is a similarity)."""

@@ -14,9 +14,9 @@ from gsworkbench._ext import has_ext, require_ext
 
 def _register() -> None:
     @torch.library.register_fake("gsworkbench::transform_splats")
-    def _fake(means, quats, log_scales, sh_rest, affine, sh_rot, general,  # noqa: ANN001, ANN202
+    def _fake(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general,  # noqa: ANN001, ANN202
               out_means, out_quats, out_log_scales, out_sh_rest):  # fmt: skip
-        return None
+        return None  # the op only writes into its (mutable) out tensors
 
 
 if has_ext():
@@ -25,18 +25,19 @@ if has_ext():
 
 def transform_ext(
     means: torch.Tensor, quats: torch.Tensor, log_scales: torch.Tensor, sh_rest: torch.Tensor,
-    affine: torch.Tensor, sh_rot: torch.Tensor, general: bool,
+    affine: torch.Tensor, quat_r: torch.Tensor, log_s: torch.Tensor, sh_rot: torch.Tensor, general: bool,
     out_means: torch.Tensor, out_quats: torch.Tensor, out_log_scales: torch.Tensor, out_sh_rest: torch.Tensor,
 ) -> None:  # fmt: skip
-    """Fills out_* [F,N,...] (contiguous, CPU, same dtype as the inputs); not differentiable.
+    """Fills out_* [F,N,...] (contiguous, on the inputs' device and dtype); not differentiable.
 
-    affine [F,12] is A (row-major) then b per frame; sh_rot [F,K,K] the block-diagonal SH rotation.
-    general=False requires A = s R (the kernel derives R's quaternion and log s from A).
+    The per-frame parameters come from :meth:`gsworkbench.transforms.Frames.params`: affine [F,12] (A
+    row-major, then b), quat_r [F,4] and log_s [F] (the similarity path: A = s R(quat_r)), sh_rot
+    [F,K,K] (the block-diagonal SH rotation). general=True re-decomposes each covariance under A.
     """
     require_ext()
     if any(t.requires_grad for t in (means, quats, log_scales, sh_rest)):
         raise ValueError("the ext transform kernel is not differentiable; use backend='torch' for gradients")
     torch.ops.gsworkbench.transform_splats(
-        means, quats, log_scales, sh_rest, affine, sh_rot, general,
+        means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general,
         out_means, out_quats, out_log_scales, out_sh_rest,
     )  # fmt: skip

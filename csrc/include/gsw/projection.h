@@ -9,6 +9,7 @@
 #pragma once
 
 #include "gsw/common.h"
+#include "gsw/quat.h"
 
 namespace gsw {
 namespace splat {
@@ -61,40 +62,6 @@ GSW_HD void mat3_mul_at(const T* A, const T* B, T* out) {  // A^T B
     for (int j = 0; j < 3; ++j) out[3 * i + j] = A[i] * B[j] + A[3 + i] * B[3 + j] + A[6 + i] * B[6 + j];
 }
 
-// Normalised quaternion (wxyz) and its norm (clamped at 1e-12 like gaussians.quat_normalize).
-template <typename T>
-GSW_HD T quat_normalize(const T* q, T* qn) {
-  T n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
-  n = n < T(1e-12) ? T(1e-12) : n;
-  GSW_UNROLL
-  for (int i = 0; i < 4; ++i) qn[i] = q[i] / n;
-  return n;
-}
-
-template <typename T>
-GSW_HD void rotmat_from_unit_quat(const T* q, T* R) {
-  const T w = q[0], x = q[1], y = q[2], z = q[3];
-  R[0] = 1 - 2 * (y * y + z * z);
-  R[1] = 2 * (x * y - w * z);
-  R[2] = 2 * (x * z + w * y);
-  R[3] = 2 * (x * y + w * z);
-  R[4] = 1 - 2 * (x * x + z * z);
-  R[5] = 2 * (y * z - w * x);
-  R[6] = 2 * (x * z - w * y);
-  R[7] = 2 * (y * z + w * x);
-  R[8] = 1 - 2 * (x * x + y * y);
-}
-
-// Gradient of rotmat_from_unit_quat: G (3x3, dL/dR) -> dL/dq for the unit quaternion q.
-template <typename T>
-GSW_HD void rotmat_from_unit_quat_vjp(const T* q, const T* G, T* vq) {
-  const T w = q[0], x = q[1], y = q[2], z = q[3];
-  vq[0] = 2 * (-z * G[1] + y * G[2] + z * G[3] - x * G[5] - y * G[6] + x * G[7]);
-  vq[1] = 2 * (y * G[1] + z * G[2] + y * G[3] - 2 * x * G[4] - w * G[5] + z * G[6] + w * G[7] - 2 * x * G[8]);
-  vq[2] = 2 * (-2 * y * G[0] + x * G[1] + w * G[2] + x * G[3] + z * G[5] - w * G[6] + z * G[7] - 2 * y * G[8]);
-  vq[3] = 2 * (-2 * z * G[0] - w * G[1] + x * G[2] + w * G[3] - 2 * z * G[4] + y * G[5] + x * G[6] + y * G[7]);
-}
-
 // Everything the forward computes for one (Gaussian, camera) pair; the backward recomputes it.
 template <typename T>
 struct Projected {
@@ -139,9 +106,7 @@ GSW_HD bool project_forward(const T* mean, const T* quat, const T* scale, const 
   const T in_depth = o.p[2] >= near_plane && o.p[2] <= far_plane ? T(1) : T(0);
   o.p[2] = in_depth > T(0) ? o.p[2] : T(1);  // keeps the culled pair's arithmetic finite
   const T z = o.p[2];
-  T qn[4];
-  quat_normalize(quat, qn);
-  rotmat_from_unit_quat(qn, o.Rq);
+  quat_to_rotmat(quat, o.Rq);
   GSW_UNROLL
   for (int i = 0; i < 3; ++i)
     GSW_UNROLL
@@ -290,13 +255,10 @@ GSW_HD void project_backward(const T* mean, const T* quat, const T* scale, const
   GSW_UNROLL
   for (int j = 0; j < 3; ++j)
     v_scale[j] += 2 * (GM[j] * o.Rq[j] + GM[3 + j] * o.Rq[3 + j] + GM[6 + j] * o.Rq[6 + j]);
-  T qn[4], vqn[4];
-  const T n = quat_normalize(quat, qn);
-  rotmat_from_unit_quat_vjp(qn, GR, vqn);
-  const T dot = qn[0] * vqn[0] + qn[1] * vqn[1] + qn[2] * vqn[2] + qn[3] * vqn[3];
-  const T unclamped = n <= T(1e-12) ? T(0) : T(1);
+  T vq[4];
+  quat_to_rotmat_vjp(quat, GR, vq);
   GSW_UNROLL
-  for (int i = 0; i < 4; ++i) v_quat[i] += (vqn[i] - qn[i] * (unclamped * dot)) / n;
+  for (int i = 0; i < 4; ++i) v_quat[i] += vq[i];
 }
 
 }  // namespace splat

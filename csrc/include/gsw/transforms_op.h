@@ -25,10 +25,12 @@ struct TransformDims {
 };
 
 // means [N,3], quats [N,4], log_scales [N,3], sh_rest [N,K,3] (K = 0, 3, 8 or 15), affine [F,12],
-// sh_rot [F,K,K], outputs [F,N,...]: one dtype (float32/float64), one device, all contiguous.
+// quat_r [F,4], log_s [F], sh_rot [F,K,K], outputs [F,N,...]: one dtype (float32/float64), one device,
+// all contiguous.
 inline TransformDims check_transform_inputs(const at::Tensor& means, const at::Tensor& quats,
                                             const at::Tensor& log_scales, const at::Tensor& sh_rest,
-                                            const at::Tensor& affine, const at::Tensor& sh_rot,
+                                            const at::Tensor& affine, const at::Tensor& quat_r,
+                                            const at::Tensor& log_s, const at::Tensor& sh_rot,
                                             const at::Tensor& out_means, const at::Tensor& out_quats,
                                             const at::Tensor& out_log_scales, const at::Tensor& out_sh_rest) {
   const auto dt = means.scalar_type();
@@ -42,6 +44,8 @@ inline TransformDims check_transform_inputs(const at::Tensor& means, const at::T
   check_operand(log_scales, means, "log_scales", {N, 3});
   check_operand(sh_rest, means, "sh_rest", {N, K, 3});
   check_operand(affine, means, "affine", {F, 12});
+  check_operand(quat_r, means, "quat_r", {F, 4});
+  check_operand(log_s, means, "log_s", {F});
   check_operand(sh_rot, means, "sh_rot", {F, K, K});
   check_operand(out_means, means, "out_means", {F, N, 3});
   check_operand(out_quats, means, "out_quats", {F, N, 4});
