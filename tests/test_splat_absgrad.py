@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import requires_ext
 from splat_scenes import random_scene, rel_err
 
-from gsworkbench._ext import has_ext
 from gsworkbench.splat import _torch_impl, rasterize
-
-needs_ext = pytest.mark.skipif(not has_ext(), reason="extension not built")
 
 
 def _render_grads(scene: dict, backend: str, dtype: torch.dtype, absgrad: bool = True):
@@ -27,7 +25,7 @@ def _render_grads(scene: dict, backend: str, dtype: torch.dtype, absgrad: bool =
     return meta["means2d"].grad, getattr(meta["means2d"], "absgrad", None)
 
 
-@needs_ext
+@requires_ext
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_absgrad_ext_matches_torch(dtype, seed):
     scene = random_scene(150, cameras=2, width=45, height=37, seed=seed)
@@ -41,7 +39,7 @@ def test_absgrad_ext_matches_torch(dtype, seed):
     assert bool((a >= 0).all())
 
 
-@pytest.mark.parametrize("backend", ["torch", pytest.param("ext", marks=needs_ext)])
+@pytest.mark.parametrize("backend", ["torch", pytest.param("ext", marks=requires_ext)])
 def test_no_absgrad_unless_asked(backend):
     scene = random_scene(20, cameras=1, width=20, height=16)
     g, a = _render_grads(scene, backend, torch.float64, absgrad=False)
@@ -62,7 +60,7 @@ def test_absgrad_of_the_torch_stage_is_per_pixel():
     assert float(m2.absgrad[0, 0, 0]) > 0.1
 
 
-@needs_ext
+@requires_ext
 def test_opcheck_rasterize_with_absgrad():
     from gsworkbench.splat import ops
 

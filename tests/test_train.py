@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import rel_err
+from conftest import backend_params, ext_built, rel_err, requires_ext
 
-from gsworkbench._ext import has_ext
 from gsworkbench.io import read_ply
 from gsworkbench.train import Trainer, load_checkpoint, preset, train
-
-needs_ext = pytest.mark.skipif(not has_ext(), reason="extension not built")
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +20,7 @@ def scene(tmp_path_factory):
 
 @pytest.mark.parametrize("strategy", ["default", "mcmc"])
 def test_training_raises_psnr_clearly(scene, strategy, device):
-    backend = "ext" if has_ext() else "torch"
+    backend = "ext" if ext_built() else "torch"
     cfg = preset("smoke", strategy=strategy, seed=1, backend=backend, device=device)  # 150 steps
     trainer = Trainer(scene, cfg)
     before = float(trainer.evaluate()[0]["psnr_db"].mean())
@@ -41,7 +38,7 @@ def test_training_raises_psnr_clearly(scene, strategy, device):
     assert float((stage_sum.iloc[5:] / hist["t_step"].iloc[5:]).median()) > 0.9
 
 
-@needs_ext
+@requires_ext
 def test_checkpoint_resume_equals_an_uninterrupted_run(scene, tmp_path):
     prev = torch.get_num_threads()
     torch.set_num_threads(1)  # the ext backward sums per thread: one thread makes runs bit-reproducible
@@ -76,7 +73,7 @@ def test_bad_checkpoints_are_named(tmp_path):
 
 
 def test_run_outputs_and_ply_export_read_back_bit_exactly(scene, tmp_path):
-    cfg = preset("smoke", iterations=12, backend="ext" if has_ext() else "torch")
+    cfg = preset("smoke", iterations=12, backend="ext" if ext_built() else "torch")
     result = train(scene, cfg, results_dir=tmp_path)
     for key in ("history", "evaluation", "ply", "checkpoint", "metrics"):
         assert result.files[key].exists()
@@ -86,7 +83,7 @@ def test_run_outputs_and_ply_export_read_back_bit_exactly(scene, tmp_path):
         assert torch.equal(getattr(back, name), getattr(result.splats, name)), name
 
 
-@needs_ext
+@requires_ext
 def test_ext_and_torch_backends_train_alike(scene, device):
     """The same steps with both backends (densification off) give nearly the same splats."""
     out = {}
@@ -98,11 +95,9 @@ def test_ext_and_torch_backends_train_alike(scene, device):
     assert rel_err(out["ext"], out["torch"]) < 1e-4
 
 
-@pytest.mark.parametrize("backend", ["ext", "torch"])
+@pytest.mark.parametrize("backend", backend_params(["ext", "torch"]))
 def test_compiled_loss_trains_like_eager(scene, backend, device):
     """compile="aot_eager" compiles the L1 + SSIM loss (fullgraph); the steps match eager ones."""
-    if backend == "ext" and not has_ext():
-        pytest.skip("extension not built")
     out = {}
     for mode in (False, "aot_eager"):
         cfg = preset("smoke", iterations=4, backend=backend, refine_start=1000, seed=4, device=device, compile=mode)

@@ -7,16 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import backend_params, requires_ext
+from conftest import backend_params, ext_built, requires_ext
 from conftest import rel_err as rel
 
 from gsworkbench import gaussians
-from gsworkbench._ext import has_ext
 from gsworkbench.splats import SplatSet, synthetic_splats
 from gsworkbench.transforms import Frames, compose, inverse, make_frames, transform
 from gsworkbench.transforms.frames import nearest_rotation
 
-BACKENDS = ["numpy", "numba", "torch"] + (["ext"] if has_ext() else [])  # loops over backends
+BACKENDS = ["numpy", "numba", "torch"] + (["ext"] if ext_built() else [])  # loops over backends
 BACKEND_PARAMS = backend_params(["numpy", "numba", "torch", "ext"])
 CPU_ONLY = ("numpy", "numba")
 FIELDS = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")
