@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +128,24 @@ def to_device(obj: Any, device: str | torch.device) -> Any:
     if isinstance(obj, (list, tuple)):
         return type(obj)(to_device(v, device) for v in obj)
     return obj
+
+
+# ---- checkpoints -------------------------------------------------------------------------------
+
+
+class _TouchOnUnpickle:
+    """Unpickling this calls ``Path.touch(marker)``: a stand-in for code a malicious checkpoint runs."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.marker,))
+
+
+def write_code_running_checkpoint(path: Path, state: dict[str, Any]) -> Path:
+    """Saves ``state`` plus an object whose unpickling would create ``<path>.ran``; returns that marker.
+    A loader using ``torch.load(weights_only=True)`` refuses the file and never creates the marker."""
+    marker = path.with_suffix(".ran")
+    torch.save({**state, "payload": _TouchOnUnpickle(marker)}, path)
+    return marker

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
-from conftest import ext_built, rel_err
+from conftest import ext_built, rel_err, write_code_running_checkpoint
 
 from gsworkbench.field import (
     GaussianField,
@@ -109,6 +109,7 @@ def test_checkpoint_round_trip_and_resume(tmp_path, seed):
     cfg = TrainConfig(iterations=10, batch_size=256, progress=False)
     ckpt = tmp_path / "field.pt"
     train_field(field, tgt, cfg, checkpoint=ckpt)
+    assert set(torch.load(ckpt, weights_only=True)) == {"model", "settings", "optimizer", "iteration", "history"}
     state = load_checkpoint(ckpt)
     loaded = state["model"]
     assert state["iteration"] == 10 and len(state["history"]) == 10
@@ -123,6 +124,10 @@ def test_checkpoint_round_trip_and_resume(tmp_path, seed):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="cannot read checkpoint"):
         load_checkpoint(tmp_path / "bad.pt")
+    ran = write_code_running_checkpoint(tmp_path / "evil.pt", torch.load(ckpt, weights_only=True))
+    with pytest.raises(ValueError, match="cannot read checkpoint .*evil.pt"):
+        load_checkpoint(tmp_path / "evil.pt")
+    assert not ran.exists()  # weights_only=True: the pickled code never ran
     save_checkpoint(tmp_path / "x.pt", field)
     assert (tmp_path / "x.pt").exists()
 

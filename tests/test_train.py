@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import backend_params, ext_built, rel_err, requires_ext
+from conftest import backend_params, ext_built, rel_err, requires_ext, write_code_running_checkpoint
 
 from gsworkbench.io import read_ply
 from gsworkbench.train import Trainer, load_checkpoint, preset, train
+from gsworkbench.train.trainer import CHECKPOINT_FORMAT
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +71,10 @@ def test_bad_checkpoints_are_named(tmp_path):
     torch.save({"a": 1}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="not a gsworkbench 3DGS training checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
+    ran = write_code_running_checkpoint(tmp_path / "evil.pt", {"format": CHECKPOINT_FORMAT})  # valid but for that
+    with pytest.raises(ValueError, match="cannot read checkpoint .*evil.pt"):
+        load_checkpoint(tmp_path / "evil.pt")
+    assert not ran.exists()  # weights_only=True: the pickled code never ran
 
 
 def test_run_outputs_and_ply_export_read_back_bit_exactly(scene, tmp_path):
@@ -77,6 +82,8 @@ def test_run_outputs_and_ply_export_read_back_bit_exactly(scene, tmp_path):
     result = train(scene, cfg, results_dir=tmp_path)
     for key in ("history", "evaluation", "ply", "checkpoint", "metrics"):
         assert result.files[key].exists()
+    state = torch.load(result.files["checkpoint"], weights_only=True)  # tensors and plain data only
+    assert torch.equal(state["params"]["means"], result.splats.means.cpu())
     assert len(result.evaluation) == len(scene.test_ids) and result.metrics["lpips"].startswith("not computed")
     back = read_ply(result.files["ply"])
     for name in ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest"):
