@@ -130,9 +130,9 @@ def test_value_errors_stay_eager(device):
 
 
 @requires_ext
-def test_absgrad_under_compile_is_refused():
-    s = synthetic_splats(50, 0, seed=0)
-    vm, Ks = cameras.orbit_cameras(1, 16, 16, distance=3.0)
+def test_absgrad_under_compile_is_refused(device):
+    s = synthetic_splats(50, 0, seed=0).to(device)
+    vm, Ks = (t.to(device) for t in cameras.orbit_cameras(1, 16, 16, distance=3.0))
 
     def fn(means):  # noqa: ANN001, ANN202
         return rasterize(means, s.quats, s.scales, s.opacities, s.sh_dc, vm, Ks, 16, 16, absgrad=True)[0]

@@ -312,11 +312,11 @@ def test_bench_suite_quick() -> None:
 
 
 @requires_ext
-def test_ext_large_output_streaming_path(seed: int) -> None:
+def test_ext_large_output_streaming_path(device: str, seed: int) -> None:
     """Outputs above the streaming-store threshold (8 MB of SH) take another store path."""
     s = random_splats(400_003, 3, seed)
     kw = PARAMS[0]
-    out = transform(s, backend="ext", **kw)
+    out = transform(s.to(device), backend="ext", **kw).to("cpu")
     ref = transform(s, backend="torch", **kw)
     assert rel(out.sh_rest, ref.sh_rest) < 1e-6 and rel(out.means, ref.means) < 1e-6
     idx = torch.tensor([0, 1, 15, 16, 200_000, 400_002])
