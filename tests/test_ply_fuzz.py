@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gsworkbench.io import read_ply, write_ply
 from gsworkbench.splats import SplatSet, synthetic_splats
 
-FUZZ = settings(max_examples=60, deadline=None, derandomize=False,
+FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 
 
