@@ -36,7 +36,7 @@ run: setup
 
 test: setup
 	$(BIN)/python -m ruff check gsworkbench tests notebooks
-	$(BIN)/python -m pytest -q -n 2 tests
+	GSW_REQUIRE_EXT=1 $(BIN)/python -m pytest -q -n 2 tests
 	rm -rf build/smoke && $(BIN)/gsworkbench prepare-smoke build/smoke
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
 	$(MAKE) --no-print-directory test-generic

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import rel_err
+from conftest import rel_err, requires_ext
 
-from gsworkbench._ext import has_ext, has_kernel
 from gsworkbench.compile import compile_step
 from gsworkbench.field import GaussianField, TrainConfig, evaluate, make_target, train_field
 from gsworkbench.splat import cameras, rasterize
@@ -14,15 +13,10 @@ from gsworkbench.splats import SplatSet, synthetic_splats
 from gsworkbench.transforms import transform
 from gsworkbench.transforms.frames import make_frames
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() and has_kernel("splat_rasterize", "cuda") else [])
-OPS = [(op, b) for op in ("rasterize", "evaluate", "transform") for b in ("torch", "ext")]
+OPS = [pytest.param(op, b, marks=[requires_ext] if b == "ext" else []) for op in ("rasterize", "evaluate", "transform")
+       for b in ("torch", "ext")]  # fmt: skip
 # what fullgraph=True allows by itself; explain() compiles without fullgraph, so it is told explicitly
 FULLGRAPH_CAPTURE = dict(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True)
-
-
-def _skip(backend: str) -> None:
-    if backend == "ext" and not has_ext():
-        pytest.skip("extension not built")
 
 
 def _case(op: str, backend: str, device: str, n: int = 120):  # noqa: ANN202
@@ -60,10 +54,8 @@ def _case(op: str, backend: str, device: str, n: int = 120):  # noqa: ANN202
     return fn, leaves, backend == "torch"
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op,backend", OPS)
 def test_no_graph_breaks(op, backend, device):
-    _skip(backend)
     fn, leaves, _ = _case(op, backend, device)
     torch._dynamo.reset()
     with torch._dynamo.config.patch(**FULLGRAPH_CAPTURE):
@@ -72,10 +64,8 @@ def test_no_graph_breaks(op, backend, device):
     assert report.graph_count == 1
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op,backend", OPS)
 def test_compiled_matches_eager(op, backend, device, seed):
-    _skip(backend)
     fn, leaves, differentiable = _case(op, backend, device)
     outs, grads = [], []
     torch._dynamo.reset()
@@ -96,20 +86,20 @@ def test_compiled_matches_eager(op, backend, device, seed):
         assert b is None or rel_err(a, b) < 1e-5
 
 
-def test_rasterize_dynamic_sizes():
+@requires_ext
+def test_rasterize_dynamic_sizes(device):
     """A compiled step keeps working when the number of Gaussians changes (densification)."""
-    _skip("ext")
     torch._dynamo.reset()
     for n in (100, 140):  # the second size recompiles with a symbolic N (automatic dynamic shapes)
-        fn, leaves, _ = _case("rasterize", "ext", "cpu", n)
+        fn, leaves, _ = _case("rasterize", "ext", device, n)
         compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
         assert rel_err(compiled(*leaves)[1], fn(*leaves)[1]) < 1e-5
 
 
-def test_inductor_training_step():
+@requires_ext
+def test_inductor_training_step(device):
     """The issue's step (rasterize, L1 loss, backward) under inductor: same loss and gradients."""
-    _skip("ext")
-    fn, leaves, _ = _case("rasterize", "ext", "cpu")
+    fn, leaves, _ = _case("rasterize", "ext", device)
     step = compile_step(fn, True, eager_first_call=False)
     torch._dynamo.reset()
     results = []
@@ -123,10 +113,10 @@ def test_inductor_training_step():
         assert rel_err(a, b) < 1e-5
 
 
-def test_value_errors_stay_eager():
+@requires_ext
+def test_value_errors_stay_eager(device):
     """Eager calls raise the clear errors; compile_step's first call is eager and raises them too."""
-    _skip("ext")
-    fn, leaves, _ = _case("rasterize", "ext", "cpu")
+    fn, leaves, _ = _case("rasterize", "ext", device)
     bad = [t.detach().clone() for t in leaves]
     bad[0][3, 1] = float("nan")
     with pytest.raises(ValueError, match="means contains non-finite"):
@@ -139,10 +129,10 @@ def test_value_errors_stay_eager():
         compile_step(fn, "aot_eager")(*bad)
 
 
-def test_absgrad_under_compile_is_refused():
-    _skip("ext")
-    s = synthetic_splats(50, 0, seed=0)
-    vm, Ks = cameras.orbit_cameras(1, 16, 16, distance=3.0)
+@requires_ext
+def test_absgrad_under_compile_is_refused(device):
+    s = synthetic_splats(50, 0, seed=0).to(device)
+    vm, Ks = (t.to(device) for t in cameras.orbit_cameras(1, 16, 16, distance=3.0))
 
     def fn(means):  # noqa: ANN001, ANN202
         return rasterize(means, s.quats, s.scales, s.opacities, s.sh_dc, vm, Ks, 16, 16, absgrad=True)[0]
@@ -161,12 +151,12 @@ def test_compile_step_options():
         TrainConfig(compile="fast")
 
 
-def test_field_trainer_compile_matches_eager():
-    _skip("ext")
+@requires_ext
+def test_field_trainer_compile_matches_eager(device):
     losses = []
     torch._dynamo.reset()
     for c in (False, "aot_eager"):
-        model = GaussianField(32, seed=0)
+        model = GaussianField(32, seed=0).to(device)
         cfg = TrainConfig(iterations=4, batch_size=256, eval_points=256, progress=False, compile=c)
         losses.append(train_field(model, make_target("torus"), cfg).history.loss.to_numpy())
     assert abs(losses[0] - losses[1]).max() <= 1e-6 * abs(losses[0]).max()

@@ -4,11 +4,14 @@
 - each ``csrc/cuda/*.cpp`` (the TORCH_LIBRARY_IMPL bindings) syntax-checked with the host compiler
   against torch's headers and the CUDA toolkit's; a CPU build of torch lacks one generated CMake
   header, which the test supplies empty.
-Skipped where nvcc is absent.
+Those two are skipped (saying so) where nvcc is absent. Without nvcc too: every op a CUDA binding
+registers is one the schema declares and the CPU implements (a misspelt name would otherwise only
+fail when the extension loads on a GPU machine).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +25,7 @@ CU_FILES = sorted((ROOT / "csrc" / "cuda").glob("*.cu"))
 BINDINGS = sorted((ROOT / "csrc" / "cuda").glob("*.cpp"))
 NVCC = shutil.which("nvcc")
 
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found on PATH: the CUDA sources are not compile-checked")
 
 
 def cuda_home(tmp_path: Path) -> Path:
@@ -36,10 +39,23 @@ def cuda_home(tmp_path: Path) -> Path:
     return Path(NVCC).resolve().parent.parent
 
 
-def test_there_are_cuda_sources():
-    assert CU_FILES, "csrc/cuda/ holds no .cu file"
+def _impls(files: list[Path]) -> list[str]:
+    """The op names that ``m.impl("name", ...)`` registers in ``files``."""
+    return [name for f in files for name in re.findall(r'm\.impl\(\s*"(\w+)"', f.read_text())]
 
 
+def test_cuda_bindings_register_ops_of_the_schema():
+    schema = set(re.findall(r'm\.def\(\s*"(\w+)\(', (ROOT / "csrc" / "gsworkbench.cpp").read_text()))
+    cpu = set(_impls(sorted((ROOT / "csrc" / "cpu").glob("*.cpp"))))
+    cuda = _impls(BINDINGS)
+    assert CU_FILES and cuda, "csrc/cuda/ holds no kernels or no bindings"
+    assert len(cuda) == len(set(cuda)), f"ops registered twice for CUDA: {sorted(cuda)}"
+    assert set(cuda) <= schema, f"CUDA bindings register ops the schema lacks: {set(cuda) - schema}"
+    assert set(cuda) <= cpu, f"CUDA kernels without the CPU kernel beside them: {set(cuda) - cpu}"
+    assert cpu == schema, f"schema ops without a CPU kernel: {schema - cpu}; CPU kernels of no op: {cpu - schema}"
+
+
+@needs_nvcc
 @pytest.mark.parametrize("cu", CU_FILES, ids=lambda p: p.name)
 def test_nvcc_compiles(cu, tmp_path):
     cmd = [
@@ -53,6 +69,7 @@ def test_nvcc_compiles(cu, tmp_path):
     assert "ptxas info" in out.stderr  # -Xptxas -v reported the kernels' resources
 
 
+@needs_nvcc
 @pytest.mark.parametrize("cpp", BINDINGS, ids=lambda p: p.name)
 def test_cuda_bindings_syntax(cpp, tmp_path):
     from torch.utils.cpp_extension import include_paths

@@ -86,8 +86,8 @@ def test_backward_op_checks_its_gradient(device, seed):
 
 
 @requires_ext
-def test_torch_compile(seed):
-    p, m, f, w = [t.float() for t in make_inputs(33, 5, "full")]
+def test_torch_compile(device, seed):
+    p, m, f, w = [t.to(device, torch.float32) for t in make_inputs(33, 5, "full")]
     compiled = torch.compile(torch.ops.gsworkbench.field_forward, backend="aot_eager", fullgraph=True)
     leaves = [t.requires_grad_() for t in (p, m, f, w)]
     out = compiled(*leaves)

@@ -9,10 +9,7 @@ from gsworkbench import field
 from gsworkbench.field.targets import slice_grid
 from gsworkbench.field.trainer import held_out_error
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
 
-
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("target", ["mixture", "torus"])
 def test_train_field_on_the_models_device(device, target):
     tgt = field.make_target(target, seed=1)
@@ -23,7 +20,6 @@ def test_train_field_on_the_models_device(device, target):
     assert result.final_error < before  # it learned, on that device
 
 
-@pytest.mark.parametrize("device", DEVICES)
 def test_targets_answer_on_the_points_device(device):
     grid = field.GridTarget(torch.rand(4, 5, 6), (-1.0, -1.0, -1.0), (1.0, 1.0, 1.0))
     g = torch.Generator().manual_seed(0)

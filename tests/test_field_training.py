@@ -5,9 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
-from conftest import rel_err
+from conftest import ext_built, rel_err, write_code_running_checkpoint
 
-from gsworkbench._ext import has_ext
 from gsworkbench.field import (
     GaussianField,
     GaussianMixtureTarget,
@@ -52,10 +51,18 @@ def test_module_bad_arguments():
         GaussianField(4, volume_size=0)
 
 
+# Held-out relative error after / before 150 steps, measured over seeds 0-11 (ext, 1 thread): torus
+# 0.07-0.11, shell 0.19-0.25, mixture 0.09-0.17; the last 20 losses over the first 20: at most 0.12. The
+# bounds below hold every measured seed with a margin of at least 1.6x; the seed is fixed so the test
+# cannot flake.
+REDUCTION_BOUND = {"torus": 0.2, "shell": 0.4, "mixture": 0.3}
+
+
 @pytest.mark.parametrize("target", ["torus", "shell", "mixture"])
-def test_training_reduces_error(target, device, seed):
-    tgt = make_target(target, seed=seed % 1000)
-    field = GaussianField(64, backend="ext" if has_ext() else "torch", seed=seed).to(device)
+def test_training_reduces_error(target, device):
+    seed = 0
+    tgt = make_target(target, seed=seed)
+    field = GaussianField(64, backend="ext" if ext_built() else "torch", seed=seed).to(device)
     from gsworkbench.field.targets import slice_grid
     from gsworkbench.field.trainer import held_out_error
 
@@ -66,13 +73,18 @@ def test_training_reduces_error(target, device, seed):
     assert isinstance(res.history, pd.DataFrame)
     assert list(res.history.columns) == ["iteration", "loss", "time_s"]
     assert len(res.history) == 150
-    assert res.final_error < 0.6 * before
-    assert res.history.loss.iloc[-20:].mean() < res.history.loss.iloc[:20].mean()
+    assert res.final_error < REDUCTION_BOUND[target] * before
+    assert res.history.loss.iloc[-20:].mean() < 0.25 * res.history.loss.iloc[:20].mean()
 
 
-def test_recovers_known_gaussians(seed):
-    """Started near the truth, training moves the parameters to the known mixture."""
-    truth = GaussianMixtureTarget.random(4, seed=seed % 1000)
+def test_recovers_known_gaussians():
+    """Started near the truth, training moves the parameters to the known mixture.
+
+    Over seeds 0-11 the means' error falls to at most 0.05x its start, the weights' to at most 0.18x,
+    and the held-out relative error to at most 0.002: the bounds keep a margin of 2.7x or more. The
+    seed is the slowest of those to converge, fixed so the test cannot flake."""
+    seed = 4
+    truth = GaussianMixtureTarget.random(4, seed=seed)
     g = torch.Generator().manual_seed(seed)
     field = GaussianField.from_parameters(
         (truth.means + 0.03 * torch.randn(4, 3, generator=g, dtype=torch.float64)).float(),
@@ -85,9 +97,9 @@ def test_recovers_known_gaussians(seed):
     cfg = TrainConfig(iterations=300, batch_size=4096, lr_means=2e-3, lr_factors=5e-3, lr_weights=1e-2, seed=seed)
     cfg.progress = False
     res = train_field(field, truth, cfg)
-    assert (field.means.detach().double() - truth.means).norm() < 0.5 * err0
+    assert (field.means.detach().double() - truth.means).norm() < 0.15 * err0
     assert (field.weights.detach().double() - truth.weights).norm() < 0.5 * werr0
-    assert res.final_error < 0.05
+    assert res.final_error < 0.01
 
 
 def test_checkpoint_round_trip_and_resume(tmp_path, seed):
@@ -96,6 +108,7 @@ def test_checkpoint_round_trip_and_resume(tmp_path, seed):
     cfg = TrainConfig(iterations=10, batch_size=256, progress=False)
     ckpt = tmp_path / "field.pt"
     train_field(field, tgt, cfg, checkpoint=ckpt)
+    assert set(torch.load(ckpt, weights_only=True)) == {"model", "settings", "optimizer", "iteration", "history"}
     state = load_checkpoint(ckpt)
     loaded = state["model"]
     assert state["iteration"] == 10 and len(state["history"]) == 10
@@ -110,6 +123,10 @@ def test_checkpoint_round_trip_and_resume(tmp_path, seed):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="cannot read checkpoint"):
         load_checkpoint(tmp_path / "bad.pt")
+    ran = write_code_running_checkpoint(tmp_path / "evil.pt", torch.load(ckpt, weights_only=True))
+    with pytest.raises(ValueError, match="cannot read checkpoint .*evil.pt"):
+        load_checkpoint(tmp_path / "evil.pt")
+    assert not ran.exists()  # weights_only=True: the pickled code never ran
     save_checkpoint(tmp_path / "x.pt", field)
     assert (tmp_path / "x.pt").exists()
 
@@ -133,7 +150,7 @@ def test_grid_target_interpolates_user_volume():
     field = GaussianField(32, backend="torch", seed=0)
     res = train_field(field, tgt.__class__(torch.exp(-4 * (x**2 + y**2 + z**2)), (-1, -1, -1), (1, 1, 1)),
                       TrainConfig(iterations=60, batch_size=1024, progress=False))  # fmt: skip
-    assert res.final_error < 1.0
+    assert res.final_error < 0.15  # 0.03-0.07 over seeds 0-5 (the untrained field: 0.7-1.0)
 
 
 def test_unknown_target_and_bad_config():

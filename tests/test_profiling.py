@@ -12,7 +12,7 @@ from collections import Counter
 import pandas as pd
 import pytest
 import torch
-from conftest import requires_ext
+from conftest import ext_built, requires_ext
 
 from gsworkbench import profiling
 from gsworkbench.cli import main
@@ -24,9 +24,7 @@ FAST = dict(repeats=3, warmup=1, log=None)
 
 
 def _backend() -> str:
-    from gsworkbench._ext import has_ext
-
-    return "ext" if has_ext() else "torch"
+    return "ext" if ext_built() else "torch"
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +68,6 @@ def test_field_stages_cover_the_wall_time(tmp_path) -> None:
 
 
 def test_train_stages_cover_the_wall_time(tmp_path) -> None:
-    pytest.importorskip("gsworkbench.scenes")
     run = profile("train:smoke", {"iterations": 8, "backend": _backend()}, pyspy_enabled=False, out=tmp_path, **FAST)
     assert (stages.coverage(run.repeats) >= 0.9).all(), stages.coverage(run.repeats).tolist()
     assert {"init", "project", "rasterize", "loss", "backward", "optimizer", "densify"} <= set(run.stages.stage)

@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
+from collections import defaultdict
+from importlib.metadata import version
 
 import pandas as pd
 import pytest
+import torch
 
 from gsworkbench import results
 from gsworkbench.bench import Case, get_suite, list_suites, run_cases, run_suite, save_run
 from gsworkbench.bench.store import load_run
+from gsworkbench.field import BACKENDS
 
 
 def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
@@ -35,8 +40,15 @@ def test_metadata_records_environment(tmp_path):
     assert meta["parameters"] == {"a": 1}
     for key in ("git_commit", "git_dirty", "packages", "cpu_model", "threads", "time_utc", "python"):
         assert key in meta
-    assert meta["packages"]["torch"].startswith("2.13.0")
-    assert meta["threads"]["torch_threads"] >= 1
+    assert meta["packages"]["torch"] == version("torch")  # the versions running, not the pins
+    assert meta["python"] == platform.python_version()
+    prev = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if prev > 1 else 2)
+        threads = json.loads(results.write_metadata(run, {}).read_text())["threads"]
+        assert threads["torch_threads"] == torch.get_num_threads() != prev  # read when written
+    finally:
+        torch.set_num_threads(prev)
     assert results.new_run_dir("unit", tmp_path) != run
 
 
@@ -99,12 +111,21 @@ def test_field_suite_quick_runs_every_backend():
     assert set(df["mode"]) == {"forward", "forward+backward", "train-step"}
 
 
-def test_field_suite_full_grid_is_the_specified_one():
+def test_field_suite_full_grid_compares_like_with_like():
+    """Every row of the full grid can be told apart and compared: unique names; at every size and mode
+    both torch and ext run eagerly (the comparison the suite is for); every compiled case has its eager
+    twin (speedup_vs_eager); every field backend runs somewhere."""
     cases = get_suite("field").cases(False)
-    sizes = {(c.params["N"], c.params["B"]) for c in cases}
-    assert sizes == {(100, 500), (1000, 500), (1000, 5000), (4096, 65536)}
-    big = {c.params["backend"] for c in cases if c.params["N"] == 4096}
-    assert big == {"torch", "ext"}
+    names = [c.name for c in cases]
+    assert len(set(names)) == len(names), "duplicate case names would merge rows of the results table"
+    runs = defaultdict(set)
+    for c in cases:
+        p = c.params
+        runs[(p["N"], p["B"], p["covariance"], p["mode"])].add((p["backend"], p["compile"]))
+    for key, group in runs.items():
+        assert {("torch", "eager"), ("ext", "eager")} <= group, key
+        assert all((backend, "eager") in group for backend, _ in group), key
+    assert {c.params["backend"] for c in cases} == set(BACKENDS)
 
 
 def test_cli_bench_writes_results(tmp_path):

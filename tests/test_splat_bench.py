@@ -7,9 +7,8 @@ from conftest import requires_ext
 
 @requires_ext
 def test_render_suite_quick_runs() -> None:
-    from gsworkbench.bench import get_suite, run_suite
+    from gsworkbench.bench import run_suite
 
-    assert "render" in get_suite("render").name
     df = run_suite("render", quick=True, min_run_time=0.01, progress=False)
     for col in ("backend", "num", "stage", "median_s", "fps", "n_isects", "first_call_peak_rss_mib"):
         assert col in df
@@ -20,11 +19,28 @@ def test_render_suite_quick_runs() -> None:
     assert (fwd.fps > 0).all() and (fwd.n_isects > 0).all()
 
 
-def test_full_grid_is_declared_with_skips() -> None:
-    from gsworkbench.bench.suites.render import cases
+def test_full_grid_skips_only_the_large_end() -> None:
+    """The full grid: unique names; ext forward runs everywhere, up to the largest configuration; each
+    skip says why; the torch reference is sub-sampled from the large end only (where a torch case
+    runs, every smaller one of its kind runs too), so every torch timing has ext beside it."""
+    from gsworkbench.bench import get_suite
 
-    full = cases(False)
-    names = {c.name for c in full}
-    assert "render/ext/n1000000/800x800/sh3/forward" in names
-    assert any(c.skip for c in full if c.params["backend"] == "torch")
+    full = get_suite("render").cases(False)
+    names = [c.name for c in full]
+    assert len(set(names)) == len(names)
+    ext_fwd = [c.params for c in full if c.params["backend"] == "ext" and c.params["stage"] == "forward"]
     assert not any(c.skip for c in full if c.params["backend"] == "ext" and c.params["stage"] == "forward")
+    top = max((c.params for c in full), key=lambda p: (p["num"], p["width"] * p["height"], p["sh_degree"]))
+    assert any(all(p[k] == top[k] for k in ("num", "width", "height", "sh_degree")) for p in ext_fwd)
+    assert all(isinstance(c.skip, str) and c.skip for c in full if c.skip is not None)
+    torch_cases = [c for c in full if c.params["backend"] == "torch"]
+    assert any(c.skip for c in torch_cases) and any(not c.skip for c in torch_cases)
+    kind = ("stage", "sh_degree", "compile")
+    for ran in (c.params for c in torch_cases if not c.skip):
+        for c in torch_cases:
+            p = c.params
+            smaller = p["num"] <= ran["num"] and p["width"] * p["height"] <= ran["width"] * ran["height"]
+            if smaller and all(p[k] == ran[k] for k in kind):
+                assert not c.skip, (c.name, c.skip, "skipped, though the larger", ran, "runs")
+    ext_names = {n.replace("render/ext/", "") for n in names if n.startswith("render/ext/")}
+    assert all(c.name.replace("render/torch/", "") in ext_names for c in torch_cases if not c.skip)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import backend_params, to_device
+from conftest import backend_params, ext_built, to_device
 from splat_scenes import ARG_NAMES, random_scene, rel_err, render
 
-from gsworkbench._ext import has_ext
 from gsworkbench.splat import rasterize
 
 BACKENDS = backend_params(["torch", "ext"])
@@ -18,7 +17,7 @@ def _both(scene: dict, device: str, **kwargs) -> tuple:
     """Renders with torch on the CPU and (when built) ext on ``device``, and checks they agree; returns
     the torch result."""
     ref = render(scene, "torch", grad=True, **kwargs)
-    if has_ext():
+    if ext_built():
         out = to_device(render(to_device(scene, device), "ext", grad=True, **to_device(kwargs, device)), "cpu")
         assert rel_err(out[0], ref[0]) < 1e-9 or float(ref[0].abs().max()) == float(out[0].abs().max()) == 0
         for k in ARG_NAMES:

@@ -32,10 +32,22 @@ def test_covariances_match_gaussians() -> None:
     assert torch.allclose(s.covariances, want, rtol=1e-12, atol=1e-15)
 
 
+FIELDS = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")
+
+
 def test_subset_concat_clone_to() -> None:
     s = synthetic_splats(10, 2)
     both = SplatSet.concat([s[:4], s[4:]])
-    assert torch.equal(both.sh_rest, s.sh_rest) and len(s[s.opacity_logits > 1.0]) <= 10
+    for name in FIELDS:
+        assert torch.equal(getattr(both, name), getattr(s, name)), name
+    # a mask keeps exactly its rows, in order, in every field; an index tensor picks (and repeats) rows
+    mask = s.opacity_logits > s.opacity_logits.median()
+    idx = torch.tensor([7, 2, 2, 0])
+    for index, rows in ((mask, mask.nonzero()[:, 0]), (idx, idx)):
+        sub = s[index]
+        assert len(sub) == len(rows) and 0 < len(sub) != len(s)
+        for name in FIELDS:
+            assert torch.equal(getattr(sub, name), getattr(s, name)[rows]), name
     c = s.clone()
     c.means += 1
     assert not torch.equal(c.means, s.means)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import rel_err
+from conftest import backend_params, ext_built, rel_err, requires_ext, write_code_running_checkpoint
 
-from gsworkbench._ext import has_ext
 from gsworkbench.io import read_ply
 from gsworkbench.train import Trainer, load_checkpoint, preset, train
-
-needs_ext = pytest.mark.skipif(not has_ext(), reason="extension not built")
+from gsworkbench.train.trainer import CHECKPOINT_FORMAT
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +21,7 @@ def scene(tmp_path_factory):
 
 @pytest.mark.parametrize("strategy", ["default", "mcmc"])
 def test_training_raises_psnr_clearly(scene, strategy, device):
-    backend = "ext" if has_ext() else "torch"
+    backend = "ext" if ext_built() else "torch"
     cfg = preset("smoke", strategy=strategy, seed=1, backend=backend, device=device)  # 150 steps
     trainer = Trainer(scene, cfg)
     before = float(trainer.evaluate()[0]["psnr_db"].mean())
@@ -41,7 +39,7 @@ def test_training_raises_psnr_clearly(scene, strategy, device):
     assert float((stage_sum.iloc[5:] / hist["t_step"].iloc[5:]).median()) > 0.9
 
 
-@needs_ext
+@requires_ext
 def test_checkpoint_resume_equals_an_uninterrupted_run(scene, tmp_path):
     prev = torch.get_num_threads()
     torch.set_num_threads(1)  # the ext backward sums per thread: one thread makes runs bit-reproducible
@@ -73,20 +71,26 @@ def test_bad_checkpoints_are_named(tmp_path):
     torch.save({"a": 1}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="not a gsworkbench 3DGS training checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
+    ran = write_code_running_checkpoint(tmp_path / "evil.pt", {"format": CHECKPOINT_FORMAT})  # valid but for that
+    with pytest.raises(ValueError, match="cannot read checkpoint .*evil.pt"):
+        load_checkpoint(tmp_path / "evil.pt")
+    assert not ran.exists()  # weights_only=True: the pickled code never ran
 
 
 def test_run_outputs_and_ply_export_read_back_bit_exactly(scene, tmp_path):
-    cfg = preset("smoke", iterations=12, backend="ext" if has_ext() else "torch")
+    cfg = preset("smoke", iterations=12, backend="ext" if ext_built() else "torch")
     result = train(scene, cfg, results_dir=tmp_path)
     for key in ("history", "evaluation", "ply", "checkpoint", "metrics"):
         assert result.files[key].exists()
+    state = torch.load(result.files["checkpoint"], weights_only=True)  # tensors and plain data only
+    assert torch.equal(state["params"]["means"], result.splats.means.cpu())
     assert len(result.evaluation) == len(scene.test_ids) and result.metrics["lpips"].startswith("not computed")
     back = read_ply(result.files["ply"])
     for name in ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest"):
         assert torch.equal(getattr(back, name), getattr(result.splats, name)), name
 
 
-@needs_ext
+@requires_ext
 def test_ext_and_torch_backends_train_alike(scene, device):
     """The same steps with both backends (densification off) give nearly the same splats."""
     out = {}
@@ -98,11 +102,9 @@ def test_ext_and_torch_backends_train_alike(scene, device):
     assert rel_err(out["ext"], out["torch"]) < 1e-4
 
 
-@pytest.mark.parametrize("backend", ["ext", "torch"])
+@pytest.mark.parametrize("backend", backend_params(["ext", "torch"]))
 def test_compiled_loss_trains_like_eager(scene, backend, device):
     """compile="aot_eager" compiles the L1 + SSIM loss (fullgraph); the steps match eager ones."""
-    if backend == "ext" and not has_ext():
-        pytest.skip("extension not built")
     out = {}
     for mode in (False, "aot_eager"):
         cfg = preset("smoke", iterations=4, backend=backend, refine_start=1000, seed=4, device=device, compile=mode)

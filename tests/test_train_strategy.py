@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import rel_err
+from conftest import rel_err, requires_ext
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,7 +207,7 @@ def test_config_checks_and_presets():
     assert rel_err(torch.tensor(1.0), torch.tensor(1.0)) == 0
 
 
-@pytest.mark.skipif(not __import__("gsworkbench._ext", fromlist=["x"]).has_kernel("ssim", "cpu"), reason="no ext")
+@requires_ext  # the fused SSIM kernel is CPU-only
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_fused_ssim_matches_the_torch_reference(seed, dtype):
     from gsworkbench.train import ops

@@ -7,16 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import backend_params, requires_ext
+from conftest import backend_params, ext_built, requires_ext
 from conftest import rel_err as rel
 
 from gsworkbench import gaussians
-from gsworkbench._ext import has_ext
 from gsworkbench.splats import SplatSet, synthetic_splats
 from gsworkbench.transforms import Frames, _numba_impl, compose, inverse, make_frames, transform
 from gsworkbench.transforms.frames import nearest_rotation
 
-BACKENDS = ["numpy", "numba", "torch"] + (["ext"] if has_ext() else [])  # loops over backends
+BACKENDS = ["numpy", "numba", "torch"] + (["ext"] if ext_built() else [])  # loops over backends
 BACKEND_PARAMS = backend_params(["numpy", "numba", "torch", "ext"])
 CPU_ONLY = ("numpy", "numba")
 FIELDS = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")
@@ -323,13 +322,13 @@ def test_bench_suite_quick() -> None:
 
 
 @requires_ext
-def test_ext_large_output_streaming_path(seed: int) -> None:
+def test_ext_large_output_streaming_path(device: str, seed: int) -> None:
     """Outputs above the streaming-store threshold (8 MB) take other store paths: SH rest blocks, and
     means/quats/log-scales written through L1 buffers when the outputs are not the inputs. N is odd, so
     there are partial blocks, and the second frame of a batch starts unaligned (regular stores)."""
     s = random_splats(400_003, 3, seed)
     kw = PARAMS[0]
-    out = transform(s, backend="ext", **kw)
+    out = transform(s.to(device), backend="ext", **kw).to("cpu")
     ref = transform(s, backend="torch", **kw)
     for name in ("means", "quats", "log_scales", "sh_rest"):
         assert rel(getattr(out, name), getattr(ref, name)) < 1e-6, name

@@ -154,7 +154,8 @@ def save_checkpoint(
     iteration: int = 0,
     history: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Atomically writes model (+ optimizer) state, its settings, the iteration and the history."""
+    """Atomically writes model (+ optimizer) state, its settings, the iteration and the history: tensors and
+    plain Python data only, so that :func:`load_checkpoint` reads it with ``torch.load(weights_only=True)``."""
     buf = io.BytesIO()
     torch.save(
         {
@@ -184,7 +185,7 @@ def load_checkpoint(
     Returns the checkpoint dict with ``"model"`` replaced by the (loaded) module.
     """
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=True)  # tensors and plain data only
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
         raise ValueError(f"cannot read checkpoint {path}: {err}") from err
     if not isinstance(state, dict) or "model" not in state or "settings" not in state:

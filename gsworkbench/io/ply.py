@@ -42,8 +42,9 @@ _REST = re.compile(r"^f_rest_(\d+)$")
 def _columns(vertex: np.ndarray, names: list[str], dtype: type = np.float32) -> np.ndarray:
     """[N, len(names)] array (float32 by default) of the named fields of a structured array."""
     out = np.empty((vertex.shape[0], len(names)), dtype=dtype)
-    for i, name in enumerate(names):
-        out[:, i] = vertex[name]
+    with np.errstate(over="ignore"):  # float64 values beyond float32 become inf, which SplatSet rejects
+        for i, name in enumerate(names):
+            out[:, i] = vertex[name]
     return out
 
 
@@ -57,28 +58,31 @@ def _numpy_dtype(dtype: torch.dtype | str | None) -> type:
 
 def read_ply(path: str | os.PathLike[str], dtype: torch.dtype | str = torch.float32) -> SplatSet:
     """Reads an Inria 3DGS PLY file into a :class:`SplatSet` of ``dtype`` (float32 or float64; see the
-    module docstring)."""
+    module docstring). Any unreadable input raises ValueError naming the file."""
     np_dtype = _numpy_dtype(dtype)
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
     try:
-        with open(path, "rb") as f:
-            ply = PlyData.read(f)
-            names = [e.name for e in ply.elements]
-            if "vertex" not in names:
-                raise ValueError(
-                    f"{path}: no 'vertex' element (elements: {', '.join(names) or 'none'}); "
-                    "not a 3D Gaussian splatting PLY"
-                )
-            vertex = ply["vertex"].data
-            vertex = np.asarray(vertex)
+        return _read(path, np_dtype)
     except ValueError as err:
-        if str(err).startswith(str(path)):
+        if str(err).startswith(f"{path}: "):
             raise
         raise ValueError(f"{path}: truncated or corrupt PLY file ({err})") from err
-    except Exception as err:  # plyfile raises several types for malformed headers / short data
+    except Exception as err:  # plyfile and numpy raise several types for malformed headers / data
         raise ValueError(f"{path}: truncated or corrupt PLY file ({type(err).__name__}: {err})") from err
+
+
+def _read(path: Path, np_dtype: type) -> SplatSet:
+    with open(path, "rb") as f:
+        ply = PlyData.read(f)
+    names = [e.name for e in ply.elements]
+    if "vertex" not in names:
+        raise ValueError(
+            f"{path}: no 'vertex' element (elements: {', '.join(names) or 'none'}); "
+            "not a 3D Gaussian splatting PLY"
+        )
+    vertex = np.asarray(ply["vertex"].data)
     fields = list(vertex.dtype.names or ())
     missing = [p for p in _REQUIRED if p not in fields]
     if missing:
@@ -86,6 +90,9 @@ def read_ply(path: str | os.PathLike[str], dtype: torch.dtype | str = torch.floa
             f"{path}: missing 3DGS vertex properties {', '.join(missing)} (has: {', '.join(fields)}); "
             "not a 3D Gaussian splatting PLY"
         )
+    listed = [p for p in fields if (p in _REQUIRED or _REST.match(p)) and vertex.dtype[p].kind not in "fiu"]
+    if listed:
+        raise ValueError(f"{path}: 3DGS vertex properties {', '.join(listed)} must be numbers (scalar properties)")
     rest_idx = sorted(int(m.group(1)) for f in fields if (m := _REST.match(f)))
     if rest_idx != list(range(len(rest_idx))):
         raise ValueError(
@@ -96,19 +103,15 @@ def read_ply(path: str | os.PathLike[str], dtype: torch.dtype | str = torch.floa
         raise ValueError(f"{path}: {m} f_rest_* properties; a 3DGS file has 0, 9, 24 or 45 (3 channels x K)")
     k = m // 3
     n = vertex.shape[0]
-    def cols(names: list[str]) -> np.ndarray:
-        return _columns(vertex, names, np_dtype)
 
-    rest = cols([f"f_rest_{i}" for i in range(m)]).reshape(n, 3, k).transpose(0, 2, 1)
+    def cols(names: list[str]) -> torch.Tensor:
+        return torch.from_numpy(_columns(vertex, names, np_dtype))
+
+    rest = cols([f"f_rest_{i}" for i in range(m)]).reshape(n, 3, k).transpose(1, 2).contiguous()
     try:
-        return SplatSet(
-            torch.from_numpy(cols(["x", "y", "z"])),
-            torch.from_numpy(cols(["rot_0", "rot_1", "rot_2", "rot_3"])),
-            torch.from_numpy(cols(["scale_0", "scale_1", "scale_2"])),
-            torch.from_numpy(cols(["opacity"])[:, 0].copy()),
-            torch.from_numpy(cols(["f_dc_0", "f_dc_1", "f_dc_2"])),
-            torch.from_numpy(np.ascontiguousarray(rest)),
-        )
+        return SplatSet(cols(["x", "y", "z"]), cols(["rot_0", "rot_1", "rot_2", "rot_3"]),
+                        cols(["scale_0", "scale_1", "scale_2"]), cols(["opacity"])[:, 0].contiguous(),
+                        cols(["f_dc_0", "f_dc_1", "f_dc_2"]), rest)  # fmt: skip
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from err
 
