@@ -1,6 +1,6 @@
 // CPU kernels of the 3DGS rasterizer, stage 1: projection of the 3D Gaussians into each camera
 // (means2d, depths, conics, compensation, radii) and its analytic backward. The per-Gaussian math is
-// gsw/projection.h, shared with the CUDA kernels (csrc/cuda/splat.cu); the input checks are
+// gsw/projection.h, shared with the CUDA kernels (csrc/cuda/splat_project.cu); the input checks are
 // gsw/splat_op.h, shared with the CUDA bindings.
 #include <ATen/ATen.h>
 #include <omp.h>

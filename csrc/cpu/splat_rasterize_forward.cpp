@@ -3,7 +3,7 @@
 // kLanes (splat_tiles.h). The forward keeps each pixel's final transmittance and the index of its last
 // contributing intersection, so the backward (splat_rasterize_backward.cpp) walks the tile's list back
 // to front and recovers every intermediate transmittance by division, without storing the blends.
-// Per-pixel math: gsw/blend.h (shared with csrc/cuda/splat.cu); input checks: gsw/splat_op.h.
+// Per-pixel math: gsw/blend.h (shared with csrc/cuda/splat_rasterize_*.cu); input checks: gsw/splat_op.h.
 #include <ATen/ATen.h>
 #include <omp.h>
 #include <torch/library.h>

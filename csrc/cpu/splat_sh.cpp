@@ -1,6 +1,6 @@
 // CPU kernels of the 3DGS rasterizer, stage 2: spherical harmonics to colour per camera and Gaussian,
 // and its analytic backward. The per-Gaussian math is gsw/sh.h, shared with the CUDA kernels
-// (csrc/cuda/splat.cu); the input checks are gsw/splat_op.h, shared with the CUDA bindings.
+// (csrc/cuda/splat_sh.cu); the input checks are gsw/splat_op.h, shared with the CUDA bindings.
 #include <ATen/ATen.h>
 #include <omp.h>
 #include <torch/library.h>

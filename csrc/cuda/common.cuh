@@ -1,4 +1,4 @@
-// Helpers shared by the CUDA kernels (csrc/cuda/field.cu, csrc/cuda/splat.cu): launch geometry, the
+// Helpers shared by the CUDA kernels (csrc/cuda/field.cu, csrc/cuda/splat_*.cu): launch geometry, the
 // warp reduction and the device exp. CUDA only (nvcc); no ATen headers.
 #pragma once
 

@@ -1,4 +1,4 @@
-// CUDA launchers of the 3DGS tile rasterizer (kernels in splat.cu). Raw device pointers, contiguous
+// CUDA launchers of the 3DGS tile rasterizer (kernels in splat_*.cu). Raw device pointers, contiguous
 // row-major layouts as documented in csrc/gsworkbench.cpp; every launcher enqueues on `stream` and
 // does not synchronise. Outputs written by atomics (the *_backward gradients) must be zeroed first.
 // T is float or double.

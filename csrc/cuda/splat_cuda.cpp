@@ -1,4 +1,4 @@
-// CUDA bindings of the splat rasterizer ops (schemas in csrc/gsworkbench.cpp, kernels in splat.cu).
+// CUDA bindings of the splat rasterizer ops (schemas in csrc/gsworkbench.cpp, kernels in splat_*.cu).
 // Compiled by setup.py only in CUDA builds. Thin: the input checks shared with the CPU bindings
 // (gsw/splat_op.h), output allocation, launcher calls.
 #include <ATen/ATen.h>
@@ -161,7 +161,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2
   return {tiles_per_gauss, keys_sorted, ids_sorted, offsets};
 }
 
-// The shared checks, and the CUDA grid: every tile size and channel count runs (splat.cu splits large
+// The shared checks, and the CUDA grid: every tile size and channel count runs (the rasterizer splits large
 // tiles over several blocks and many channels over several passes); only the grid size is bounded.
 RasterDims check_raster(const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
                         int64_t width, int64_t height, int64_t tile_size, const Tensor& tile_offsets,

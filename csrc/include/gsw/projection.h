@@ -1,5 +1,5 @@
 // EWA projection of one 3D Gaussian into one pinhole camera (gsplat conventions), forward and
-// analytic backward. Shared by the CPU (csrc/cpu/splat_*.cpp) and CUDA (csrc/cuda/splat.cu) kernels.
+// analytic backward. Shared by the CPU (csrc/cpu/splat_*.cpp) and CUDA (csrc/cuda/splat_project.cu) kernels.
 //
 // Conventions: quaternions wxyz (normalised here), Sigma = R S S^T R^T, viewmat = [W | t] world to
 // camera, K = [[fx,0,cx],[0,fy,cy],[0,0,1]]; pixel centres at (i + 0.5, j + 0.5). The 2D covariance
