@@ -6,12 +6,10 @@
 #include <torch/library.h>
 
 #include <type_traits>
-#if defined(__x86_64__) || defined(_M_X64)
-#include <immintrin.h>  // the AVX-512 paths below, when the target has AVX-512F
-#endif
 
 #include "gsw/transforms.h"
 #include "gsw/transforms_op.h"
+#include "transforms_simd.h"  // transpose16, rotate_band16 and <immintrin.h> on AVX-512 targets
 
 namespace gsw {
 namespace transforms {
@@ -114,57 +112,6 @@ void sh_block_generic(const T* D, const T* sh, T* osh, int64_t n0, int64_t count
 }
 
 #if defined(__AVX512F__)
-// In-register transpose of a 16x16 float tile: r[i] holds row i on entry, column i on exit.
-inline __attribute__((always_inline)) void transpose16(__m512* r) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  // r[4q + m], 128-bit lane L: column 4L + m of rows 4q..4q+3
-  __m512 o[16];
-  for (int m = 0; m < 4; ++m) {
-    const __m512 a0 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88), a1 = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xdd);
-    const __m512 b0 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
-    const __m512 b1 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xdd);
-    o[m] = _mm512_shuffle_f32x4(a0, b0, 0x88);
-    o[8 + m] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
-    o[4 + m] = _mm512_shuffle_f32x4(a1, b1, 0x88);
-    o[12 + m] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
-  }
-  for (int i = 0; i < 16; ++i) r[i] = o[i];
-}
-
-// rotate_band<float, L, 16, 48> (csrc/include/gsw/transforms.h) for the 3 channels together, with the
-// 3 (2L+1) accumulators in registers and each D entry broadcast once: out_ic = sum_j D_ij in_jc for
-// 16 Gaussians at once. SoA layout: coefficient k, channel c at in[(3k + c) * 16].
-template <int L>
-inline void rotate_band16(const float* D, int K, const float* in, float* out) {
-  constexpr int n = 2 * L + 1, o = L * L - 1;
-  __m512 acc[n][3];
-  for (int i = 0; i < n; ++i)
-    for (int c = 0; c < 3; ++c) acc[i][c] = _mm512_setzero_ps();
-  for (int j = 0; j < n; ++j) {
-    const __m512 x0 = _mm512_load_ps(in + (3 * (o + j)) * 16);
-    const __m512 x1 = _mm512_load_ps(in + (3 * (o + j) + 1) * 16);
-    const __m512 x2 = _mm512_load_ps(in + (3 * (o + j) + 2) * 16);
-    for (int i = 0; i < n; ++i) {
-      const __m512 d = _mm512_set1_ps(D[(o + i) * K + o + j]);
-      acc[i][0] = _mm512_fmadd_ps(d, x0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(d, x1, acc[i][1]);
-      acc[i][2] = _mm512_fmadd_ps(d, x2, acc[i][2]);
-    }
-  }
-  for (int i = 0; i < n; ++i)
-    for (int c = 0; c < 3; ++c) _mm512_store_ps(out + (3 * (o + i) + c) * 16, acc[i][c]);
-}
-
 // float, AVX-512: the same as sh_block_generic with the AoS <-> SoA moves done as 16x16 register
 // transposes (masked loads/stores at the end of each Gaussian's E values).
 template <int Deg, bool Full>
@@ -200,7 +147,8 @@ void sh_block_avx512_impl(const float* D, const float* sh, float* osh, int64_t n
   for (int t = 0; t < tiles; ++t) {
     const int cols = E - 16 * t < 16 ? E - 16 * t : 16;
     const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
-    for (int e = 0; e < 16; ++e) r[e] = _mm512_load_ps(out + (16 * t + e) * 16);
+    for (int e = 0; e < 16; ++e)  // rows past E are padding: rotate_band16 does not write them
+      r[e] = 16 * t + e < E ? _mm512_load_ps(out + (16 * t + e) * 16) : _mm512_setzero_ps();
     transpose16(r);
     for (int j = 0; j < count; ++j) _mm512_mask_storeu_ps(target + j * E + 16 * t, mask, r[j]);
   }
