@@ -51,16 +51,52 @@ def quat_normalize(q: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     return q / torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps)
 
 
+# Rotation entries as sums of two signed products of q q^T: index i in [0, 16) is q_(i // 4) q_(i % 4)
+# (wxyz), i + 16 its negative; the first terms of the 9 row-major entries, then the second terms, and
+# R = I + 2 (first + second). Gathering the 18 products in one op replaces ~30 tiny ops (the per-call
+# cost for a few frames) and rounds exactly as the written-out form 1 - 2 (yy + zz), 2 (xy - wz), ...
+_ROTMAT_TERMS = (
+    26, 6, 7, 6, 21, 11, 7, 11, 21,  # -yy, xy, xz, xy, -xx, yz, xz, yz, -xx
+    31, 19, 2, 3, 31, 17, 18, 1, 26,  # -zz, -wz, wy, wz, -zz, -wx, -wy, wx, -yy
+)  # fmt: skip
+# Candidates of rotmat_to_quat from [1 + t, 1 + 2 m00 - t, 1 + 2 m11 - t, 1 + 2 m22 - t, a21, a02, a10,
+# s01, s02, s12] (row-major 4x4); the six 2-term parts as signed entries of m (i in [0, 9), i + 9 negated),
+# first terms then second terms: m21 - m12, m02 - m20, m10 - m01, m01 + m10, m02 + m20, m12 + m21.
+_QUAT_CANDIDATES = (0, 4, 5, 6, 4, 1, 7, 8, 5, 7, 2, 9, 6, 8, 9, 3)
+_QUAT_PARTS = (7, 2, 3, 1, 2, 5, 14, 15, 10, 3, 6, 7)
+
+
+@functools.cache
+def _constant_cached(values: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.tensor(values, dtype=dtype, device=device)
+
+
+def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The constant tensor ``values`` (cached outside torch.compile)."""
+    if torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=dtype, device=device)
+    return _constant_cached(values, dtype, device)
+
+
+def _signed_pair_sums(v: torch.Tensor, terms: tuple[int, ...]) -> torch.Tensor:
+    """[..., n]: first + second for the n = len(terms) // 2 entries, terms[:n] the first terms and
+    terms[n:] the second ones, as indices into v; i >= v.shape[-1] means -v[i - v.shape[-1]]."""
+    n = len(terms) // 2
+    picked = torch.cat([v, -v], dim=-1).index_select(-1, _constant(terms, torch.long, v.device))
+    return torch.add(picked[..., :n], picked[..., n:])
+
+
 def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
-    """Rotation matrices [..., 3, 3] from quaternions [..., 4] (wxyz, normalised here)."""
-    w, x, y, z = quat_normalize(q).unbind(-1)
-    xx, yy, zz, xy, xz, yz, wx, wy, wz = x * x, y * y, z * z, x * y, x * z, y * z, w * x, w * y, w * z
-    rows = [
-        1 - 2 * (yy + zz), 2 * (xy - wz), 2 * (xz + wy),
-        2 * (xy + wz), 1 - 2 * (xx + zz), 2 * (yz - wx),
-        2 * (xz - wy), 2 * (yz + wx), 1 - 2 * (xx + yy),
-    ]  # fmt: skip
-    return torch.stack(rows, dim=-1).reshape(*q.shape[:-1], 3, 3)
+    """Rotation matrices [..., 3, 3] from quaternions [..., 4] (wxyz, normalised here).
+
+    R = [[1 - 2 (yy + zz), 2 (xy - wz), 2 (xz + wy)],
+         [2 (xy + wz), 1 - 2 (xx + zz), 2 (yz - wx)],
+         [2 (xz - wy), 2 (yz + wx), 1 - 2 (xx + yy)]] of the unit quaternion (w, x, y, z).
+    """
+    u = quat_normalize(q)
+    products = (u.unsqueeze(-1) * u.unsqueeze(-2)).flatten(-2)  # [..., 16]
+    eye = _constant((1, 0, 0, 0, 1, 0, 0, 0, 1), q.dtype, q.device)
+    return torch.add(eye, _signed_pair_sums(products, _ROTMAT_TERMS), alpha=2).reshape(*q.shape[:-1], 3, 3)
 
 
 def quat_multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -85,22 +121,20 @@ def rotmat_to_quat(R: torch.Tensor) -> torch.Tensor:
     one whose largest component is built from the largest of (trace, m00, m11, m22). The C++ twin is
     ``rotmat_to_quat`` in csrc/include/gsw/quat.h.
     """
-    m00, m01, m02, m10, m11, m12, m20, m21, m22 = R.reshape(*R.shape[:-2], 9).unbind(-1)
-    t = m00 + m11 + m22
-    a21, a02, a10 = m21 - m12, m02 - m20, m10 - m01  # antisymmetric parts (pair with w)
-    s01, s02, s12 = m01 + m10, m02 + m20, m12 + m21  # symmetric parts (pairs of axes)
-    cands = torch.stack(
-        [
-            torch.stack([1 + t, a21, a02, a10], -1),
-            torch.stack([a21, 1 + 2 * m00 - t, s01, s02], -1),
-            torch.stack([a02, s01, 1 + 2 * m11 - t, s12], -1),
-            torch.stack([a10, s02, s12, 1 + 2 * m22 - t], -1),
-        ],
-        dim=-2,
-    )
-    best = torch.stack([t, m00, m11, m22], -1).argmax(-1, keepdim=True)
+    m = R.reshape(*R.shape[:-2], 9)
+    d = m[..., ::4]  # m00, m11, m22
+    t = d[..., 0] + d[..., 1] + d[..., 2]
+    diag = torch.cat([(1 + t)[..., None], (1 + 2 * d) - t[..., None]], dim=-1)
+    parts = _signed_pair_sums(m, _QUAT_PARTS)  # a21, a02, a10 (pair with w), s01, s02, s12 (pairs of axes)
+    layout = _constant(_QUAT_CANDIDATES, torch.long, m.device)
+    cands = torch.cat([diag, parts], dim=-1).index_select(-1, layout).unflatten(-1, (4, 4))
+    best = torch.cat([t[..., None], d], dim=-1).argmax(-1, keepdim=True)
     q = torch.gather(cands, -2, best[..., None].expand(*best.shape, 4)).squeeze(-2)
-    q = quat_normalize(q)
+    return quat_canonical(quat_normalize(q))
+
+
+def quat_canonical(q: torch.Tensor) -> torch.Tensor:
+    """The same rotations [..., 4] (wxyz) with w >= 0 (q and -q rotate alike)."""
     return torch.where(q[..., :1] < 0, -q, q)
 
 

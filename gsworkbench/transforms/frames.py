@@ -46,8 +46,9 @@ def nearest_rotation(M: np.ndarray) -> np.ndarray:
     return U @ Vh
 
 
-def _rotation(rotation: Any) -> tuple[np.ndarray, bool]:
-    """[F,3,3] rotation matrices from a matrix or wxyz quaternion (single or batched); and batched?"""
+def _rotation(rotation: Any) -> tuple[np.ndarray, bool, torch.Tensor | None]:
+    """[F,3,3] rotation matrices from a matrix or wxyz quaternion (single or batched); batched?; and
+    for a quaternion, the unit quaternions [F,4] (w >= 0) of those matrices (else None)."""
     R = _as_float64("rotation", rotation)
     if R.shape[-2:] == (3, 3) and R.ndim in (2, 3):
         batched = R.ndim == 3
@@ -62,13 +63,15 @@ def _rotation(rotation: Any) -> tuple[np.ndarray, bool]:
                     f"{', '.join(f'{d:.4g}' for d in det[:4])}"
                 )
         # re-orthonormalise: float32 round-off in R must not turn a similarity into a general map
-        return nearest_rotation(R), batched
+        return nearest_rotation(R), batched, None
     if R.shape[-1:] == (4,) and R.ndim in (1, 2):
         batched = R.ndim == 2
         q = R.reshape(-1, 4)
         if (np.linalg.norm(q, axis=-1) < 1e-12).any():
             raise ValueError("rotation quaternion must be non-zero")
-        return gaussians.quat_to_rotmat(torch.tensor(q)).numpy(), batched
+        with torch.no_grad():
+            qt = torch.from_numpy(q)
+            return gaussians.quat_to_rotmat(qt).numpy(), batched, gaussians.quat_canonical(gaussians.quat_normalize(qt))
     raise ValueError(
         "rotation must be a 3x3 matrix, a wxyz quaternion [4], or batches [F,3,3] / [F,4]; "
         f"got shape {list(R.shape)}"
@@ -116,6 +119,9 @@ class Frames:
     b: np.ndarray
     batched: bool
     similarity: bool | None = field(default=None, compare=False, repr=False)
+    # the unit quaternions [F,4] or [1,4] (wxyz, w >= 0) of the rotation part when the frames were built
+    # from them (make_frames): quat_r is then taken as given, not recovered from the matrix
+    rotation_quat: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         A = np.asarray(self.A, dtype=np.float64)
@@ -132,12 +138,17 @@ class Frames:
         object.__setattr__(self, "b", b)
         if self.similarity is None:
             object.__setattr__(self, "similarity", self._check_similarity())
-        rotation = torch.from_numpy(self.A / self.scale[:, None, None] if self.similarity else nearest_rotation(self.A))
+        scale = self.scale
+        rotation = torch.from_numpy(A / scale[:, None, None] if self.similarity else nearest_rotation(A))
+        quat_r = self.rotation_quat
+        if quat_r is None or not self.similarity:
+            with torch.no_grad():
+                quat_r = gaussians.rotmat_to_quat(rotation)
         object.__setattr__(self, "_tensors", {
             "affine": torch.from_numpy(np.concatenate([A.reshape(-1, 9), b], axis=1)),
             "rotation": rotation,
-            "quat_r": gaussians.rotmat_to_quat(rotation),
-            "log_s": torch.from_numpy(np.log(self.scale)),
+            "quat_r": quat_r.expand(A.shape[0], 4).contiguous(),
+            "log_s": torch.from_numpy(np.log(scale)),
         })  # fmt: skip
 
     def __len__(self) -> int:
@@ -179,7 +190,8 @@ class Frames:
         t = self._tensors
         k = gaussians.num_sh_bases(degree) - 1
         R = t["rotation"]
-        sh_rot = gaussians.sh_rotation_matrix(R, degree) if degree > 0 else R.new_zeros(R.shape[0], k, k)
+        with torch.no_grad():
+            sh_rot = gaussians.sh_rotation_matrix(R, degree) if degree > 0 else R.new_zeros(R.shape[0], k, k)
         return {"affine": t["affine"], "quat_r": t["quat_r"], "log_s": t["log_s"], "sh_rot": sh_rot}
 
     def inverse(self) -> Frames:
@@ -212,9 +224,9 @@ def make_frames(
         center: pivot c, [3] or [F,3] (default 0).
     """
     sizes: dict[str, int] = {}
-    R = t = c = s = None
+    R = t = c = s = quat = None
     if rotation is not None:
-        R, rb = _rotation(rotation)
+        R, rb, quat = _rotation(rotation)
         if rb:
             sizes["rotation"] = R.shape[0]
     if translation is not None:
@@ -241,4 +253,7 @@ def make_frames(
     if sizes and A.shape[0] != b.shape[0]:
         A = np.broadcast_to(A, (b.shape[0], 3, 3))
     # uniform scales and orthonormal R: a similarity by construction
-    return Frames(A, b, bool(sizes), similarity=True if (s == s[:, :1]).all() else None)
+    similarity = bool((s == s[:, :1]).all())
+    return Frames(
+        A, b, bool(sizes), similarity=True if similarity else None, rotation_quat=quat if similarity else None
+    )
