@@ -51,19 +51,22 @@ def quat_normalize(q: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     return q / torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min(eps)
 
 
-# Rotation entries as sums of two signed products of q q^T: index i in [0, 16) is q_(i // 4) q_(i % 4)
-# (wxyz), i + 16 its negative; the first terms of the 9 row-major entries, then the second terms, and
-# R = I + 2 (first + second). Gathering the 18 products in one op replaces ~30 tiny ops (the per-call
-# cost for a few frames) and rounds exactly as the written-out form 1 - 2 (yy + zz), 2 (xy - wz), ...
-_ROTMAT_TERMS = (
-    26, 6, 7, 6, 21, 11, 7, 11, 21,  # -yy, xy, xz, xy, -xx, yz, xz, yz, -xx
-    31, 19, 2, 3, 31, 17, 18, 1, 26,  # -zz, -wz, wy, wz, -zz, -wx, -wy, wx, -yy
+# Rotation entries as sums of two signed products of quaternion components, left * right (wxyz = 0123;
+# a left index i + 4 means -q_i): the 9 row-major first terms, then the 9 second terms; R = I + 2 (first +
+# second). Two
+# gathers replace ~30 tiny ops (the per-call cost for a few frames) and round exactly as the
+# written-out form 1 - 2 (yy + zz), 2 (xy - wz), ...
+_ROTMAT_LEFT = (
+    6, 1, 1, 1, 5, 2, 1, 2, 5,  # -yy, xy, xz, xy, -xx, yz, xz, yz, -xx
+    7, 4, 0, 0, 7, 4, 4, 0, 6,  # -zz, -wz, wy, wz, -zz, -wx, -wy, wx, -yy
 )  # fmt: skip
-# Candidates of rotmat_to_quat from [1 + t, 1 + 2 m00 - t, 1 + 2 m11 - t, 1 + 2 m22 - t, a21, a02, a10,
-# s01, s02, s12] (row-major 4x4); the six 2-term parts as signed entries of m (i in [0, 9), i + 9 negated),
-# first terms then second terms: m21 - m12, m02 - m20, m10 - m01, m01 + m10, m02 + m20, m12 + m21.
-_QUAT_CANDIDATES = (0, 4, 5, 6, 4, 1, 7, 8, 5, 7, 2, 9, 6, 8, 9, 3)
-_QUAT_PARTS = (7, 2, 3, 1, 2, 5, 14, 15, 10, 3, 6, 7)
+_ROTMAT_RIGHT = (2, 2, 3, 2, 1, 3, 3, 3, 1, 3, 3, 2, 3, 3, 1, 2, 1, 2)
+# The 4x4 candidate table of rotmat_to_quat (row-major) as pair sums over v = [m (9), -m (9), 1 + t,
+# 1 + 2 m00, 1 + 2 m11, 1 + 2 m22, -t, 0] (m the row-major matrix, t its trace): first terms, then
+# second terms. Row 0 is [1 + t, a21, a02, a10] (a21 = m21 - m12, ...), rows 1-3 pair an axis with w
+# and the symmetric parts (s01 = m01 + m10, ...), with 1 + 2 m_ii - t on the diagonal.
+_QUAT_FIRST = (18, 7, 2, 3, 7, 19, 1, 2, 2, 1, 20, 5, 3, 2, 5, 21)
+_QUAT_SECOND = (23, 14, 15, 10, 14, 22, 3, 6, 15, 3, 22, 7, 10, 6, 7, 22)
 
 
 @functools.cache
@@ -78,14 +81,6 @@ def _constant(values: tuple, dtype: torch.dtype, device: torch.device) -> torch.
     return _constant_cached(values, dtype, device)
 
 
-def _signed_pair_sums(v: torch.Tensor, terms: tuple[int, ...]) -> torch.Tensor:
-    """[..., n]: first + second for the n = len(terms) // 2 entries, terms[:n] the first terms and
-    terms[n:] the second ones, as indices into v; i >= v.shape[-1] means -v[i - v.shape[-1]]."""
-    n = len(terms) // 2
-    picked = torch.cat([v, -v], dim=-1).index_select(-1, _constant(terms, torch.long, v.device))
-    return torch.add(picked[..., :n], picked[..., n:])
-
-
 def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
     """Rotation matrices [..., 3, 3] from quaternions [..., 4] (wxyz, normalised here).
 
@@ -93,10 +88,15 @@ def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
          [2 (xy + wz), 1 - 2 (xx + zz), 2 (yz - wx)],
          [2 (xz - wy), 2 (yz + wx), 1 - 2 (xx + yy)]] of the unit quaternion (w, x, y, z).
     """
-    u = quat_normalize(q)
-    products = (u.unsqueeze(-1) * u.unsqueeze(-2)).flatten(-2)  # [..., 16]
-    eye = _constant((1, 0, 0, 0, 1, 0, 0, 0, 1), q.dtype, q.device)
-    return torch.add(eye, _signed_pair_sums(products, _ROTMAT_TERMS), alpha=2).reshape(*q.shape[:-1], 3, 3)
+    return unit_quat_to_rotmat(quat_normalize(q))
+
+
+def unit_quat_to_rotmat(u: torch.Tensor) -> torch.Tensor:
+    """:func:`quat_to_rotmat` of quaternions [..., 4] that are already unit (not normalised again)."""
+    left = torch.cat([u, -u], dim=-1).index_select(-1, _constant(_ROTMAT_LEFT, torch.long, u.device))
+    products = (left * u.index_select(-1, _constant(_ROTMAT_RIGHT, torch.long, u.device))).unflatten(-1, (2, 9))
+    eye = _constant((1, 0, 0, 0, 1, 0, 0, 0, 1), u.dtype, u.device)
+    return torch.add(eye, products.sum(-2), alpha=2).reshape(*u.shape[:-1], 3, 3)
 
 
 def quat_multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -123,12 +123,14 @@ def rotmat_to_quat(R: torch.Tensor) -> torch.Tensor:
     """
     m = R.reshape(*R.shape[:-2], 9)
     d = m[..., ::4]  # m00, m11, m22
-    t = d[..., 0] + d[..., 1] + d[..., 2]
-    diag = torch.cat([(1 + t)[..., None], (1 + 2 * d) - t[..., None]], dim=-1)
-    parts = _signed_pair_sums(m, _QUAT_PARTS)  # a21, a02, a10 (pair with w), s01, s02, s12 (pairs of axes)
-    layout = _constant(_QUAT_CANDIDATES, torch.long, m.device)
-    cands = torch.cat([diag, parts], dim=-1).index_select(-1, layout).unflatten(-1, (4, 4))
-    best = torch.cat([t[..., None], d], dim=-1).argmax(-1, keepdim=True)
+    m00, m11, m22 = d.unbind(-1)
+    t = (m00 + m11 + m22).unsqueeze(-1)
+    zero = _constant((0,), m.dtype, m.device).expand(t.shape)
+    v = torch.cat([m, -m, 1 + t, 1 + 2 * d, -t, zero], dim=-1)
+    first = v.index_select(-1, _constant(_QUAT_FIRST, torch.long, m.device))
+    second = v.index_select(-1, _constant(_QUAT_SECOND, torch.long, m.device))
+    cands = torch.add(first, second).unflatten(-1, (4, 4))
+    best = torch.cat([t, d], dim=-1).argmax(-1, keepdim=True)
     q = torch.gather(cands, -2, best[..., None].expand(*best.shape, 4)).squeeze(-2)
     return quat_canonical(quat_normalize(q))
 

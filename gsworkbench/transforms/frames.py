@@ -69,9 +69,9 @@ def _rotation(rotation: Any) -> tuple[np.ndarray, bool, torch.Tensor | None]:
         q = R.reshape(-1, 4)
         if (np.linalg.norm(q, axis=-1) < 1e-12).any():
             raise ValueError("rotation quaternion must be non-zero")
-        with torch.no_grad():
-            qt = torch.from_numpy(q)
-            return gaussians.quat_to_rotmat(qt).numpy(), batched, gaussians.quat_canonical(gaussians.quat_normalize(qt))
+        with torch.no_grad():  # R of the canonical unit quaternion is R of q, rounding included
+            unit = gaussians.quat_canonical(gaussians.quat_normalize(torch.from_numpy(q)))
+            return gaussians.unit_quat_to_rotmat(unit).numpy(), batched, unit
     raise ValueError(
         "rotation must be a 3x3 matrix, a wxyz quaternion [4], or batches [F,3,3] / [F,4]; "
         f"got shape {list(R.shape)}"
@@ -190,8 +190,11 @@ class Frames:
         t = self._tensors
         k = gaussians.num_sh_bases(degree) - 1
         R = t["rotation"]
-        with torch.no_grad():
-            sh_rot = gaussians.sh_rotation_matrix(R, degree) if degree > 0 else R.new_zeros(R.shape[0], k, k)
+        if degree > 0:
+            with torch.no_grad():
+                sh_rot = gaussians.sh_rotation_matrix(R, degree)
+        else:
+            sh_rot = R.new_zeros(R.shape[0], k, k)
         return {"affine": t["affine"], "quat_r": t["quat_r"], "log_s": t["log_s"], "sh_rot": sh_rot}
 
     def inverse(self) -> Frames:
