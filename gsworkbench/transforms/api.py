@@ -104,7 +104,7 @@ def transform(
             :func:`inverse` / :func:`compose`) instead of rotation/translation/scale/center. Under
             torch.compile pass Frames built outside the compiled function: building them is numpy
             with data-dependent checks (graph breaks); with prebuilt Frames the call traces whole.
-            Building Frames costs ~0.3 ms (checks, the rotation's quaternion, in float64), so loops
+            Building Frames costs ~0.15 ms (checks, the rotation and its quaternion, in float64), so loops
             that reuse one transform should build it once.
         rotation: 3x3 rotation matrix or wxyz quaternion; batched [F,3,3] / [F,4].
         translation: t [3] or [F,3] (world units).
