@@ -50,7 +50,7 @@ EXT_TESTS := tests/test_build_target.py tests/test_splat_stages.py tests/test_sp
 	tests/test_transforms.py
 .PHONY: test-generic
 test-generic: setup
-	mkdir -p $(GENERIC)
+	rm -rf $(GENERIC)/gsworkbench && mkdir -p $(GENERIC)
 	tar -c --exclude='_C*.so' --exclude=__pycache__ --exclude=_build_info.json gsworkbench | tar -x -C $(GENERIC)
 	GSW_MARCH=x86-64-v3 GSW_NO_CUDA=1 GSW_BUILD_INFO=$(GENERIC)/gsworkbench/_build_info.json \
 		$(BIN)/python setup.py -q build_ext --build-lib $(GENERIC) --build-temp $(GENERIC)-tmp
