@@ -8,10 +8,10 @@ Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/inclu
 - ``splat_rasterize``: per-tile front-to-back compositing -> colours, alphas, final transmittance,
   last contributor per pixel.
 
-Each differentiable forward has an analytic ``*_backward`` op. ``splat_project`` and
-``splat_sh_to_color`` are wired to theirs in C++ (csrc/splat_autograd.cpp: a Python autograd layer cost
-tiny calls more than the kernels); ``splat_rasterize`` here with register_autograd (its absgrad backward
-sets the Python attribute ``means2d.absgrad``).
+Each differentiable forward has an analytic ``*_backward`` op, wired to it in C++
+(csrc/splat_autograd.cpp: a Python autograd layer cost tiny calls more than the kernels). absgrad, the
+Python attribute ``means2d.absgrad`` set by the backward, comes from :class:`_RasterizeWithAbsgrad` here,
+which :func:`rasterize_to_pixels` uses when asked for it.
 """
 
 from __future__ import annotations
@@ -118,53 +118,44 @@ def _register() -> None:
             torch.empty_like(means2d) if absgrad else means2d.new_empty(0),
         )
 
-    def _raster_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
-        means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, *rest = inputs
-        ctx.args = (width, height, tile_size)
-        ctx.absgrad = bool(rest[0]) if rest else False
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(
-            means2d, conics, colors, opacities, tile_offsets, flatten_ids, output[2], output[3]
-        )
-
-    def _raster_backward(ctx, v_colors, v_alphas, v_trans, v_last):  # noqa: ANN001, ANN202
-        means2d, conics, colors, opacities, tile_offsets, flatten_ids, trans, last = ctx.saved_tensors
-        if v_trans is not None and bool(v_trans.ne(0).any()):
-            raise NotImplementedError(
-                "splat_rasterize: gradients through the transmittance output are not supported"
-            )
-        C, H, W = trans.shape
-        if v_colors is None and v_alphas is None:
-            return None, None, None, None, None, None, None, None, None, None
-        if v_colors is None:
-            v_colors = colors.new_zeros(C, H, W, colors.shape[2])
-        if v_alphas is None:
-            v_alphas = colors.new_zeros(C, H, W, 1)
-        gm, gc, gcol, go, gabs = torch.ops.gsworkbench.splat_rasterize_backward(
-            means2d,
-            conics,
-            colors,
-            opacities,
-            *ctx.args,
-            tile_offsets,
-            flatten_ids,
-            trans,
-            last,
-            v_colors,
-            v_alphas,
-            ctx.absgrad,
-        )
-        if ctx.absgrad:  # gsplat's convention: the sum of per-pixel |dL/dmeans2d| as means2d.absgrad
-            _accumulate_absgrad(means2d, gabs)
-        return gm, gc, gcol, go, None, None, None, None, None, None
-
-    torch.library.register_autograd(lib + "splat_rasterize", _raster_backward, setup_context=_raster_setup)
-
 
 def _accumulate_absgrad(means2d: torch.Tensor, abs_grad: torch.Tensor) -> None:
     """Adds ``abs_grad`` [C,N,2] to ``means2d.absgrad`` (created on the first backward)."""
     prev = getattr(means2d, "absgrad", None)
     means2d.absgrad = abs_grad if prev is None else prev + abs_grad
+
+
+class _RasterizeWithAbsgrad(torch.autograd.Function):
+    """``splat_rasterize`` whose backward also adds the per-pixel absolute gradients of ``means2d`` to
+    ``means2d.absgrad`` [C,N,2] (gsplat's convention), a Python attribute that the op's C++ autograd
+    cannot set. Eager only: ``rasterize`` refuses absgrad under torch.compile."""
+
+    @staticmethod
+    def forward(ctx, means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids):  # noqa: ANN001, ANN205, E501
+        out = torch.ops.gsworkbench.splat_rasterize(
+            means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, True
+        )
+        ctx.args = (width, height, tile_size)
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(means2d, conics, colors, opacities, tile_offsets, flatten_ids, out[2], out[3])
+        return out[0], out[1]
+
+    @staticmethod
+    def backward(ctx, v_colors, v_alphas):  # noqa: ANN001, ANN205
+        means2d, conics, colors, opacities, tile_offsets, flatten_ids, trans, last = ctx.saved_tensors
+        if v_colors is None and v_alphas is None:
+            return (None,) * 9
+        C, H, W = trans.shape
+        if v_colors is None:
+            v_colors = colors.new_zeros(C, H, W, colors.shape[2])
+        if v_alphas is None:
+            v_alphas = colors.new_zeros(C, H, W, 1)
+        gm, gc, gcol, go, gabs = torch.ops.gsworkbench.splat_rasterize_backward(
+            means2d, conics, colors, opacities, *ctx.args, tile_offsets, flatten_ids, trans, last, v_colors, v_alphas,
+            True,
+        )  # fmt: skip
+        _accumulate_absgrad(means2d, gabs)
+        return gm, gc, gcol, go, None, None, None, None, None
 
 
 if has_ext():
@@ -243,6 +234,10 @@ def rasterize_to_pixels(
     absolute per-pixel gradients of each projected mean (for absgrad densification).
     """
     require_ext()
+    if absgrad and torch.is_grad_enabled() and means2d.requires_grad:
+        return _RasterizeWithAbsgrad.apply(
+            means2d, conics, colors, opacities, int(width), int(height), int(tile_size), tile_offsets, flatten_ids
+        )
     out = torch.ops.gsworkbench.splat_rasterize(
         means2d,
         conics,
@@ -253,6 +248,6 @@ def rasterize_to_pixels(
         int(tile_size),
         tile_offsets,
         flatten_ids,
-        bool(absgrad),
+        False,
     )
     return out[0], out[1]
