@@ -1,4 +1,4 @@
-// Autograd of the rasterizer's differentiable ops (projection, SH, rasterization), in C++ (as
+// Autograd of the rasterizer's ops (projection, view directions, SH, tile intersection, rasterization), in C++ (as
 // csrc/field_autograd.cpp for the field): the backwards are the analytic *_backward ops. A Python autograd
 // layer (torch.library.register_autograd) cost each tiny call tens of microseconds in its forward and as
 // much in its backward. absgrad (the sum of per-pixel |dL/dmeans2d|, set as the Python attribute
@@ -57,6 +57,20 @@ Tensors2 call_sh_backward(const Tensor& v_colors, const Tensor& coeffs, const Te
                              .findSchemaOrThrow("gsworkbench::splat_sh_to_color_backward", "")
                              .typed<Tensors2(const Tensor&, const Tensor&, const Tensor&, int64_t)>();
   return op.call(v_colors, coeffs, dirs, degree);
+}
+
+Tensor call_view_dirs(const Tensor& means, const Tensor& viewmats) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gsworkbench::splat_view_dirs", "")
+                             .typed<Tensor(const Tensor&, const Tensor&)>();
+  return op.call(means, viewmats);
+}
+
+Tensors2 call_view_dirs_backward(const Tensor& v_dirs, const Tensor& means, const Tensor& viewmats) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gsworkbench::splat_view_dirs_backward", "")
+                             .typed<Tensors2(const Tensor&, const Tensor&, const Tensor&)>();
+  return op.call(v_dirs, means, viewmats);
 }
 
 Tensors4 call_rasterize(const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
@@ -147,6 +161,23 @@ class ShToColor : public torch::autograd::Function<ShToColor> {
   }
 };
 
+class ViewDirs : public torch::autograd::Function<ViewDirs> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& means, const Tensor& viewmats) {
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({means, viewmats});
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_view_dirs(means, viewmats);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) return {Tensor(), Tensor()};
+    const variable_list s = ctx->get_saved_variables();
+    auto [gm, gv] = call_view_dirs_backward(grads[0], s[0], s[1]);
+    return {gm, gv};
+  }
+};
+
 // Saved: means2d, conics, colors, opacities, tile_offsets, flatten_ids, and the forward's transmittances
 // and last contributors.
 class Rasterize : public torch::autograd::Function<Rasterize> {
@@ -194,16 +225,51 @@ class Rasterize : public torch::autograd::Function<Rasterize> {
   }
 };
 
+// Whether autograd records this call: grad mode on and some input requiring grad. When it does not, the
+// ops below go straight to their kernels: Function::apply builds a node and a context even when it
+// records nothing, which a tiny no-grad call pays for.
+template <typename... Ts>
+bool records_grad(const Ts&... inputs) {
+  return at::GradMode::is_enabled() && (inputs.requires_grad() || ...);
+}
+
 Tensors5 project_autograd(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
                           const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
                           double far_plane) {
+  if (!records_grad(means, quats, scales, viewmats, Ks)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_project(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+  }
   const variable_list out =
       Project::apply(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 
 Tensor sh_to_color_autograd(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
+  if (!records_grad(coeffs, dirs)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_sh(coeffs, dirs, degree);
+  }
   return ShToColor::apply(coeffs, dirs, degree);
+}
+
+Tensor view_dirs_autograd(const Tensor& means, const Tensor& viewmats) {
+  if (!records_grad(means, viewmats)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_view_dirs(means, viewmats);
+  }
+  return ViewDirs::apply(means, viewmats);
+}
+
+// Tile intersection has no gradient (integer outputs): straight to the kernel, whether or not the inputs
+// require grad (so callers need not detach them).
+Tensors4 isect_tiles_autograd(const Tensor& means2d, const Tensor& radii, const Tensor& depths, int64_t tile_size,
+                              int64_t tile_width, int64_t tile_height) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gsworkbench::splat_isect_tiles", "")
+                             .typed<Tensors4(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, int64_t)>();
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(means2d, radii, depths, tile_size, tile_width, tile_height);
 }
 
 // absgrad=True asks for means2d.absgrad, which only the Python wrapper provides (see the top of the file):
@@ -215,6 +281,11 @@ Tensors4 rasterize_autograd(const Tensor& means2d, const Tensor& conics, const T
     TORCH_WARN_ONCE(
         "splat_rasterize(absgrad=True) called directly computes no means2d.absgrad; use "
         "gsworkbench.splat.ops.rasterize_to_pixels(absgrad=True) or rasterize(absgrad=True)");
+  }
+  if (!records_grad(means2d, conics, colors, opacities)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_rasterize(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids,
+                          absgrad);
   }
   const variable_list out =
       Rasterize::apply(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, absgrad);
@@ -228,5 +299,7 @@ Tensors4 rasterize_autograd(const Tensor& means2d, const Tensor& conics, const T
 TORCH_LIBRARY_IMPL(gsworkbench, Autograd, m) {
   m.impl("splat_project", &gsw::splat::project_autograd);
   m.impl("splat_sh_to_color", &gsw::splat::sh_to_color_autograd);
+  m.impl("splat_view_dirs", &gsw::splat::view_dirs_autograd);
+  m.impl("splat_isect_tiles", &gsw::splat::isect_tiles_autograd);
   m.impl("splat_rasterize", &gsw::splat::rasterize_autograd);
 }

@@ -3,6 +3,8 @@
 Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/include/gsw/):
 
 - ``splat_project``: EWA projection -> radii, means2d, depths, conics, compensations;
+- ``splat_view_dirs``: view directions (camera centre to mean) of the SH colours (device-agnostic ATen
+  ops in csrc/splat_view_dirs.cpp, which also serve as its fake kernel);
 - ``splat_sh_to_color``: SH coefficients and view directions -> colours;
 - ``splat_isect_tiles``: tile intersections sorted by tile then depth (no gradient);
 - ``splat_rasterize``: per-tile front-to-back compositing -> colours, alphas, final transmittance,
@@ -190,6 +192,12 @@ def project_gaussians(
     )
 
 
+def view_dirs(means: torch.Tensor, viewmats: torch.Tensor) -> torch.Tensor:
+    """Ext SH view directions [C,N,3]; same contract as :func:`gsworkbench.splat._torch_impl.view_dirs`."""
+    require_ext()
+    return torch.ops.gsworkbench.splat_view_dirs(means, viewmats)
+
+
 def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
     """Ext SH to colour: coeffs [N,K,3], dirs [C,N,3] -> colours [C,N,3]."""
     require_ext()
@@ -204,12 +212,13 @@ def isect_tiles(
     tile_width: int,
     tile_height: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles`."""
+    """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles`. No
+    gradient flows through it (its C++ autograd kernel goes straight to the kernel)."""
     require_ext()
     return torch.ops.gsworkbench.splat_isect_tiles(
-        means2d.detach(),
+        means2d,
         radii,
-        depths.detach(),
+        depths,
         int(tile_size),
         int(tile_width),
         int(tile_height),

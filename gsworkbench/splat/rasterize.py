@@ -1,8 +1,8 @@
 """``rasterize``: gsplat-compatible differentiable 3DGS rendering, with checked inputs and a backend.
 
 Pipeline (each stage a separate, timeable function of the backend):
-1. ``project_gaussians`` (EWA), 2. ``sh_to_color``, 3. ``isect_tiles`` (depth-sorted keys),
-4. ``rasterize_to_pixels``; gradients flow back through all of them (autograd for ``torch``, the
+1. ``project_gaussians`` (EWA), 2. ``view_dirs`` and ``sh_to_color``, 3. ``isect_tiles`` (depth-sorted
+keys), 4. ``rasterize_to_pixels``; gradients flow back through all of them (autograd for ``torch``, the
 analytic backward ops for ``ext``).
 """
 
@@ -237,7 +237,7 @@ def rasterize(
     else:
         if sh_degree is not None:
             with stage("sh"):
-                dirs = _torch_impl.view_dirs(means, viewmats)
+                dirs = impl.view_dirs(means, viewmats)
                 feats = impl.sh_to_color(colors, dirs, sh_degree)
         elif colors.dim() == 2:
             feats = colors.expand(C, N, colors.shape[-1])
