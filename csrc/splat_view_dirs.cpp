@@ -1,7 +1,8 @@
 // gsworkbench::splat_view_dirs and its backward: the SH view directions, each mean minus each camera
 // centre. Device-agnostic (a handful of ATen ops on [C,4,4] camera matrices), registered for every
-// backend (CompositeExplicitAutograd); autograd in csrc/splat_autograd.cpp. One autograd node in place of
-// the dozen that the same ops written in Python put in a tiny call's graph. Torch reference:
+// backend (CompositeExplicitAutograd; the fake kernel too) except the CPU, which has plain loops
+// (csrc/cpu/splat_view_dirs.cpp). Autograd in csrc/splat_autograd.cpp: one node in place of the dozen
+// that the same ops written in Python put in a tiny call's graph. Torch reference:
 // gsworkbench/splat/_torch_impl.py view_dirs.
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -27,11 +28,7 @@ Tensor view_dirs(const Tensor& means, const Tensor& viewmats) {
 // With g_c = sum_n v_dirs[c, n] ([C,3]): v_means = sum_c v_dirs[c], v_R_c = t_c g_c^T, v_t_c = R_c g_c;
 // the bottom row of v_viewmats is zero.
 std::tuple<Tensor, Tensor> view_dirs_backward(const Tensor& v_dirs, const Tensor& means, const Tensor& viewmats) {
-  check_view_dirs_inputs(means, viewmats);
-  const int64_t C = viewmats.size(0), N = means.size(0);
-  TORCH_CHECK(v_dirs.dim() == 3 && v_dirs.size(0) == C && v_dirs.size(1) == N && v_dirs.size(2) == 3,
-              "splat_view_dirs_backward: v_dirs must be [C,N,3]");
-  check_float_on(v_dirs, "splat_view_dirs_backward", "v_dirs", means);
+  check_view_dirs_grads(v_dirs, means, viewmats);
   const Tensor v = v_dirs.scalar_type() == means.scalar_type() ? v_dirs : v_dirs.to(means.scalar_type());
   const Tensor g = v.sum(1).unsqueeze(1);  // [C,1,3]
   const Tensor top = viewmats.narrow(1, 0, 3);

@@ -111,6 +111,20 @@ def test_view_dirs_gradcheck_and_opcheck(device: str) -> None:
 
 
 @requires_ext
+def test_view_dirs_generic_path_matches_cpu_kernel() -> None:
+    """The device-agnostic ATen version (CompositeExplicitAutograd: the CUDA and fake kernel), reached on
+    CPU tensors by redispatching past the CPU kernel, against the CPU loops; forward and backward."""
+    s = random_scene(25, cameras=3, seed=3)
+    generic = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
+    fwd, bwd = torch.ops.gsworkbench.splat_view_dirs.default, torch.ops.gsworkbench.splat_view_dirs_backward.default
+    args = (s["means"], s["viewmats"])
+    v = torch.randn(3, 25, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    assert rel_err(fwd.redispatch(generic, *args), fwd(*args)) < 1e-14
+    for a, b in zip(bwd.redispatch(generic, v, *args), bwd(v, *args), strict=True):
+        assert rel_err(a, b) < 1e-14
+
+
+@requires_ext
 @pytest.mark.parametrize("degree", [0, 1, 2, 3])
 def test_sh_ext_matches_gaussians_module(degree: int, device: str) -> None:
     from gsworkbench.splat import ops

@@ -82,6 +82,16 @@ inline void check_view_dirs_inputs(const at::Tensor& means, const at::Tensor& vi
   check_like(viewmats, op, "viewmats", means, float_dtype(means, op));
 }
 
+// splat_view_dirs_backward's v_dirs: [C,N,3], any float dtype, on the means' device.
+inline void check_view_dirs_grads(const at::Tensor& v_dirs, const at::Tensor& means, const at::Tensor& viewmats) {
+  constexpr const char* op = "splat_view_dirs_backward";
+  check_view_dirs_inputs(means, viewmats);
+  TORCH_CHECK(v_dirs.dim() == 3 && v_dirs.size(0) == viewmats.size(0) && v_dirs.size(1) == means.size(0) &&
+                  v_dirs.size(2) == 3,
+              op, ": v_dirs must be [C,N,3]");
+  check_float_on(v_dirs, op, "v_dirs", means);
+}
+
 // splat_sh_to_color(_backward): coeffs [N,K,3] with K >= (degree+1)^2, dirs [C,N,3], degree 0..3.
 inline void check_sh_inputs(const at::Tensor& coeffs, const at::Tensor& dirs, int64_t degree) {
   constexpr const char* op = "splat_sh_to_color";
