@@ -73,6 +73,9 @@ TORCH_LIBRARY(gsworkbench, m) {
   m.def("splat_view_dirs(Tensor means, Tensor viewmats) -> Tensor");
   //    -> (v_means [N,3], v_viewmats [C,4,4])
   m.def("splat_view_dirs_backward(Tensor v_dirs, Tensor means, Tensor viewmats) -> (Tensor, Tensor)");
+  //    SH colours seen from the cameras, sh_to_color(coeffs, view_dirs(means, viewmats), degree) as one op
+  //    (one autograd node, csrc/splat_autograd.cpp): coeffs [N,K,3], means [N,3], viewmats [C,4,4] -> [C,N,3]
+  m.def("splat_sh_colors_from_cameras(Tensor coeffs, Tensor means, Tensor viewmats, int degree) -> Tensor");
   //    SH to colour: coeffs [N,K,3], dirs [C,N,3] (camera centre to mean) -> colors [C,N,3]
   m.def("splat_sh_to_color(Tensor coeffs, Tensor dirs, int degree) -> Tensor");
   //    -> (v_coeffs [N,K,3], v_dirs [C,N,3])

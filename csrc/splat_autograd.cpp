@@ -178,6 +178,29 @@ class ViewDirs : public torch::autograd::Function<ViewDirs> {
   }
 };
 
+// sh_to_color(coeffs, view_dirs(means, viewmats), degree) as one node: a tiny call pays for each node in
+// both directions, and for summing two gradients into the means and the viewmats (the projection's too).
+class ShColorsFromCameras : public torch::autograd::Function<ShColorsFromCameras> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& coeffs, const Tensor& means, const Tensor& viewmats,
+                        int64_t degree) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const Tensor dirs = call_view_dirs(means, viewmats);
+    ctx->saved_data["degree"] = degree;
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({coeffs, means, viewmats, dirs});
+    return call_sh(coeffs, dirs, degree);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};
+    const variable_list s = ctx->get_saved_variables();
+    auto [gc, gd] = call_sh_backward(grads[0], s[0], s[3], ctx->saved_data["degree"].toInt());
+    auto [gm, gv] = call_view_dirs_backward(gd, s[1], s[2]);
+    return {gc, gm, gv, Tensor()};
+  }
+};
+
 // Saved: means2d, conics, colors, opacities, tile_offsets, flatten_ids, and the forward's transmittances
 // and last contributors.
 class Rasterize : public torch::autograd::Function<Rasterize> {
@@ -261,6 +284,15 @@ Tensor view_dirs_autograd(const Tensor& means, const Tensor& viewmats) {
   return ViewDirs::apply(means, viewmats);
 }
 
+Tensor sh_colors_from_cameras_autograd(const Tensor& coeffs, const Tensor& means, const Tensor& viewmats,
+                                       int64_t degree) {
+  if (!records_grad(coeffs, means, viewmats)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_sh(coeffs, call_view_dirs(means, viewmats), degree);
+  }
+  return ShColorsFromCameras::apply(coeffs, means, viewmats, degree);
+}
+
 // Tile intersection has no gradient (integer outputs): straight to the kernel, whether or not the inputs
 // require grad (so callers need not detach them).
 Tensors4 isect_tiles_autograd(const Tensor& means2d, const Tensor& radii, const Tensor& depths, int64_t tile_size,
@@ -300,6 +332,7 @@ TORCH_LIBRARY_IMPL(gsworkbench, Autograd, m) {
   m.impl("splat_project", &gsw::splat::project_autograd);
   m.impl("splat_sh_to_color", &gsw::splat::sh_to_color_autograd);
   m.impl("splat_view_dirs", &gsw::splat::view_dirs_autograd);
+  m.impl("splat_sh_colors_from_cameras", &gsw::splat::sh_colors_from_cameras_autograd);
   m.impl("splat_isect_tiles", &gsw::splat::isect_tiles_autograd);
   m.impl("splat_rasterize", &gsw::splat::rasterize_autograd);
 }

@@ -5,6 +5,7 @@
 // that the same ops written in Python put in a tiny call's graph. Torch reference:
 // gsworkbench/splat/_torch_impl.py view_dirs.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -38,11 +39,23 @@ std::tuple<Tensor, Tensor> view_dirs_backward(const Tensor& v_dirs, const Tensor
   return {v.sum(0), v_viewmats};
 }
 
+// splat_sh_colors_from_cameras below autograd (and its fake kernel): the two ops in turn.
+Tensor sh_colors_from_cameras(const Tensor& coeffs, const Tensor& means, const Tensor& viewmats, int64_t degree) {
+  static const auto dirs_op = c10::Dispatcher::singleton()
+                                  .findSchemaOrThrow("gsworkbench::splat_view_dirs", "")
+                                  .typed<Tensor(const Tensor&, const Tensor&)>();
+  static const auto sh_op = c10::Dispatcher::singleton()
+                                .findSchemaOrThrow("gsworkbench::splat_sh_to_color", "")
+                                .typed<Tensor(const Tensor&, const Tensor&, int64_t)>();
+  return sh_op.call(coeffs, dirs_op.call(means, viewmats), degree);
+}
+
 }  // namespace
 }  // namespace splat
 }  // namespace gsw
 
 TORCH_LIBRARY_IMPL(gsworkbench, CompositeExplicitAutograd, m) {
+  m.impl("splat_sh_colors_from_cameras", &gsw::splat::sh_colors_from_cameras);
   m.impl("splat_view_dirs", &gsw::splat::view_dirs);
   m.impl("splat_view_dirs_backward", &gsw::splat::view_dirs_backward);
 }

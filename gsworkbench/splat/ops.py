@@ -6,6 +6,7 @@ Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/inclu
 - ``splat_view_dirs``: view directions (camera centre to mean) of the SH colours (device-agnostic ATen
   ops in csrc/splat_view_dirs.cpp, which also serve as its fake kernel);
 - ``splat_sh_to_color``: SH coefficients and view directions -> colours;
+- ``splat_sh_colors_from_cameras``: the two above as one op (what ``rasterize`` calls: one autograd node);
 - ``splat_isect_tiles``: tile intersections sorted by tile then depth (no gradient);
 - ``splat_rasterize``: per-tile front-to-back compositing -> colours, alphas, final transmittance,
   last contributor per pixel.
@@ -202,6 +203,15 @@ def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.
     """Ext SH to colour: coeffs [N,K,3], dirs [C,N,3] -> colours [C,N,3]."""
     require_ext()
     return torch.ops.gsworkbench.splat_sh_to_color(coeffs, dirs, int(degree))
+
+
+def sh_colors_from_cameras(
+    coeffs: torch.Tensor, means: torch.Tensor, viewmats: torch.Tensor, degree: int
+) -> torch.Tensor:
+    """Ext :func:`sh_to_color` of :func:`view_dirs` as one op (one autograd node); same contract as
+    :func:`gsworkbench.splat._torch_impl.sh_colors_from_cameras`."""
+    require_ext()
+    return torch.ops.gsworkbench.splat_sh_colors_from_cameras(coeffs, means, viewmats, int(degree))
 
 
 def isect_tiles(

@@ -242,8 +242,7 @@ def rasterize(
     else:
         if sh_degree is not None:
             with stage("sh"):
-                dirs = impl.view_dirs(means, viewmats)
-                feats = impl.sh_to_color(colors, dirs, sh_degree)
+                feats = impl.sh_colors_from_cameras(colors, means, viewmats, sh_degree)
         elif colors.dim() == 2:
             feats = colors.expand(C, N, colors.shape[-1])
         else:
