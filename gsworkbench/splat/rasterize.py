@@ -1,9 +1,9 @@
 """``rasterize``: gsplat-compatible differentiable 3DGS rendering, with checked inputs and a backend.
 
 Pipeline (each stage a separate, timeable function of the backend):
-1. ``project_gaussians`` (EWA), 2. ``view_dirs`` and ``sh_to_color``, 3. ``isect_tiles`` (depth-sorted
-keys), 4. ``rasterize_to_pixels``; gradients flow back through all of them (autograd for ``torch``, the
-analytic backward ops for ``ext``).
+1. ``project_gaussians`` (EWA), 2. ``sh_colors_from_cameras`` (``sh_to_color`` of ``view_dirs``),
+3. ``isect_tiles`` (depth-sorted keys), 4. ``rasterize_to_pixels``; gradients flow back through all of
+them (autograd for ``torch``, the analytic backward ops for ``ext``).
 """
 
 from __future__ import annotations
