@@ -70,7 +70,14 @@ TORCH_LIBRARY(gsworkbench, m) {
       "splat_project_backward(Tensor means, Tensor quats, Tensor scales, Tensor viewmats, Tensor Ks, int width, "
       "int height, float eps2d, float near_plane, float far_plane, Tensor radii, Tensor v_means2d, "
       "Tensor v_depths, Tensor v_conics, Tensor v_compensations) -> (Tensor, Tensor, Tensor, Tensor)");
-  // 2. SH to colour: coeffs [N,K,3], dirs [C,N,3] (camera centre to mean) -> colors [C,N,3]
+  // 2. view directions (camera centre to mean) of the SH colours: means [N,3], viewmats [C,4,4] -> dirs [C,N,3]
+  m.def("splat_view_dirs(Tensor means, Tensor viewmats) -> Tensor");
+  //    -> (v_means [N,3], v_viewmats [C,4,4])
+  m.def("splat_view_dirs_backward(Tensor v_dirs, Tensor means, Tensor viewmats) -> (Tensor, Tensor)");
+  //    SH colours seen from the cameras, sh_to_color(coeffs, view_dirs(means, viewmats), degree) as one op
+  //    (one autograd node, csrc/splat_autograd.cpp): coeffs [N,K,3], means [N,3], viewmats [C,4,4] -> [C,N,3]
+  m.def("splat_sh_colors_from_cameras(Tensor coeffs, Tensor means, Tensor viewmats, int degree) -> Tensor");
+  //    SH to colour: coeffs [N,K,3], dirs [C,N,3] (camera centre to mean) -> colors [C,N,3]
   m.def("splat_sh_to_color(Tensor coeffs, Tensor dirs, int degree) -> Tensor");
   //    -> (v_coeffs [N,K,3], v_dirs [C,N,3])
   m.def("splat_sh_to_color_backward(Tensor v_colors, Tensor coeffs, Tensor dirs, int degree) -> (Tensor, Tensor)");

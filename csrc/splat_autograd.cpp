@@ -1,13 +1,14 @@
-// Autograd of the rasterizer's projection and SH ops, in C++ (as csrc/field_autograd.cpp for the field):
-// the backwards are the analytic *_backward ops. A Python autograd layer (torch.library.register_autograd)
-// cost each tiny call tens of microseconds in its forward and as much in its backward. splat_rasterize
-// keeps its Python autograd (gsworkbench/splat/ops.py): its absgrad backward sets means2d.absgrad, a
-// Python attribute.
+// Autograd of the rasterizer's projection, view-direction and SH ops, in C++ (as csrc/field_autograd.cpp for
+// the field; tile intersection and rasterization: csrc/splat_rasterize_autograd.cpp): the backwards are the
+// analytic *_backward ops. A Python autograd layer (torch.library.register_autograd) cost each tiny call
+// tens of microseconds in its forward and as much in its backward.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <tuple>
+
+#include "gsw/autograd_util.h"
 
 namespace gsw {
 namespace splat {
@@ -55,6 +56,20 @@ Tensors2 call_sh_backward(const Tensor& v_colors, const Tensor& coeffs, const Te
                              .findSchemaOrThrow("gsworkbench::splat_sh_to_color_backward", "")
                              .typed<Tensors2(const Tensor&, const Tensor&, const Tensor&, int64_t)>();
   return op.call(v_colors, coeffs, dirs, degree);
+}
+
+Tensor call_view_dirs(const Tensor& means, const Tensor& viewmats) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gsworkbench::splat_view_dirs", "")
+                             .typed<Tensor(const Tensor&, const Tensor&)>();
+  return op.call(means, viewmats);
+}
+
+Tensors2 call_view_dirs_backward(const Tensor& v_dirs, const Tensor& means, const Tensor& viewmats) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gsworkbench::splat_view_dirs_backward", "")
+                             .typed<Tensors2(const Tensor&, const Tensor&, const Tensor&)>();
+  return op.call(v_dirs, means, viewmats);
 }
 
 class Project : public torch::autograd::Function<Project> {
@@ -123,16 +138,81 @@ class ShToColor : public torch::autograd::Function<ShToColor> {
   }
 };
 
+class ViewDirs : public torch::autograd::Function<ViewDirs> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& means, const Tensor& viewmats) {
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({means, viewmats});
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_view_dirs(means, viewmats);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) return {Tensor(), Tensor()};
+    const variable_list s = ctx->get_saved_variables();
+    auto [gm, gv] = call_view_dirs_backward(grads[0], s[0], s[1]);
+    return {gm, gv};
+  }
+};
+
+// sh_to_color(coeffs, view_dirs(means, viewmats), degree) as one node: a tiny call pays for each node in
+// both directions, and for summing two gradients into the means and the viewmats (the projection's too).
+class ShColorsFromCameras : public torch::autograd::Function<ShColorsFromCameras> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& coeffs, const Tensor& means, const Tensor& viewmats,
+                        int64_t degree) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const Tensor dirs = call_view_dirs(means, viewmats);
+    ctx->saved_data["degree"] = degree;
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({coeffs, means, viewmats, dirs});
+    return call_sh(coeffs, dirs, degree);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};
+    const variable_list s = ctx->get_saved_variables();
+    auto [gc, gd] = call_sh_backward(grads[0], s[0], s[3], ctx->saved_data["degree"].toInt());
+    auto [gm, gv] = call_view_dirs_backward(gd, s[1], s[2]);
+    return {gc, gm, gv, Tensor()};
+  }
+};
+
 Tensors5 project_autograd(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
                           const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
                           double far_plane) {
+  if (!records_grad(means, quats, scales, viewmats, Ks)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_project(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+  }
   const variable_list out =
       Project::apply(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 
 Tensor sh_to_color_autograd(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
+  if (!records_grad(coeffs, dirs)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_sh(coeffs, dirs, degree);
+  }
   return ShToColor::apply(coeffs, dirs, degree);
+}
+
+Tensor view_dirs_autograd(const Tensor& means, const Tensor& viewmats) {
+  if (!records_grad(means, viewmats)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_view_dirs(means, viewmats);
+  }
+  return ViewDirs::apply(means, viewmats);
+}
+
+Tensor sh_colors_from_cameras_autograd(const Tensor& coeffs, const Tensor& means, const Tensor& viewmats,
+                                       int64_t degree) {
+  if (!records_grad(coeffs, means, viewmats)) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_sh(coeffs, call_view_dirs(means, viewmats), degree);
+  }
+  return ShColorsFromCameras::apply(coeffs, means, viewmats, degree);
 }
 
 }  // namespace
@@ -142,4 +222,6 @@ Tensor sh_to_color_autograd(const Tensor& coeffs, const Tensor& dirs, int64_t de
 TORCH_LIBRARY_IMPL(gsworkbench, Autograd, m) {
   m.impl("splat_project", &gsw::splat::project_autograd);
   m.impl("splat_sh_to_color", &gsw::splat::sh_to_color_autograd);
+  m.impl("splat_view_dirs", &gsw::splat::view_dirs_autograd);
+  m.impl("splat_sh_colors_from_cameras", &gsw::splat::sh_colors_from_cameras_autograd);
 }

@@ -71,6 +71,11 @@ def check_finite_all(tensors: Mapping[str, torch.Tensor]) -> list[tuple[bool, fl
     (a few microseconds on tiny inputs)."""
     if not checking_values():
         return [_NO_DATA] * len(tensors)
+    values = list(tensors.values())
+    if all(t.is_floating_point() and not t.is_meta for t in values):  # the usual case: every tensor checked
+        stats = value_stats(values)
+        if all(row[0] for row in stats):
+            return stats
     checked = [(name, t) for name, t in tensors.items() if t.is_floating_point() and not t.is_meta]
     stats = value_stats([t for _, t in checked])
     by_name = {}
@@ -97,8 +102,8 @@ def value_stats(tensors: Sequence[torch.Tensor]) -> list[tuple[bool, float, floa
     first = tensors[0]  # the op checks every tensor's device and dtype itself (RuntimeError: the reference)
     if first.is_cpu and first.dtype in _STATS_DTYPES and has_kernel("tensor_stats", "cpu"):
         try:
-            with torch.no_grad():  # statistics, not a differentiable result (and no autograd bookkeeping)
-                rows = torch.ops.gsworkbench.tensor_stats(tensors).tolist()
+            # not differentiable: its C++ autograd kernel goes straight to the kernel (no no_grad block)
+            rows = torch.ops.gsworkbench.tensor_stats(tensors).tolist()
         except RuntimeError:  # a tensor of another device or dtype: mixed lists are rare
             rows = value_stats_torch(tensors)
     else:

@@ -59,7 +59,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
   check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height);
   const int64_t C = means2d_.size(0), N = means2d_.size(1);
   const auto radii = radii_.contiguous();
-  const auto depths = depths_.to(at::kFloat).contiguous();
+  const auto depths = contiguous_as(depths_, at::kFloat);
   const auto means2d = means2d_.contiguous();
   const int64_t ntiles = tile_width * tile_height;
   auto tiles_per_gauss = at::zeros({C, N}, radii.options());

@@ -174,8 +174,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cpu(
   const auto dt = means.scalar_type();
   check_projection_grads(means_, viewmats_, radii_, v_means2d_, v_depths_, v_conics_, v_comps_);
   const auto radii = radii_.contiguous();
-  const auto v_means2d = v_means2d_.to(dt).contiguous(), v_depths = v_depths_.to(dt).contiguous();
-  const auto v_conics = v_conics_.to(dt).contiguous(), v_comps = v_comps_.to(dt).contiguous();
+  const auto v_means2d = contiguous_as(v_means2d_, dt), v_depths = contiguous_as(v_depths_, dt);
+  const auto v_conics = contiguous_as(v_conics_, dt), v_comps = contiguous_as(v_comps_, dt);
   auto v_means = at::zeros({N, 3}, means.options());
   auto v_quats = at::zeros({N, 4}, means.options());
   auto v_scales = at::zeros({N, 3}, means.options());

@@ -126,8 +126,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(
   check_raster_grads(g, means2d_, transmittances_, last_ids_, v_colors_, v_alphas_);
   const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
   const auto opac = opacities_.contiguous(), toff = tile_offsets_.contiguous(), fid = flatten_ids_.contiguous();
-  const auto Tf = transmittances_.to(dt).contiguous(), last = last_ids_.contiguous();
-  const auto vc = v_colors_.to(dt).contiguous(), va = v_alphas_.to(dt).contiguous();
+  const auto Tf = contiguous_as(transmittances_, dt), last = last_ids_.contiguous();
+  const auto vc = contiguous_as(v_colors_, dt), va = contiguous_as(v_alphas_, dt);
   auto g_means2d = at::empty_like(means2d);
   auto g_conics = at::empty_like(conics);
   auto g_colors = at::empty_like(colors);

@@ -91,7 +91,7 @@ std::tuple<Tensor, Tensor> sh_to_color_backward_cpu(const Tensor& v_colors_, con
   check_sh_inputs(coeffs_, dirs_, degree);
   check_sh_grads(v_colors_, coeffs_, dirs_);
   const auto coeffs = coeffs_.contiguous(), dirs = dirs_.contiguous();
-  const auto v_colors = v_colors_.to(coeffs.scalar_type()).contiguous();
+  const auto v_colors = contiguous_as(v_colors_, coeffs.scalar_type());
   const int64_t C = dirs.size(0), N = dirs.size(1), K = coeffs.size(1);
   // rows the degree uses are written by the kernel; only unused rows (K > (degree + 1)^2) need zeros
   const bool all_rows = K == (degree + 1) * (degree + 1);

@@ -3,6 +3,7 @@
 // there and handle other devices).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -64,4 +65,20 @@ at::Tensor tensor_stats_cpu(at::TensorList tensors) {
 }  // namespace
 }  // namespace gsw
 
+namespace gsw {
+namespace {
+// Statistics for input checks, not a differentiable result: the autograd key goes straight to the kernel,
+// so callers need no no_grad block (a tiny call paid about a microsecond for it) and inputs that require
+// grad get no autograd bookkeeping.
+at::Tensor tensor_stats_autograd(at::TensorList tensors) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("gsworkbench::tensor_stats", "")
+                             .typed<at::Tensor(at::TensorList)>();
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(tensors);
+}
+}  // namespace
+}  // namespace gsw
+
 TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) { m.impl("tensor_stats", &gsw::tensor_stats_cpu); }
+TORCH_LIBRARY_IMPL(gsworkbench, Autograd, m) { m.impl("tensor_stats", &gsw::tensor_stats_autograd); }

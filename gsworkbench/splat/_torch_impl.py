@@ -104,6 +104,13 @@ def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.
     return gaussians.sh_to_color(coeffs[None].expand(dirs.shape[0], *coeffs.shape), dirs, degree)
 
 
+def sh_colors_from_cameras(
+    coeffs: torch.Tensor, means: torch.Tensor, viewmats: torch.Tensor, degree: int
+) -> torch.Tensor:
+    """Colours [C,N,3] of SH coefficients [N,K,3] at means [N,3] seen from the cameras viewmats [C,4,4]."""
+    return sh_to_color(coeffs, view_dirs(means, viewmats), degree)
+
+
 def tile_bounds(
     means2d: torch.Tensor, radii: torch.Tensor, tile_size: int, tile_width: int, tile_height: int
 ) -> torch.Tensor:

@@ -3,15 +3,18 @@
 Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/include/gsw/):
 
 - ``splat_project``: EWA projection -> radii, means2d, depths, conics, compensations;
+- ``splat_view_dirs``: view directions (camera centre to mean) of the SH colours (device-agnostic ATen
+  ops in csrc/splat_view_dirs.cpp, which also serve as its fake kernel);
 - ``splat_sh_to_color``: SH coefficients and view directions -> colours;
+- ``splat_sh_colors_from_cameras``: the two above as one op (what ``rasterize`` calls: one autograd node);
 - ``splat_isect_tiles``: tile intersections sorted by tile then depth (no gradient);
 - ``splat_rasterize``: per-tile front-to-back compositing -> colours, alphas, final transmittance,
   last contributor per pixel.
 
-Each differentiable forward has an analytic ``*_backward`` op. ``splat_project`` and
-``splat_sh_to_color`` are wired to theirs in C++ (csrc/splat_autograd.cpp: a Python autograd layer cost
-tiny calls more than the kernels); ``splat_rasterize`` here with register_autograd (its absgrad backward
-sets the Python attribute ``means2d.absgrad``).
+Each differentiable forward has an analytic ``*_backward`` op, wired to it in C++
+(csrc/splat_autograd.cpp: a Python autograd layer cost tiny calls more than the kernels). absgrad, the
+Python attribute ``means2d.absgrad`` set by the backward, comes from :class:`_RasterizeWithAbsgrad` here,
+which :func:`rasterize_to_pixels` uses when asked for it.
 """
 
 from __future__ import annotations
@@ -118,53 +121,44 @@ def _register() -> None:
             torch.empty_like(means2d) if absgrad else means2d.new_empty(0),
         )
 
-    def _raster_setup(ctx, inputs, output):  # noqa: ANN001, ANN202
-        means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, *rest = inputs
-        ctx.args = (width, height, tile_size)
-        ctx.absgrad = bool(rest[0]) if rest else False
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(
-            means2d, conics, colors, opacities, tile_offsets, flatten_ids, output[2], output[3]
-        )
-
-    def _raster_backward(ctx, v_colors, v_alphas, v_trans, v_last):  # noqa: ANN001, ANN202
-        means2d, conics, colors, opacities, tile_offsets, flatten_ids, trans, last = ctx.saved_tensors
-        if v_trans is not None and bool(v_trans.ne(0).any()):
-            raise NotImplementedError(
-                "splat_rasterize: gradients through the transmittance output are not supported"
-            )
-        C, H, W = trans.shape
-        if v_colors is None and v_alphas is None:
-            return None, None, None, None, None, None, None, None, None, None
-        if v_colors is None:
-            v_colors = colors.new_zeros(C, H, W, colors.shape[2])
-        if v_alphas is None:
-            v_alphas = colors.new_zeros(C, H, W, 1)
-        gm, gc, gcol, go, gabs = torch.ops.gsworkbench.splat_rasterize_backward(
-            means2d,
-            conics,
-            colors,
-            opacities,
-            *ctx.args,
-            tile_offsets,
-            flatten_ids,
-            trans,
-            last,
-            v_colors,
-            v_alphas,
-            ctx.absgrad,
-        )
-        if ctx.absgrad:  # gsplat's convention: the sum of per-pixel |dL/dmeans2d| as means2d.absgrad
-            _accumulate_absgrad(means2d, gabs)
-        return gm, gc, gcol, go, None, None, None, None, None, None
-
-    torch.library.register_autograd(lib + "splat_rasterize", _raster_backward, setup_context=_raster_setup)
-
 
 def _accumulate_absgrad(means2d: torch.Tensor, abs_grad: torch.Tensor) -> None:
     """Adds ``abs_grad`` [C,N,2] to ``means2d.absgrad`` (created on the first backward)."""
     prev = getattr(means2d, "absgrad", None)
     means2d.absgrad = abs_grad if prev is None else prev + abs_grad
+
+
+class _RasterizeWithAbsgrad(torch.autograd.Function):
+    """``splat_rasterize`` whose backward also adds the per-pixel absolute gradients of ``means2d`` to
+    ``means2d.absgrad`` [C,N,2] (gsplat's convention), a Python attribute that the op's C++ autograd
+    cannot set. Eager only: ``rasterize`` refuses absgrad under torch.compile."""
+
+    @staticmethod
+    def forward(ctx, means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids):  # noqa: ANN001, ANN205, E501
+        out = torch.ops.gsworkbench.splat_rasterize(
+            means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, True
+        )
+        ctx.args = (width, height, tile_size)
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(means2d, conics, colors, opacities, tile_offsets, flatten_ids, out[2], out[3])
+        return out[0], out[1]
+
+    @staticmethod
+    def backward(ctx, v_colors, v_alphas):  # noqa: ANN001, ANN205
+        means2d, conics, colors, opacities, tile_offsets, flatten_ids, trans, last = ctx.saved_tensors
+        if v_colors is None and v_alphas is None:
+            return (None,) * 9
+        C, H, W = trans.shape
+        if v_colors is None:
+            v_colors = colors.new_zeros(C, H, W, colors.shape[2])
+        if v_alphas is None:
+            v_alphas = colors.new_zeros(C, H, W, 1)
+        gm, gc, gcol, go, gabs = torch.ops.gsworkbench.splat_rasterize_backward(
+            means2d, conics, colors, opacities, *ctx.args, tile_offsets, flatten_ids, trans, last, v_colors, v_alphas,
+            True,
+        )  # fmt: skip
+        _accumulate_absgrad(means2d, gabs)
+        return gm, gc, gcol, go, None, None, None, None, None
 
 
 if has_ext():
@@ -199,10 +193,25 @@ def project_gaussians(
     )
 
 
+def view_dirs(means: torch.Tensor, viewmats: torch.Tensor) -> torch.Tensor:
+    """Ext SH view directions [C,N,3]; same contract as :func:`gsworkbench.splat._torch_impl.view_dirs`."""
+    require_ext()
+    return torch.ops.gsworkbench.splat_view_dirs(means, viewmats)
+
+
 def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
     """Ext SH to colour: coeffs [N,K,3], dirs [C,N,3] -> colours [C,N,3]."""
     require_ext()
     return torch.ops.gsworkbench.splat_sh_to_color(coeffs, dirs, int(degree))
+
+
+def sh_colors_from_cameras(
+    coeffs: torch.Tensor, means: torch.Tensor, viewmats: torch.Tensor, degree: int
+) -> torch.Tensor:
+    """Ext :func:`sh_to_color` of :func:`view_dirs` as one op (one autograd node); same contract as
+    :func:`gsworkbench.splat._torch_impl.sh_colors_from_cameras`."""
+    require_ext()
+    return torch.ops.gsworkbench.splat_sh_colors_from_cameras(coeffs, means, viewmats, int(degree))
 
 
 def isect_tiles(
@@ -213,12 +222,13 @@ def isect_tiles(
     tile_width: int,
     tile_height: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles`."""
+    """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles`. No
+    gradient flows through it (its C++ autograd kernel goes straight to the kernel)."""
     require_ext()
     return torch.ops.gsworkbench.splat_isect_tiles(
-        means2d.detach(),
+        means2d,
         radii,
-        depths.detach(),
+        depths,
         int(tile_size),
         int(tile_width),
         int(tile_height),
@@ -243,6 +253,10 @@ def rasterize_to_pixels(
     absolute per-pixel gradients of each projected mean (for absgrad densification).
     """
     require_ext()
+    if absgrad and torch.is_grad_enabled() and means2d.requires_grad:
+        return _RasterizeWithAbsgrad.apply(
+            means2d, conics, colors, opacities, int(width), int(height), int(tile_size), tile_offsets, flatten_ids
+        )
     out = torch.ops.gsworkbench.splat_rasterize(
         means2d,
         conics,
@@ -253,6 +267,6 @@ def rasterize_to_pixels(
         int(tile_size),
         tile_offsets,
         flatten_ids,
-        bool(absgrad),
+        False,
     )
     return out[0], out[1]

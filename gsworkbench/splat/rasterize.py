@@ -1,9 +1,9 @@
 """``rasterize``: gsplat-compatible differentiable 3DGS rendering, with checked inputs and a backend.
 
 Pipeline (each stage a separate, timeable function of the backend):
-1. ``project_gaussians`` (EWA), 2. ``sh_to_color``, 3. ``isect_tiles`` (depth-sorted keys),
-4. ``rasterize_to_pixels``; gradients flow back through all of them (autograd for ``torch``, the
-analytic backward ops for ``ext``).
+1. ``project_gaussians`` (EWA), 2. ``sh_colors_from_cameras`` (``sh_to_color`` of ``view_dirs``),
+3. ``isect_tiles`` (depth-sorted keys), 4. ``rasterize_to_pixels``; gradients flow back through all of
+them (autograd for ``torch``, the analytic backward ops for ``ext``).
 """
 
 from __future__ import annotations
@@ -134,14 +134,19 @@ def check_rasterize_inputs(
 
 def _check_values(tensors: dict[str, torch.Tensor]) -> None:
     """Finite values everywhere, opacities in [0, 1], scales >= 0, positive focal lengths: one pass and
-    one device sync for all of them (:func:`gsworkbench.validation.check_finite_all`)."""
-    focal = tensors["Ks"].diagonal(dim1=-2, dim2=-1)[:, :2]
-    stats = check_finite_all({**tensors, "focal lengths": focal})
-    by_name = dict(zip(tensors, stats))
-    _, omin, omax = by_name["opacities"]  # +inf/-inf when empty: passes
+    one device sync for all of them (:func:`gsworkbench.validation.check_finite_all`). ``tensors`` (in
+    the order of :func:`check_rasterize_inputs`: means, quats, scales, opacities, ...) gets the focal
+    lengths appended."""
+    Ks = tensors["Ks"]
+    # fx, fy of each camera [C,2]: one strided view of the diagonal (a tiny call pays for each view op)
+    tensors["focal lengths"] = Ks.as_strided(
+        (Ks.shape[0], 2), (Ks.stride(0), Ks.stride(1) + Ks.stride(2)), Ks.storage_offset()
+    )
+    stats = check_finite_all(tensors)
+    _, omin, omax = stats[3]  # opacities; +inf/-inf when empty: passes
     if not (omin >= 0 and omax <= 1):
         raise ValueError("opacities must lie in [0, 1] (activated, not logits)")
-    if not by_name["scales"][1] >= 0:
+    if not stats[2][1] >= 0:  # scales
         raise ValueError("scales must be non-negative (linear scales, not log-scales)")
     if not stats[-1][1] > 0:
         raise ValueError("Ks must have positive focal lengths fx, fy")
@@ -237,8 +242,7 @@ def rasterize(
     else:
         if sh_degree is not None:
             with stage("sh"):
-                dirs = _torch_impl.view_dirs(means, viewmats)
-                feats = impl.sh_to_color(colors, dirs, sh_degree)
+                feats = impl.sh_colors_from_cameras(colors, means, viewmats, sh_degree)
         elif colors.dim() == 2:
             feats = colors.expand(C, N, colors.shape[-1])
         else:

@@ -24,6 +24,12 @@ inline void check_float_on(const at::Tensor& t, const char* op, const char* name
               t.scalar_type());
 }
 
+// t as a contiguous tensor of dtype dt: t itself, without an op call, when it already is one (a tiny
+// call paid about a microsecond for each no-op aten::to).
+inline at::Tensor contiguous_as(const at::Tensor& t, at::ScalarType dt) {
+  return t.scalar_type() == dt ? t.contiguous() : t.to(dt).contiguous();
+}
+
 inline at::ScalarType float_dtype(const at::Tensor& t, const char* op) {
   const auto dt = t.scalar_type();
   TORCH_CHECK(dt == at::kFloat || dt == at::kDouble, op, ": dtype must be float32 or float64, got ", dt);
@@ -65,6 +71,25 @@ inline void check_projection_grads(const at::Tensor& means, const at::Tensor& vi
   check_float_on(v_depths, op, "v_depths", means);
   check_float_on(v_conics, op, "v_conics", means);
   check_float_on(v_comps, op, "v_comps", means);
+}
+
+// splat_view_dirs(_backward): means [N,3], viewmats [C,4,4], one dtype (float32/float64) and one device.
+inline void check_view_dirs_inputs(const at::Tensor& means, const at::Tensor& viewmats) {
+  constexpr const char* op = "splat_view_dirs";
+  TORCH_CHECK(means.dim() == 2 && means.size(1) == 3, op, ": means must be [N,3]");
+  TORCH_CHECK(viewmats.dim() == 3 && viewmats.size(1) == 4 && viewmats.size(2) == 4, op,
+              ": viewmats must be [C,4,4]");
+  check_like(viewmats, op, "viewmats", means, float_dtype(means, op));
+}
+
+// splat_view_dirs_backward's v_dirs: [C,N,3], any float dtype, on the means' device.
+inline void check_view_dirs_grads(const at::Tensor& v_dirs, const at::Tensor& means, const at::Tensor& viewmats) {
+  constexpr const char* op = "splat_view_dirs_backward";
+  check_view_dirs_inputs(means, viewmats);
+  TORCH_CHECK(v_dirs.dim() == 3 && v_dirs.size(0) == viewmats.size(0) && v_dirs.size(1) == means.size(0) &&
+                  v_dirs.size(2) == 3,
+              op, ": v_dirs must be [C,N,3]");
+  check_float_on(v_dirs, op, "v_dirs", means);
 }
 
 // splat_sh_to_color(_backward): coeffs [N,K,3] with K >= (degree+1)^2, dirs [C,N,3], degree 0..3.
