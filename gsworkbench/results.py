@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import glob
 import json
 import os
 import platform
@@ -62,6 +63,21 @@ def _temp_beside(path: Path) -> tuple[int, str]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp" + path.suffix)
     os.fchmod(fd, 0o666 & ~_umask())
     return fd, tmp
+
+
+def remove_stale_temps(path: str | os.PathLike[str]) -> list[Path]:
+    """Removes the temporaries that an atomic write of ``path`` left behind when its process was
+    killed mid-write (``kill -9``, a power cut: no ``finally`` ran); returns what it removed.
+
+    Call it where no other writer of ``path`` can be running, e.g. before a run (re)starts writing into
+    its own folder."""
+    path = Path(path)
+    removed = []
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp{glob.escape(path.suffix)}"):
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
 
 
 @contextlib.contextmanager

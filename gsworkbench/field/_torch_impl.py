@@ -11,22 +11,9 @@ and return values [B]; autograd gives every gradient.
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-DEFAULT_MEMORY_BUDGET = 2 * 1024**3  # bytes
-
-
-def memory_budget(budget: int | None = None) -> int:
-    """``budget``, else ``$GSW_MEMORY_BUDGET`` (bytes), else 2 GiB."""
-    if budget is not None:
-        return int(budget)
-    return int(os.environ.get("GSW_MEMORY_BUDGET", DEFAULT_MEMORY_BUDGET))
-
-
-class MemoryBudgetError(ValueError):
-    """A backend would need more memory than the budget allows."""
+from gsworkbench.memory import MemoryBudgetError, memory_budget
 
 
 def evaluate_loop(points: torch.Tensor, means: torch.Tensor, L: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -69,11 +69,45 @@ def read_ply(path: str | os.PathLike[str], dtype: torch.dtype | str = torch.floa
         if str(err).startswith(f"{path}: "):
             raise
         raise ValueError(f"{path}: truncated or corrupt PLY file ({err})") from err
+    except MemoryError:
+        raise ValueError(f"{path}: too large to read into memory") from None
     except Exception as err:  # plyfile and numpy raise several types for malformed headers / data
         raise ValueError(f"{path}: truncated or corrupt PLY file ({type(err).__name__}: {err})") from err
 
 
+_PLY_SIZES = {"char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort": 2, "int16": 2, "uint16": 2,
+              "int": 4, "uint": 4, "int32": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
+
+
+def _check_element_sizes(path: Path) -> None:
+    """Refuses a header whose element counts the file cannot hold, before anything is allocated for
+    them: each element needs at least 2 bytes per property as ASCII ("0 "), or its item size as binary."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+    end = head.find(b"end_header")
+    if end < 0:
+        return  # plyfile reports the malformed header
+    body = path.stat().st_size - (head.find(b"\n", end) + 1)
+    ascii_format, elements = False, []  # [name, count, bytes per item]
+    for line in head[:end].decode("ascii", "replace").splitlines():
+        words = line.split()
+        if words[:2] == ["format", "ascii"]:
+            ascii_format = True
+        elif len(words) == 3 and words[0] == "element" and words[2].isdigit():
+            elements.append([words[1], int(words[2]), 0])
+        elif len(words) >= 3 and words[0] == "property" and elements:
+            elements[-1][2] += 2 if ascii_format or words[1] == "list" else _PLY_SIZES.get(words[1], 1)
+    need = sum(count * size for _, count, size in elements)
+    if need > body:
+        name, count, _ = max(elements, key=lambda e: e[1] * e[2])
+        raise ValueError(
+            f"{path}: truncated or corrupt PLY file: the header declares {count} {name} elements, which "
+            f"need at least {need} bytes, but the file holds {body} bytes after the header"
+        )
+
+
 def _read(path: Path, np_dtype: type) -> SplatSet:
+    _check_element_sizes(path)
     with open(path, "rb") as f:
         ply = PlyData.read(f)
     names = [e.name for e in ply.elements]

@@ -19,6 +19,7 @@ import torch
 from gsworkbench import gaussians
 from gsworkbench._ext import require_ext, require_kernel
 from gsworkbench.splat import _torch_impl, ops
+from gsworkbench.splat.memory import check_rasterize_memory
 from gsworkbench.validation import (
     check_choice,
     check_finite_all,
@@ -231,6 +232,11 @@ def rasterize(
             )
         impl = ops if backend == "ext" else _torch_impl  # backend and extension checked above
         C, N = viewmats.shape[0], means.shape[0]
+        if checking_values():  # refuse a render that cannot fit before allocating any of it
+            D = 1 if render_mode in ("D", "ED") else colors.shape[-1] + (render_mode in ("RGB+D", "RGB+ED"))
+            grad = torch.is_grad_enabled() and any(t.requires_grad for t in (means, quats, scales, opacities, colors))
+            check_rasterize_memory(C, width, height, D, means.dtype, means.device, backend, tile_size,
+                                   backgrounds is not None, grad)  # fmt: skip
         radii, means2d, depths, conics, comps = impl.project_gaussians(
             means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
         )

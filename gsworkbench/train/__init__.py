@@ -6,6 +6,8 @@
 """
 
 from gsworkbench.train.config import PRESETS, TrainConfig, preset, preset_scene
+from gsworkbench.train.divergence import TrainingDiverged
+from gsworkbench.train.interrupt import TrainingInterrupted
 from gsworkbench.train.losses import l1, psnr, ssim
 from gsworkbench.train.strategy import DefaultStrategy, MCMCStrategy
 from gsworkbench.train.timers import STAGES, StageTimer
@@ -20,6 +22,8 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "Trainer",
+    "TrainingDiverged",
+    "TrainingInterrupted",
     "l1",
     "load_checkpoint",
     "preset",

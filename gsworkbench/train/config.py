@@ -68,6 +68,12 @@ class TrainConfig:
     # ---- evaluation and output ----
     eval_every: int = 0  # 0: only at the end
     progress: bool = True
+    # periodic checkpoints into the results folder (train(results_dir=...)): every this many steps
+    # and/or minutes; 0 = only at the end (and when interrupted)
+    checkpoint_every: int = 0
+    checkpoint_minutes: float = 0.0
+    # stop with TrainingDiverged when parameters, gradients or the loss blow up (gsworkbench.train.divergence)
+    check_divergence: bool = True
     # torch.compile the photometric loss (L1 + SSIM; the render stays eager, since densification reads
     # the 2D-mean gradients, which a compiled graph does not expose): False, True (inductor) or a
     # backend name ("aot_eager", "inductor"); see gsworkbench.compile.compile_step
@@ -87,6 +93,7 @@ class TrainConfig:
             _check_int("max_gaussians", self.max_gaussians, 1)
         _check_int("cap_max", self.cap_max, 1)
         _check_int("eval_every", self.eval_every, 0)
+        _check_int("checkpoint_every", self.checkpoint_every, 0)
         if not 0 <= self.sh_degree <= 3 or isinstance(self.sh_degree, bool):
             raise ValueError(f"sh_degree must be an int in 0..3, got {self.sh_degree!r}")
         if self.strategy not in STRATEGIES:
@@ -100,7 +107,8 @@ class TrainConfig:
         if self.device not in ("cpu", "cuda") and not str(self.device).startswith("cuda:"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         for name in ("lr_means", "lr_scales", "lr_quats", "lr_opacities", "lr_sh0", "lr_shN", "opacity_reg",
-                     "scale_reg", "noise_lr", "grow_rate", "init_scale", "init_extent"):  # fmt: skip
+                     "scale_reg", "noise_lr", "grow_rate", "init_scale", "init_extent",
+                     "checkpoint_minutes"):  # fmt: skip
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
                 raise ValueError(f"{name} must be a number >= 0, got {v!r}")

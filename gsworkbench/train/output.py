@@ -41,3 +41,14 @@ def save_run(result: Any, trainer: Any, run_dir: Path) -> dict[str, Path]:
         truth = (images[v].cpu().numpy() * 255 + 0.5).astype(np.uint8)
         files[f"test_{v}"] = _png(run_dir / f"test_{v:03d}.png", comparison_image(truth, img))
     return files
+
+
+def save_partial(trainer: Any, run_dir: Path, checkpoint: bool = True) -> dict[str, Path]:
+    """What an interrupted or diverged run keeps: ``history.csv``, and with ``checkpoint`` (the
+    parameters describe a completed step) ``checkpoint.pt`` and ``splats.ply``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    files = {"history": write_table(run_dir / "history.csv", trainer.history)}
+    if checkpoint:
+        files["checkpoint"] = trainer.save_checkpoint(run_dir / "checkpoint.pt")
+        files["ply"] = write_ply(run_dir / "splats.ply", trainer.splats())
+    return files

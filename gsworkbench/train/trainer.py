@@ -15,6 +15,7 @@ import io
 import os
 import pickle
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,14 @@ import torch
 
 from gsworkbench import gaussians
 from gsworkbench.compile import compile_step
-from gsworkbench.results import atomic_write_bytes
+from gsworkbench.results import atomic_write_bytes, new_run_dir, remove_stale_temps
 from gsworkbench.splat import rasterize
 from gsworkbench.splats import SplatSet
 from gsworkbench.train.config import TrainConfig
+from gsworkbench.train.divergence import LEARNING_RATE_OF, DivergenceMonitor, TrainingDiverged
 from gsworkbench.train.evaluate import LPIPS_NOTE, evaluate_views
 from gsworkbench.train.init import init_splats
+from gsworkbench.train.interrupt import TrainingInterrupted, deferred_interrupt
 from gsworkbench.train.losses import photometric_loss, psnr_from_mse
 from gsworkbench.train.model import NAMES, SplatModel
 from gsworkbench.train.strategy import make_strategy
@@ -82,6 +85,10 @@ class Trainer:
         self._queue: list[int] = []
         self._loss = compile_step(photometric_loss, config.compile, dynamic=False)
         self._bg = torch.tensor(scene.background, dtype=torch.float32, device=self.device)
+        lrs = {LEARNING_RATE_OF[n]: getattr(config, LEARNING_RATE_OF[n]) for n in NAMES}
+        self.monitor = DivergenceMonitor(
+            self.scene.camera_centers().float().mean(0), scene.scene_scale, self.model.means, lrs
+        )
 
     # ---- pieces ---------------------------------------------------------------------------------
     def _learning_rates(self) -> dict[str, float]:
@@ -156,7 +163,11 @@ class Trainer:
             view = self._next_view()
             gt, bg = self._target(view)
             sh_deg = self.sh_degree_at(s)
-        colors, _, meta = self.render([view], sh_deg, bg, absgrad=cfg.absgrad, timed=True)
+        try:
+            colors, _, meta = self.render([view], sh_deg, bg, absgrad=cfg.absgrad, timed=True)
+        except ValueError:  # e.g. "scales contains non-finite values": say which parameter blew up, and when
+            self.monitor.check_params(s, self.model.params, force=True)
+            raise
         meta["means2d"].retain_grad()
         with stage("loss"):
             loss, parts = self._loss(colors[0], gt, cfg.ssim_lambda, cfg.backend)
@@ -165,9 +176,14 @@ class Trainer:
             if cfg.scale_reg > 0:
                 loss = loss + cfg.scale_reg * gaussians.scales_from_log(self.model.log_scales).mean()
             mse = float(((colors.detach()[0] - gt) ** 2).mean())
+            loss_value = float(loss.detach())
+            if cfg.check_divergence or not np.isfinite(loss_value):
+                self.monitor.check_loss(s, loss_value)
         with stage("backward"):
             loss.backward()
         with stage("optimizer"):
+            if cfg.check_divergence:
+                self.monitor.check_params(s, self.model.params)
             self.model.optimizer.step()
             self.model.optimizer.zero_grad(set_to_none=True)
         with stage("densify"):
@@ -175,7 +191,7 @@ class Trainer:
         row: dict[str, Any] = {
             "step": s,
             "view": view,
-            "loss": float(loss.detach()),
+            "loss": loss_value,
             "l1": float(parts["l1"].detach()),
             "ssim": float(parts["ssim"].detach()) if "ssim" in parts else float("nan"),
             "psnr_db": psnr_from_mse(mse),
@@ -186,8 +202,6 @@ class Trainer:
         times = self.timer.reset()
         row.update({f"t_{k}": times.get(k, 0.0) for k in STAGES})
         row["t_step"] = time.perf_counter() - t0
-        if not np.isfinite(row["loss"]):
-            raise FloatingPointError(f"step {s}: the loss is {row['loss']} (check learning rates and inputs)")
         self.rows.append(row)
         self.step_index += 1
         return row
@@ -198,20 +212,40 @@ class Trainer:
         t_<stage> (seconds), t_step (the step's wall time), test_psnr_db where evaluated."""
         return pd.DataFrame(self.rows)
 
-    def run(self, iterations: int | None = None) -> pd.DataFrame:
-        """Steps until ``iterations`` (default: the config's) with a progress bar; returns the history."""
+    def run(
+        self,
+        iterations: int | None = None,
+        *,
+        checkpoint: str | os.PathLike[str] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> pd.DataFrame:
+        """Steps until ``iterations`` (default: the config's) with a progress bar; returns the history.
+
+        ``checkpoint``: where to write the periodic checkpoints (``checkpoint_every`` steps and/or
+        ``checkpoint_minutes``). ``stop``: asked after each step; True ends the run early (Ctrl-C, see
+        :func:`gsworkbench.train.interrupt.deferred_interrupt`).
+        """
         from tqdm.auto import tqdm
 
-        end = self.cfg.iterations if iterations is None else iterations
-        bar = tqdm(total=end, initial=self.step_index, disable=not self.cfg.progress, desc="train", unit="step")
-        while self.step_index < end:
-            row = self.step()
-            if self.cfg.eval_every and self.step_index % self.cfg.eval_every == 0:
-                row["test_psnr_db"] = float(self.evaluate()[0]["psnr_db"].mean())
-            bar.update(1)
-            if self.step_index % 10 == 0 or self.step_index == end:
-                bar.set_postfix(loss=f"{row['loss']:.4f}", psnr=f"{row['psnr_db']:.2f}", n=row["num_gaussians"])
-        bar.close()
+        cfg = self.cfg
+        end = cfg.iterations if iterations is None else iterations
+        bar = tqdm(total=end, initial=self.step_index, disable=not cfg.progress, desc="train", unit="step")
+        saved_at = time.monotonic()
+        try:
+            while self.step_index < end and not (stop is not None and stop()):
+                row = self.step()
+                if cfg.eval_every and self.step_index % cfg.eval_every == 0:
+                    row["test_psnr_db"] = float(self.evaluate()[0]["psnr_db"].mean())
+                bar.update(1)
+                if self.step_index % 10 == 0 or self.step_index == end:
+                    bar.set_postfix(loss=f"{row['loss']:.4f}", psnr=f"{row['psnr_db']:.2f}", n=row["num_gaussians"])
+                due_steps = cfg.checkpoint_every and self.step_index % cfg.checkpoint_every == 0
+                due_time = cfg.checkpoint_minutes and time.monotonic() - saved_at >= 60 * cfg.checkpoint_minutes
+                if checkpoint is not None and self.step_index < end and (due_steps or due_time):
+                    self.save_checkpoint(checkpoint)
+                    saved_at = time.monotonic()
+        finally:
+            bar.close()
         return self.history
 
     # ---- evaluation and output ----------------------------------------------------------------------
@@ -298,15 +332,36 @@ def train(
     """Trains on ``scene`` and evaluates on its test views.
 
     With ``results_dir``, writes there: ``history.csv``, ``evaluation.csv``, ``test_<view>.png`` (ground
-    truth | render | error), ``splats.ply`` (Inria layout) and ``checkpoint.pt``.
+    truth | render | error), ``splats.ply`` (Inria layout) and ``checkpoint.pt`` (also every
+    ``checkpoint_every`` steps or ``checkpoint_minutes`` during the run). ``resume``: a checkpoint file,
+    or a results folder holding one; the run goes on from there.
+
+    Ctrl-C (SIGINT) ends the run after the current step: the history, a checkpoint and the splats so far
+    are saved (in ``results_dir``, or a new ``results/<run-id>/``) and :class:`TrainingInterrupted` (a
+    KeyboardInterrupt) says where and how to resume. A diverging run raises :class:`TrainingDiverged`
+    naming the step and the likely cause, with its history saved the same way.
     """
     cfg = config if config is not None else TrainConfig()
     t0 = time.perf_counter()
+    run_dir = Path(results_dir) if results_dir is not None else None
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(run_dir / "checkpoint.pt")
     if resume is not None:
+        resume = checkpoint_file(resume)
+        remove_stale_temps(resume)
         trainer = Trainer.from_checkpoint(resume, scene, **({"iterations": cfg.iterations} if config else {}))
     else:
         trainer = Trainer(scene, cfg, splats)
-    trainer.run()
+    with deferred_interrupt() as interrupted:
+        try:
+            trainer.run(checkpoint=None if run_dir is None else run_dir / "checkpoint.pt", stop=interrupted)
+        except TrainingDiverged as err:
+            raise _diverged(err, trainer, run_dir) from None
+        except KeyboardInterrupt:  # a second Ctrl-C mid-step: the parameters may be half-updated
+            raise _interrupted(trainer, run_dir, consistent=False) from None
+        if interrupted():
+            raise _interrupted(trainer, run_dir, consistent=True) from None
     seconds = time.perf_counter() - t0
     evaluation, renders = trainer.evaluate()
     hist = trainer.history
@@ -320,8 +375,41 @@ def train(
         "median_step_ms": float(hist["t_step"].median() * 1e3) if len(hist) else float("nan"),
     }
     result = TrainResult(trainer.splats(), hist, evaluation, renders, metrics, trainer.cfg, seconds)
-    if results_dir is not None:
+    if run_dir is not None:
         from gsworkbench.train.output import save_run
 
-        result.files = save_run(result, trainer, Path(results_dir))
+        result.files = save_run(result, trainer, run_dir)
     return result
+
+
+def checkpoint_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` itself, or ``path/checkpoint.pt`` when ``path`` is a results folder."""
+    path = Path(path)
+    return path / "checkpoint.pt" if path.is_dir() else path
+
+
+def _interrupted(trainer: Trainer, run_dir: Path | None, consistent: bool) -> TrainingInterrupted:
+    """Saves what an interrupted run did and returns the exception that says where it is."""
+    from gsworkbench.train.output import save_partial
+
+    with deferred_interrupt():  # one more Ctrl-C while saving does not lose the files
+        run_dir = run_dir if run_dir is not None else new_run_dir("train")
+        files = save_partial(trainer, run_dir, checkpoint=consistent)
+    step, end = trainer.step_index, trainer.cfg.iterations
+    kept = ", ".join(p.name for p in files.values())
+    if "checkpoint" in files:
+        how = f"resume with train(scene, config, resume='{run_dir}', results_dir='{run_dir}')"
+    else:
+        how = "interrupted mid-step, so no checkpoint was written"
+    msg = f"training interrupted after step {step} of {end}: kept {kept} in {run_dir}; {how}"
+    return TrainingInterrupted(msg, step, run_dir, files)
+
+
+def _diverged(err: TrainingDiverged, trainer: Trainer, run_dir: Path | None) -> TrainingDiverged:
+    """Saves the history of a diverged run (not its blown-up parameters) and says where it is."""
+    from gsworkbench.train.output import save_partial
+
+    run_dir = run_dir if run_dir is not None else new_run_dir("train")
+    out = TrainingDiverged(f"{err} (history so far: {run_dir / 'history.csv'})", err.step, err.what)
+    out.files = save_partial(trainer, run_dir, checkpoint=False)
+    return out

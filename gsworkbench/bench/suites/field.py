@@ -23,8 +23,9 @@ from gsworkbench._ext import has_ext
 from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.compile import COMPILE_MODES, compile_step
 from gsworkbench.field import BACKENDS, FieldTrainStep, GaussianField, TrainConfig, evaluate, make_target
-from gsworkbench.field._torch_impl import memory_budget, vectorized_bytes
+from gsworkbench.field._torch_impl import vectorized_bytes
 from gsworkbench.field.targets import Target
+from gsworkbench.memory import memory_budget
 
 
 def field_inputs(B: int, N: int, covariance: str, seed: int = 0) -> tuple[torch.Tensor, ...]:

@@ -1,0 +1,93 @@
+"""Memory limits: what a call may allocate, checked before it allocates.
+
+One place for the two rules the workbench applies:
+
+- :func:`memory_budget`: the bytes that a backend's *temporaries* may use (the field's vectorized and
+  torch references chunk or refuse by it): ``$GSW_MEMORY_BUDGET``, else 2 GiB.
+- :func:`check_fits`: a call whose estimated allocation exceeds the memory available (host RAM from
+  ``/proc/meminfo`` and the cgroup limit, or free GPU memory) is refused up front with a
+  :class:`MemoryBudgetError` naming the call, its size and the estimate, instead of swapping the
+  machine to death or being killed by the kernel. ``$GSW_MEMORY_LIMIT`` (bytes) lowers the limit.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+DEFAULT_MEMORY_BUDGET = 2 * 1024**3  # bytes
+
+
+class MemoryBudgetError(ValueError):
+    """A call would need more memory than it may use."""
+
+
+def memory_budget(budget: int | None = None) -> int:
+    """``budget``, else ``$GSW_MEMORY_BUDGET`` (bytes), else 2 GiB."""
+    if budget is not None:
+        return int(budget)
+    return int(os.environ.get("GSW_MEMORY_BUDGET", DEFAULT_MEMORY_BUDGET))
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        text = Path(path).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _cgroup_headroom() -> int | None:
+    """Bytes left under this process's cgroup memory limit (v2 or v1), None when unlimited."""
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is not None and usage is not None and limit < 1 << 60:
+            return max(limit - usage, 0)
+    return None
+
+
+def available_bytes(device: torch.device | str = "cpu") -> int:
+    """Memory a new allocation on ``device`` can get: free GPU memory for CUDA; for the CPU the
+    kernel's MemAvailable, capped by the cgroup's headroom. ``$GSW_MEMORY_LIMIT`` caps both."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        free = None
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        free = int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
+        headroom = _cgroup_headroom()
+        if free is None:
+            free = headroom if headroom is not None else 1 << 62  # unknown (not Linux): no limit
+        elif headroom is not None:
+            free = min(free, headroom)
+    limit = os.environ.get("GSW_MEMORY_LIMIT")
+    return min(free, int(limit)) if limit else free
+
+
+def gib(n: float) -> str:
+    """``n`` bytes as GiB, for messages."""
+    return f"{n / 2**30:.1f} GiB"
+
+
+def check_fits(need: int, what: str, device: torch.device | str = "cpu", hint: str = "") -> None:
+    """MemoryBudgetError when ``need`` bytes exceed :func:`available_bytes` of ``device``. ``what``
+    names the call and its size; ``hint`` says what to change."""
+    have = available_bytes(device)
+    if need > have:
+        where = "GPU memory" if torch.device(device).type == "cuda" else "memory"
+        raise MemoryBudgetError(
+            f"{what} would allocate about {gib(need)}, but only {gib(have)} of {where} is available"
+            + (f"; {hint}" if hint else "")
+        )

@@ -1,0 +1,138 @@
+"""Catching a diverging training run early, with one message that says what blew up and why.
+
+:class:`DivergenceMonitor` looks at the parameters (and their gradients) every ``check_every`` steps,
+and at every step's loss. A run has diverged when
+
+- a parameter or its gradient holds NaN or inf (checked after the backward pass, before Adam uses it);
+- the log-scales grow so large that the activated scales overflow float32 (exp(88) is inf);
+- the Gaussians' means leave the scene: their median distance from the cameras' centroid exceeds
+  ``bounds_factor`` times the larger of the scene scale and that median at the start (random starts
+  lie within 3 scene scales; a capture's point cloud may lie further out than its cameras' extent);
+- the loss, smoothed over about 50 steps, stays above ``loss_factor`` times its lowest smoothed value
+  for ``patience`` steps in a row (an opacity reset raises it for a few dozen steps only).
+
+It raises :class:`TrainingDiverged`, naming the step, the parameter at fault, and the learning rate
+that most likely caused it. The check costs one small reduction per parameter and one device sync.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+# The parameter whose runaway values a learning rate explains, and that rate's TrainConfig field.
+LEARNING_RATE_OF = {
+    "means": "lr_means",
+    "quats": "lr_quats",
+    "log_scales": "lr_scales",
+    "opacity_logits": "lr_opacities",
+    "sh_dc": "lr_sh0",
+    "sh_rest": "lr_shN",
+}
+LOG_SCALE_MAX = 80.0  # exp(80) ~ 5.5e34: still finite in float32, and no real scene comes near it
+
+
+class TrainingDiverged(FloatingPointError):
+    """Training blew up: ``step``, ``what`` (a short description) and the run's partial ``files``."""
+
+    def __init__(self, message: str, step: int, what: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.what = what
+        self.files: dict[str, object] = {}
+
+
+class DivergenceMonitor:
+    """Checks a run for divergence; see the module docstring. ``center`` [3] and ``scene_scale`` (world
+    units) place the scene, ``means`` [N,3] are the starting means; ``lrs`` maps the TrainConfig
+    learning-rate fields to their values."""
+
+    def __init__(
+        self,
+        center: torch.Tensor,
+        scene_scale: float,
+        means: torch.Tensor,
+        lrs: Mapping[str, float],
+        *,
+        check_every: int = 10,
+        bounds_factor: float = 100.0,
+        loss_factor: float = 3.0,
+        patience: int = 300,
+    ) -> None:
+        self.center = center.detach().float().reshape(1, 3).to(means.device)
+        self.bounds_factor = bounds_factor
+        self.reference = max(float(scene_scale), float(self._spread(means.detach())), 1e-6)
+        self.limit = bounds_factor * self.reference
+        self.lrs = dict(lrs)
+        self.check_every = check_every
+        self.loss_factor = loss_factor
+        self.patience = patience
+        self.ema: float | None = None
+        self.best = math.inf
+        self.high_steps = 0
+
+    def _spread(self, means: torch.Tensor) -> float | torch.Tensor:
+        """The median distance of ``means`` from the centre (a 0-dim tensor; 0.0 when empty)."""
+        return (means.float() - self.center).norm(dim=1).median() if len(means) else 0.0
+
+    def _fail(self, step: int, what: str, param: str | None, detail: str = "") -> TrainingDiverged:
+        hint = "check the inputs and learning rates"
+        if param is not None:
+            lr = LEARNING_RATE_OF[param]
+            hint = f"the learning rate {lr}={self.lrs.get(lr, '?'):g} is likely too high"
+        msg = f"training diverged at step {step}: {what}{detail}; {hint}"
+        return TrainingDiverged(msg, step, what)
+
+    def check_loss(self, step: int, loss: float) -> None:
+        """After each step's forward pass: a non-finite loss, or one that keeps rising."""
+        if not math.isfinite(loss):
+            raise self._fail(step, f"the loss is {loss}", None, " (a NaN or inf in the render or its inputs)")
+        self.ema = loss if self.ema is None else 0.98 * self.ema + 0.02 * loss
+        if step < 100:  # the smoothed loss needs some steps to mean anything
+            return
+        self.best = min(self.best, self.ema)
+        self.high_steps = self.high_steps + 1 if self.ema > self.loss_factor * self.best else 0
+        if self.high_steps >= self.patience:
+            raise self._fail(
+                step,
+                f"the loss rose from {self.best:.4g} to {self.ema:.4g} (smoothed) and stayed there for "
+                f"{self.patience} steps",
+                None,
+            )
+
+    def check_params(self, step: int, params: Mapping[str, torch.Tensor], force: bool = False) -> None:
+        """After the backward pass, every ``check_every`` steps (or when ``force``): non-finite
+        parameters or gradients, overflowing scales, means far outside the scene."""
+        if not force and step % self.check_every:
+            return
+        names = list(params)
+        with torch.no_grad():
+            stats = [params[n].detach().abs().amax() if params[n].numel() else params[n].new_zeros(()) for n in names]
+            grads = [
+                params[n].grad.abs().amax() if params[n].grad is not None and params[n].numel() else stats[0] * 0
+                for n in names
+            ]
+            spread = torch.as_tensor(self._spread(params["means"].detach()), device=stats[0].device)
+            max_log_scale = params["log_scales"].detach().amax() if params["log_scales"].numel() else spread * 0
+            values = torch.stack([*stats, *grads, spread, max_log_scale]).double().cpu().tolist()
+        k = len(names)
+        for n, v in zip(names, values[:k]):
+            if not math.isfinite(v):
+                raise self._fail(step, f"{n} became {'NaN' if math.isnan(v) else 'inf'}", n)
+        for n, v in zip(names, values[k : 2 * k]):
+            if not math.isfinite(v):
+                raise self._fail(step, f"the gradient of {n} is {'NaN' if math.isnan(v) else 'inf'}", n)
+        spread, max_log_scale = values[2 * k], values[2 * k + 1]
+        if max_log_scale > LOG_SCALE_MAX:
+            raise self._fail(
+                step, f"log_scales reached {max_log_scale:.3g} (scales of exp({max_log_scale:.0f}))", "log_scales"
+            )
+        if spread > self.limit:
+            raise self._fail(
+                step,
+                f"the means left the scene: their median distance from its centre is {spread:.3g}, over "
+                f"{self.limit:.3g} ({self.bounds_factor:g}x the scene's size, {self.reference:.3g})",
+                "means",
+            )
