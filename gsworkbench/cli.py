@@ -281,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # bad parameters, missing files: a message, not a traceback
         print(f"gsworkbench: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("gsworkbench: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:  # one line: what stopped, what was kept (NotebookInterrupted says)
+        print(f"gsworkbench: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130
 
 

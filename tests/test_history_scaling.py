@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from fake_clock import FakeClock
 
 from gsworkbench.bench import Case, run_cases, save_run
 from gsworkbench.bench.history import plot_history, suite_history
@@ -17,14 +16,15 @@ matplotlib.use("Agg")
 
 
 def test_fitted_exponents_of_linear_and_quadratic_workloads():
-    """Timed synthetic O(n) and O(n^2) workloads (waits of c*n and c*n^2 seconds, which a loaded machine
-    does not stretch the way it stretches computation): the fitted exponents come out near 1 and 2."""
+    """Synthetic O(n) and O(n^2) workloads timed through the runner on a FakeClock (calls of c*n and
+    c*n^2 seconds with a 2% spread, whatever the machine's load): the fitted exponents come out near 1
+    and 2."""
+    clock = FakeClock()
     cases = []
     for n in (1, 2, 4):
         for backend, seconds in (("linear", 8e-3 * n), ("quadratic", 2e-3 * n * n)):
-            cases.append(Case(f"{backend}/{n}", {"backend": backend, "n": n},
-                              (lambda s: lambda: (lambda: time.sleep(s)))(seconds)))  # fmt: skip
-    df = run_cases(cases, threads=1, min_run_time=0.2, progress=False)
+            cases.append(Case(f"{backend}/{n}", {"backend": backend, "n": n}, clock.case(seconds)))
+    df = run_cases(cases, threads=1, min_run_time=0.2, progress=False, clock=clock)
     k_lin, _ = fit_exponent(df[df.backend == "linear"].n, df[df.backend == "linear"].median_s)
     k_quad, _ = fit_exponent(df[df.backend == "quadratic"].n, df[df.backend == "quadratic"].median_s)
     assert 0.9 < k_lin < 1.1, k_lin
@@ -59,16 +59,15 @@ def test_scaling_plot_of_a_render_like_table():
     assert scaling_fits(df, spec).empty  # one resolution: nothing to fit
 
 
-def _run(tmp_path, delay: float) -> None:
-    cases = [Case("h/a", {"backend": "a"}, lambda: (lambda: time.sleep(delay)))]
-    df = run_cases(cases, threads=1, min_run_time=0.3, progress=False)
-    save_run("hist", df, {"suite": "hist"}, root=tmp_path)
+def _run(tmp_path, delay: float, seed: int):
+    clock = FakeClock(seed)
+    cases = [Case("h/a", {"backend": "a"}, clock.case(delay))]
+    df = run_cases(cases, threads=1, min_run_time=0.3, progress=False, clock=clock)
+    return save_run("hist", df, {"suite": "hist"}, root=tmp_path)
 
 
 def test_history_marks_significant_changes(tmp_path):
-    for delay in (0.01, 0.01, 0.02):
-        _run(tmp_path, delay)
-    old = next(iter(sorted(tmp_path.iterdir())))
+    old = [_run(tmp_path, delay, seed) for seed, delay in enumerate((0.01, 0.01, 0.02))][0]
     table = pd.read_csv(old / "hist.csv").drop(columns="samples_s")  # an old run without samples
     table.to_csv(old / "hist.csv", index=False)
     h = suite_history("hist", tmp_path)

@@ -9,6 +9,7 @@ import stat
 import time
 from collections import Counter
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -148,9 +149,26 @@ def test_diff_against_itself_is_quiet(render_run: profiling.ProfileRun, tmp_path
     assert (tmp_path / "stages_diff.csv").is_file()
 
 
+def _fixed_repeats(run_dir, slow_stage: str | None, seed: int, seconds: float = 0.01) -> None:
+    """Replaces a profile's measured repeats by fixed samples (stages a, b, c of ``seconds`` each, the
+    slow stage 3x, with a 2% lognormal spread from ``seed``), so the diff's significance test sees
+    the same numbers on a loaded machine as on a quiet one."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(5):
+        times = {s: seconds * (3 if s == slow_stage else 1) * rng.lognormal(0, 0.02) for s in ("a", "b", "c")}
+        times["other"] = 1e-4 * rng.lognormal(0, 0.02)
+        rows += [{"repeat": r, "stage": s, "seconds": v} for s, v in times.items()]
+        rows.append({"repeat": r, "stage": "total (wall)", "seconds": sum(times.values())})
+    pd.DataFrame(rows).to_csv(run_dir / "repeats.csv", index=False)
+
+
 def test_diff_finds_the_slowed_stage_and_only_it(tmp_path) -> None:
     before = profile(_sleepy(None), out=tmp_path / "before", pyspy_enabled=False, repeats=5, warmup=1, log=None)
     after = profile(_sleepy("b"), out=tmp_path / "after", pyspy_enabled=False, repeats=5, warmup=1, log=None)
+    assert set(before.repeats.stage) == set(after.repeats.stage) >= {"a", "b", "c", "other", "total (wall)"}
+    _fixed_repeats(tmp_path / "before", None, seed=1)  # the measured samples depend on the machine's load
+    _fixed_repeats(tmp_path / "after", "b", seed=2)
     d = profiling.diff(tmp_path / "before", tmp_path / "after", out=tmp_path / "diff")
     assert d.significant == ["b"], d.stages.to_string()
     row = d.stages.set_index("stage").loc["b"]

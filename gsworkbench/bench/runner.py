@@ -55,7 +55,7 @@ def default_threads() -> int:
 
 def time_interleaved(
     fns: list[Callable[[], Any]], *, threads: int, min_run_time: float = 0.5, warmup: int = 2, rounds: int = ROUNDS,
-    single_calls: int | None = None,
+    single_calls: int | None = None, clock: Callable[[], float] | None = None,
 ) -> list[dict[str, float]]:
     """Median, IQR (seconds per call), counts and raw samples of each ``fn()``, timed in interleaved blocks.
 
@@ -69,10 +69,14 @@ def time_interleaved(
     calls; ``min_run_time`` unused): the median and spread of individual calls, for microsecond calls
     whose cost is the point (the ``overhead`` suite). ``Timer.timeit(1)`` runs two untimed calls before
     the timed one, so every sample is a warm call.
+
+    ``clock``: the timer's clock in seconds (default ``timeit.default_timer``); tests pass a fake one
+    that the timed calls advance, so their statistics do not depend on the machine's load.
     """
     if not fns:
         return []
-    timers = [benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads) for fn in fns]
+    extra = {} if clock is None else {"timer": clock}
+    timers = [benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads, **extra) for fn in fns]
     if single_calls is not None:
         for fn in fns:
             for _ in range(warmup):
@@ -112,10 +116,11 @@ def _comparison_groups(cases: list[Case]) -> list[list[int]]:
 
 
 def run_cases(
-    cases: Iterable[Case], *, threads: int | None = None, min_run_time: float = 0.5, progress: bool = True
+    cases: Iterable[Case], *, threads: int | None = None, min_run_time: float = 0.5, progress: bool = True,
+    clock: Callable[[], float] | None = None,
 ) -> pd.DataFrame:
     """Runs each case (comparable cases interleaved); one row per case, in the given order: its params,
-    timings, threads and skip reason."""
+    timings, threads and skip reason. ``clock``: see :func:`time_interleaved`."""
     threads = threads or default_threads()
     prev = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -128,7 +133,7 @@ def run_cases(
             preps = [prepared(cases[i].setup()) for i in timed]
             single = cases[group[0]].single_calls
             results = time_interleaved([p.fn for p in preps], threads=threads, min_run_time=min_run_time,
-                                       single_calls=single, warmup=20 if single else 2)  # fmt: skip
+                                       single_calls=single, warmup=20 if single else 2, clock=clock)  # fmt: skip
             for prep, res in zip(preps, results):  # the case's extra columns (after the timing: they may
                 res.update(prep.extra_columns())  # summarise the timed calls, e.g. stage medians)
             del preps

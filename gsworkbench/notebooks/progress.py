@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from jupyter_client.manager import AsyncKernelManager
+from nbclient.exceptions import CellExecutionError
 from papermill.engines import NBClientEngine, papermill_engines
 
 ENGINE_NAME = "gsworkbench"
@@ -67,11 +70,14 @@ class CellProgress:
             self._thread = threading.Thread(target=self._redraw, daemon=True)
             self._thread.start()
 
-    def cell_end(self) -> None:
+    def cell_end(self, failed: str | None = None) -> None:
+        """A cell ended; ``failed`` names what stopped it (an exception name), None when it finished."""
         if not self.live:
             with self._lock:
                 took = time.monotonic() - self.cell_started
-                if took >= 1.0:
+                if failed is not None:
+                    print(f"  {self.label} stopped by {failed} after {_clock(took)}", file=self.stream, flush=True)
+                elif took >= 1.0:
                     print(f"  {self.label} done in {_clock(took)}", file=self.stream, flush=True)
 
     def _redraw(self) -> None:
@@ -91,27 +97,71 @@ class CellProgress:
 class LocalKernelManager(AsyncKernelManager):
     """A kernel manager that talks to its (local) kernel over Unix sockets in a private temporary
     folder rather than TCP: nothing listens on the network, and ipykernel does not warn that the
-    kernel "is running over TCP without encryption" on every run."""
+    kernel "is running over TCP without encryption" on every run. Live managers are listed in
+    :attr:`live`, so that Ctrl-C can be passed on to their kernels (:func:`interrupt_kernels`)."""
+
+    live: weakref.WeakSet[LocalKernelManager] = weakref.WeakSet()
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        LocalKernelManager.live.add(self)
         folder = tempfile.mkdtemp(prefix="gsw-kernel-")
         weakref.finalize(self, shutil.rmtree, folder, True)  # removed with the manager, or at exit
         self.transport = "ipc"
         self.ip = os.path.join(folder, "ipc")
 
 
+def interrupt_kernels() -> int:
+    """Sends SIGINT to the kernels of every live :class:`LocalKernelManager` (they run in sessions of
+    their own, so a terminal's Ctrl-C does not reach them); returns how many were signalled. Safe in a
+    signal handler: no kernel message, no event loop."""
+    sent = 0
+    for km in list(LocalKernelManager.live):
+        prov = getattr(km, "provisioner", None)
+        pgid, pid = getattr(prov, "pgid", None), getattr(prov, "pid", None)
+        try:
+            if pgid:
+                os.killpg(pgid, signal.SIGINT)
+            elif pid:
+                os.kill(pid, signal.SIGINT)
+            else:
+                continue
+            sent += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    return sent
+
+
+def _stop_before_cells(nb_man: Any, stop: Callable[[], bool] | None) -> None:
+    """Makes each cell ask ``stop()`` before it starts; True ends the run as an interrupted cell would."""
+    if stop is None:
+        return
+    start = nb_man.cell_start
+
+    def cell_start(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+        if stop():
+            raise CellExecutionError("", "KeyboardInterrupt", "interrupted before this cell")
+        return start(cell, cell_index, **kw)
+
+    nb_man.cell_start = cell_start
+
+
 class ProgressEngine(NBClientEngine):
     """papermill's nbclient engine, reporting cell starts and ends to ``progress`` (a CellProgress),
-    with its kernels on :class:`LocalKernelManager`."""
+    with its kernels on :class:`LocalKernelManager`. ``stop`` (a callable) is asked before each cell:
+    True ends the run there, as if that cell had been interrupted."""
 
     @classmethod
     def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
         kwargs.setdefault("kernel_manager_class", LocalKernelManager)
         progress: CellProgress | None = kwargs.pop("progress", None)
+        stop: Callable[[], bool] | None = kwargs.pop("stop", None)
         if progress is None:
+            _stop_before_cells(nb_man, stop)
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
-        start, complete = nb_man.cell_start, nb_man.cell_complete
+        start, complete, exception = nb_man.cell_start, nb_man.cell_complete, nb_man.cell_exception
+        failed: list[str] = []
+        started: set[int | None] = set()  # cells whose start was reported (not those stopped before it)
         tags = [c.get("metadata", {}).get("tags", []) for c in nb_man.nb.cells]
         injected = next((i for i, t in enumerate(tags) if "injected-parameters" in t), None)
         total = len(tags) - (injected is not None)
@@ -123,15 +173,22 @@ class ProgressEngine(NBClientEngine):
 
         def cell_start(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
             if cell.cell_type == "code":
+                started.add(cell_index)
                 progress.cell_start(source_label(cell_index or 0), cell.source)
             return start(cell, cell_index, **kw)
 
+        def cell_exception(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+            failed.append(getattr(kw.get("exception"), "ename", None) or "an error")
+            return exception(cell, cell_index, **kw)
+
         def cell_complete(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
-            if cell.cell_type == "code":
-                progress.cell_end()
+            why = failed.pop() if failed else None
+            if cell.cell_type == "code" and cell_index in started:
+                progress.cell_end(why)
             return complete(cell, cell_index, **kw)
 
-        nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete
+        nb_man.cell_start, nb_man.cell_complete, nb_man.cell_exception = cell_start, cell_complete, cell_exception
+        _stop_before_cells(nb_man, stop)
         try:
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
         finally:

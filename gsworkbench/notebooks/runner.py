@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from gsworkbench.notebooks.files import (
     smoke_parameters,
 )
 from gsworkbench.notebooks.parameters import validate_parameters
-from gsworkbench.notebooks.progress import ENGINE_NAME, CellProgress, first_line
+from gsworkbench.notebooks.progress import ENGINE_NAME, CellProgress, first_line, interrupt_kernels
 from gsworkbench.results import new_run_dir
 
 KERNEL_NAME = "gsworkbench"
@@ -42,6 +45,44 @@ class NotebookFailed(Exception):
             f"  {self.ename}: {evalue}\n"
             f"  partly executed notebook: {self.executed}"
         )
+
+
+class NotebookInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a notebook run; ``str()`` is one line: where it stopped, what the cell kept
+    (e.g. a training run's files) and the partly executed notebook."""
+
+    def __init__(self, notebook: Path, cell_number: int | None, said: str, executed: Path) -> None:
+        where = f"in cell {cell_number}" if cell_number else "between cells"
+        said = f": {said}" if said else ""
+        super().__init__(f"notebook {notebook} interrupted {where}{said}; partly executed notebook: {executed}")
+        self.notebook, self.cell_number, self.executed = notebook, cell_number, executed
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@contextlib.contextmanager
+def _forward_interrupts() -> Iterator[Callable[[], bool]]:
+    """While a notebook runs: the first Ctrl-C (SIGINT) is passed on to the kernel, whose cell then
+    stops the way Ctrl-C stops it in Jupyter (a training run saves its work), and no further cell
+    starts; yields ``interrupted()``. A second Ctrl-C stops at once. Main thread only (elsewhere a
+    no-op)."""
+    hits = [0]
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        hits[0] += 1
+        if hits[0] > 1:
+            raise KeyboardInterrupt
+        interrupt_kernels()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: hits[0] > 0
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def kernel_name() -> str:
@@ -94,20 +135,28 @@ def run_notebook(
     extra: dict[str, Any] = {}
     if progress and not prepare_only:
         extra["progress"] = CellProgress()
-    try:
-        pm.execute_notebook(
-            source_nb,
-            str(out),
-            parameters=params,
-            kernel_name=kernel_name(),
-            cwd=str(path.resolve().parent),
-            prepare_only=prepare_only,
-            progress_bar=False,
-            engine_name=ENGINE_NAME,
-            **extra,
-        )
-    except pm.PapermillExecutionError as err:
-        raise _failure(err, source_nb, path, out) from None
+    with _forward_interrupts() as interrupted:
+        try:
+            pm.execute_notebook(
+                source_nb,
+                str(out),
+                parameters=params,
+                kernel_name=kernel_name(),
+                cwd=str(path.resolve().parent),
+                prepare_only=prepare_only,
+                progress_bar=False,
+                engine_name=ENGINE_NAME,
+                stop=interrupted,
+                **extra,
+            )
+        except pm.PapermillExecutionError as err:
+            failure = _failure(err, source_nb, path, out)
+            if interrupted() or err.ename in ("KeyboardInterrupt", "TrainingInterrupted"):
+                said = (str(err.evalue).strip().splitlines() or [""])[0]
+                raise NotebookInterrupted(path, failure.cell_number, said, out) from None
+            raise failure from None
+        if interrupted():
+            raise NotebookInterrupted(path, None, "", out)
     return out
 
 
