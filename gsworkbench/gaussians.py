@@ -283,7 +283,11 @@ def _kron_power(M: torch.Tensor, l: int) -> torch.Tensor:
     return out
 
 
-@functools.cache
+# l -> (C_l, G_l) of _sh_band_poly. A plain dict rather than functools.cache: torch.compile traces a
+# cached function's body anyway (and warns about the cache), while it reads a filled dict as constants.
+_SH_BAND_POLY: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
 def _sh_band_poly(l: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(C_l [n, 3^l], G_l [n, 3^l]) in float64 with D_l(R) = C_l kron^l(R) G_l^T, n = 2l+1.
 
@@ -292,6 +296,13 @@ def _sh_band_poly(l: int) -> tuple[torch.Tensor, torch.Tensor]:
     solution of Y_l(R d_j) = D_l Y_l(d_j) is D_l = C_l kron^l(R) G_l^T with G_l = pinv(Y_l(d)) kron^l(d).
     Both are fitted once; the identities are exact (to rounding) because the d_j span the space.
     """
+    if l not in _SH_BAND_POLY:
+        _SH_BAND_POLY[l] = _fit_sh_band_poly(l)
+    return _SH_BAND_POLY[l]
+
+
+def _fit_sh_band_poly(l: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The least-squares fit of :func:`_sh_band_poly` (uncached)."""
     dirs = _fibonacci_dirs(_SH_FIT_DIRS, torch.float64, "cpu")
     y = sh_basis(dirs, l)[:, l * l : (l + 1) * (l + 1)]  # [J, n]
     kv = _kron_power(dirs, l)  # [J, 3^l]

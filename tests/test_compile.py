@@ -1,22 +1,36 @@
-"""torch.compile: every public op traces whole (no graph breaks) and agrees with eager, values and grads."""
+"""torch.compile: every public op traces whole (no graph breaks) and agrees with eager, values and grads.
+
+User-style functions that call ``rasterize``, ``evaluate`` and ``transform`` go through plain
+``torch.compile`` (with and without ``fullgraph``) and torch._dynamo's default config: the ops need no
+flags (see :func:`gsworkbench.compile.data_dependent_size`). No test here depends on timing.
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from conftest import rel_err, requires_ext
+from torch._dynamo.testing import CompileCounterWithBackend
+from torch._dynamo.utils import counters
 
 from gsworkbench.compile import compile_step
 from gsworkbench.field import GaussianField, TrainConfig, evaluate, make_target, train_field
-from gsworkbench.splat import cameras, rasterize
+from gsworkbench.splat import _torch_impl, cameras, rasterize
 from gsworkbench.splats import SplatSet, synthetic_splats
 from gsworkbench.transforms import transform
 from gsworkbench.transforms.frames import make_frames
 
 OPS = [pytest.param(op, b, marks=[requires_ext] if b == "ext" else []) for op in ("rasterize", "evaluate", "transform")
        for b in ("torch", "ext")]  # fmt: skip
-# what fullgraph=True allows by itself; explain() compiles without fullgraph, so it is told explicitly
-FULLGRAPH_CAPTURE = dict(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True)
+
+
+@pytest.fixture(autouse=True)
+def default_dynamo_config():  # noqa: ANN201
+    """Each test starts from a fresh torch._dynamo with its default flags: nothing here sets them."""
+    assert not torch._dynamo.config.capture_dynamic_output_shape_ops
+    assert not torch._dynamo.config.capture_scalar_outputs
+    torch._dynamo.reset()
+    counters.clear()
 
 
 def _case(op: str, backend: str, device: str, n: int = 120):  # noqa: ANN202
@@ -54,63 +68,69 @@ def _case(op: str, backend: str, device: str, n: int = 120):  # noqa: ANN202
     return fn, leaves, backend == "torch"
 
 
-@pytest.mark.parametrize("op,backend", OPS)
-def test_no_graph_breaks(op, backend, device):
-    fn, leaves, _ = _case(op, backend, device)
-    torch._dynamo.reset()
-    with torch._dynamo.config.patch(**FULLGRAPH_CAPTURE):
-        report = torch._dynamo.explain(fn)(*leaves)
-    assert report.graph_break_count == 0, [str(b.reason)[:300] for b in report.break_reasons]
-    assert report.graph_count == 1
+def _run(f, leaves: list[torch.Tensor], differentiable: bool) -> tuple[tuple, list]:  # noqa: ANN001
+    """f's outputs and the gradients of its first output (a loss) on fresh copies of ``leaves``."""
+    ls = [t.detach().clone().requires_grad_(differentiable) for t in leaves]
+    out = f(*ls)
+    if differentiable:
+        out[0].backward()
+    return out, [t.grad for t in ls]
 
 
-@pytest.mark.parametrize("op,backend", OPS)
-def test_compiled_matches_eager(op, backend, device, seed):
-    fn, leaves, differentiable = _case(op, backend, device)
-    outs, grads = [], []
-    torch._dynamo.reset()
-    for f in (fn, torch.compile(fn, backend="aot_eager", fullgraph=True)):
-        ls = [t.detach().clone().requires_grad_(differentiable) for t in leaves]
-        out = f(*ls)
-        if differentiable:
-            out[0].backward()
-            grads.append([t.grad for t in ls])
-        outs.append(out)
-    for a, b in zip(*outs, strict=True):
+def _assert_same(got: tuple[tuple, list], want: tuple[tuple, list], tol: float = 1e-5) -> None:
+    for a, b in zip(got[0], want[0], strict=True):
         if isinstance(b, torch.Tensor):
-            assert rel_err(a, b) < 1e-5
+            assert rel_err(a, b) < tol
         else:
             assert int(a) == int(b)  # n_isects: symbolic while traced, an int when run
-    for a, b in zip(*grads, strict=True):
+    for a, b in zip(got[1], want[1], strict=True):
         assert (a is None) == (b is None)  # None: an input the loss does not use
-        assert b is None or rel_err(a, b) < 1e-5
+        assert b is None or rel_err(a, b) < tol
 
 
-@requires_ext
-def test_rasterize_dynamic_sizes(device):
+@pytest.mark.parametrize("fullgraph", [True, False], ids=["fullgraph", "default"])
+@pytest.mark.parametrize("op,backend", OPS)
+def test_plain_compile_matches_eager(op, backend, fullgraph, device, seed):
+    """Plain ``torch.compile(fn)`` of a user function: one graph, no breaks, eager's values and grads."""
+    fn, leaves, differentiable = _case(op, backend, device)
+    want = _run(fn, leaves, differentiable)
+    backend_counter = CompileCounterWithBackend("aot_eager")
+    got = _run(torch.compile(fn, backend=backend_counter, fullgraph=fullgraph), leaves, differentiable)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert backend_counter.frame_count == 1
+    _assert_same(got, want)
+
+
+def test_repeat_indices_op():
+    """The torch backend's one data-dependent step, an op of its own under torch.compile."""
+    counts = torch.tensor([2, 0, 3, 1])
+    assert _torch_impl.repeat_indices(counts).tolist() == [0, 0, 2, 2, 2, 3]
+    torch.library.opcheck(_torch_impl.repeat_indices, (counts,))
+
+
+@pytest.mark.parametrize("backend", [pytest.param("ext", marks=requires_ext), "torch"])
+def test_rasterize_dynamic_sizes(backend, device):
     """A compiled step keeps working when the number of Gaussians changes (densification)."""
-    torch._dynamo.reset()
     for n in (100, 140):  # the second size recompiles with a symbolic N (automatic dynamic shapes)
-        fn, leaves, _ = _case("rasterize", "ext", device, n)
+        fn, leaves, _ = _case("rasterize", backend, device, n)
         compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
         assert rel_err(compiled(*leaves)[1], fn(*leaves)[1]) < 1e-5
 
 
 @requires_ext
-def test_inductor_training_step(device):
-    """The issue's step (rasterize, L1 loss, backward) under inductor: same loss and gradients."""
+@pytest.mark.parametrize("wrap", ["torch.compile", "compile_step"])
+def test_inductor_training_step(wrap, device):
+    """The issue's step (rasterize, L1 loss, backward) under inductor, as plain user code and through
+    compile_step: same loss and gradients as eager."""
     fn, leaves, _ = _case("rasterize", "ext", device)
-    step = compile_step(fn, True, eager_first_call=False)
-    torch._dynamo.reset()
-    results = []
-    for f in (fn, step):
-        ls = [t.detach().clone().requires_grad_() for t in leaves]
-        loss = f(*ls)[0]
-        loss.backward()
-        results.append((loss, [t.grad for t in ls]))
-    assert rel_err(results[1][0], results[0][0]) < 1e-5
-    for a, b in zip(results[1][1], results[0][1], strict=True):
-        assert rel_err(a, b) < 1e-5
+    if wrap == "torch.compile":
+        step = torch.compile(fn, fullgraph=True)
+    else:
+        step = compile_step(fn, True, eager_first_call=False)
+    want = _run(fn, leaves, True)
+    got = _run(step, leaves, True)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    _assert_same(got, want)
 
 
 @requires_ext
@@ -137,7 +157,6 @@ def test_absgrad_under_compile_is_refused(device):
     def fn(means):  # noqa: ANN001, ANN202
         return rasterize(means, s.quats, s.scales, s.opacities, s.sh_dc, vm, Ks, 16, 16, absgrad=True)[0]
 
-    torch._dynamo.reset()
     with pytest.raises(Exception, match="absgrad"):
         torch.compile(fn, backend="aot_eager", fullgraph=True)(s.means)
 
@@ -154,7 +173,6 @@ def test_compile_step_options():
 @requires_ext
 def test_field_trainer_compile_matches_eager(device):
     losses = []
-    torch._dynamo.reset()
     for c in (False, "aot_eager"):
         model = GaussianField(32, seed=0).to(device)
         cfg = TrainConfig(iterations=4, batch_size=256, eval_points=256, progress=False, compile=c)

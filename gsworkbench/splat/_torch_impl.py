@@ -15,6 +15,7 @@ import math
 import torch
 
 from gsworkbench import gaussians
+from gsworkbench.compile import data_dependent_size
 
 ALPHA_MAX = 0.99
 ALPHA_MIN = 1.0 / 255.0
@@ -125,6 +126,22 @@ def tile_bounds(
     return torch.where((radii > 0)[..., None], box, torch.zeros_like(box))
 
 
+@torch.library.custom_op("gsworkbench_torch::repeat_indices", mutates_args=())
+def repeat_indices(counts: torch.Tensor) -> torch.Tensor:
+    """Each index i of counts [n] repeated counts[i] times: ``torch.repeat_interleave(counts)``, [sum(counts)].
+
+    An op of its own so that its fake kernel can declare the data-dependent length as an unbacked size
+    (:func:`gsworkbench.compile.data_dependent_size`): torch's ``repeat_interleave`` breaks the graph there
+    unless ``torch._dynamo.config.capture_dynamic_output_shape_ops`` is set. ``isect_tiles`` calls it
+    while torch.compile traces; eager calls skip its dispatch (~10 us)."""
+    return torch.repeat_interleave(counts)
+
+
+@repeat_indices.register_fake
+def _repeat_indices_fake(counts: torch.Tensor) -> torch.Tensor:
+    return counts.new_empty(data_dependent_size(counts))
+
+
 def isect_tiles(
     means2d: torch.Tensor,
     radii: torch.Tensor,
@@ -146,7 +163,8 @@ def isect_tiles(
     bh = box[:, 3] - box[:, 1]
     counts = bw * bh
     dev = radii.device
-    gid = torch.repeat_interleave(torch.arange(C * N, device=dev), counts)
+    # under torch.compile an op whose fake kernel declares the data-dependent length M (no config flag)
+    gid = repeat_indices(counts) if torch.compiler.is_compiling() else torch.repeat_interleave(counts)
     first = torch.cumsum(counts, 0) - counts
     local = torch.arange(gid.numel(), device=dev) - first[gid]
     tx = box[gid, 0] + local % bw[gid].clamp_min(1)

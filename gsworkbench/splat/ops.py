@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from gsworkbench._ext import has_ext, require_ext
+from gsworkbench.compile import data_dependent_size
 
 _ops = None
 
@@ -78,7 +79,7 @@ def _register() -> None:
     @torch.library.register_fake(lib + "splat_isect_tiles")
     def _isect_fake(means2d, radii, depths, tile_size, tile_width, tile_height):  # noqa: ANN001, ANN202
         C, N = radii.shape
-        m = torch.library.get_ctx().new_dynamic_size()
+        m = data_dependent_size(radii)  # M intersections: unbacked under torch.compile, no config needed
         return (
             radii.new_empty(C, N),
             radii.new_empty(m, dtype=torch.int64),
