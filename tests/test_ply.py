@@ -138,3 +138,16 @@ def test_float64_splats_written_as_float32(tmp_path: Path) -> None:
         back = read_ply(write_ply(tmp_path / "a.ply", s))
     assert back.means.dtype == torch.float32
     assert_bit_exact(back, s.to(torch.float32))
+
+
+@pytest.mark.parametrize("fmt", ["ascii 1.0", "binary_little_endian 1.0"])
+def test_a_header_count_the_file_cannot_hold_is_one_line_before_any_allocation(tmp_path: Path, fmt: str) -> None:
+    """An ASCII PLY claiming 2e9 vertices gave a MemoryError whose message dumped the whole dtype."""
+    path = tmp_path / "huge.ply"
+    props = "".join(f"property float {p}\n" for p in ("x", "y", "z", "opacity"))
+    path.write_bytes(f"ply\nformat {fmt}\nelement vertex 2000000000\n{props}end_header\n".encode() + b"0 0 0 0\n")
+    with pytest.raises(ValueError) as info:
+        read_ply(path)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 300
+    assert message.startswith(f"{path}: truncated or corrupt PLY file") and "2000000000 vertex" in message

@@ -16,10 +16,12 @@ import torch
 
 from gsworkbench import gaussians
 from gsworkbench.compile import data_dependent_size
+from gsworkbench.splat.memory import check_torch_pairs
 
 ALPHA_MAX = 0.99
 ALPHA_MIN = 1.0 / 255.0
 TRANSMITTANCE_MIN = 1e-4
+RADIUS_MAX = 1 << 30  # the ext kernel's clamp of a projected radius (pixels), so it fits int32
 
 
 def project_gaussians(
@@ -59,12 +61,20 @@ def project_gaussians(
     J = torch.stack([fx / zs, zero, -fx * tx / zs**2, zero, fy / zs, -fy * ty / zs**2], dim=-1).reshape(
         *zs.shape, 2, 3
     )
+    # Pairs whose 2D covariance or its determinant overflow (huge scales) are culled, as in the ext
+    # kernel. Their camera covariance is replaced by zeros before use, so that no inf reaches the
+    # backward, where 0 * inf would make NaN gradients.
+    with torch.no_grad():
+        probe = J @ covc @ J.transpose(-1, -2)
+        pa, pb, pc = probe[..., 0, 0] + eps2d, probe[..., 0, 1], probe[..., 1, 1] + eps2d
+        finite = torch.isfinite(probe).all(-1).all(-1) & torch.isfinite(pa * pc - pb * pb)
+    covc = torch.where(finite[..., None, None], covc, torch.zeros_like(covc))
     cov2 = J @ covc @ J.transpose(-1, -2)  # [C,N,2,2]
     a0, b0, c0 = cov2[..., 0, 0], cov2[..., 0, 1], cov2[..., 1, 1]
     det_orig = a0 * c0 - b0 * b0
     a, c = a0 + eps2d, c0 + eps2d
     det = a * c - b0 * b0
-    ok_det = det > 0
+    ok_det = (det > 0) & finite
     dets = torch.where(ok_det, det, torch.ones_like(det))
     ratio = det_orig / dets
     pos = ratio > 0
@@ -74,7 +84,7 @@ def project_gaussians(
     conics = torch.stack([c / dets, -b0 / dets, a / dets], dim=-1)
     bm = 0.5 * (a + c)
     v1 = bm + torch.sqrt(torch.clamp_min(bm * bm - dets, 0.01))
-    radius = torch.ceil(3.0 * torch.sqrt(v1.detach()))
+    radius = torch.ceil(3.0 * torch.sqrt(v1.detach())).clamp_max(RADIUS_MAX)  # int32-safe, as in ext
     u = fx * x / zs + cx
     v = fy * y / zs + cy
     means2d = torch.stack([u, v], dim=-1)
@@ -283,6 +293,9 @@ def rasterize_to_pixels(
     ly, lx = torch.meshgrid(ar, ar, indexing="ij")
     lx, ly = lx.reshape(-1).to(dtype) + 0.5, ly.reshape(-1).to(dtype) + 0.5  # pixel centres in a tile [P]
     P = tile_size * tile_size
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (means2d, conics, colors, opacities))
+    if grad and not torch.compiler.is_compiling():
+        check_torch_pairs(M, P, dev)  # autograd keeps every chunk's [m,P] tensors until the backward
     log_t_min = math.log(TRANSMITTANCE_MIN)
     tiles_c, tiles_a = [], []
     for t0, t1, s, e in _tile_chunks(tile_offsets, M):

@@ -9,7 +9,7 @@ and at every step's loss. A run has diverged when
   ``bounds_factor`` times the larger of the scene scale and that median at the start (random starts
   lie within 3 scene scales; a capture's point cloud may lie further out than its cameras' extent);
 - the loss, smoothed over about 50 steps, stays above ``loss_factor`` times its lowest smoothed value
-  for ``patience`` steps in a row (an opacity reset raises it for a few dozen steps only).
+  for ``patience`` steps in a row (1,000: an opacity reset raises it for a few hundred steps only).
 
 It raises :class:`TrainingDiverged`, naming the step, the parameter at fault, and the learning rate
 that most likely caused it. The check costs one small reduction per parameter and one device sync.
@@ -59,7 +59,7 @@ class DivergenceMonitor:
         check_every: int = 10,
         bounds_factor: float = 100.0,
         loss_factor: float = 3.0,
-        patience: int = 300,
+        patience: int = 1000,
     ) -> None:
         self.center = center.detach().float().reshape(1, 3).to(means.device)
         self.bounds_factor = bounds_factor

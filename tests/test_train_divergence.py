@@ -1,0 +1,102 @@
+"""Divergence is caught early, with one message naming the step, what blew up and the likely cause."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+from conftest import ext_built
+
+from gsworkbench.train import TrainingDiverged, preset, train
+from gsworkbench.train.divergence import DivergenceMonitor
+
+BACKEND = "ext" if ext_built() else "torch"
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    from gsworkbench.scenes import builtin_scene
+
+    return builtin_scene("object", width=32, height=32, n_train=8, n_test=2, cache_dir=tmp_path_factory.mktemp("s"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "what"),
+    [
+        ({"lr_means": 1e3}, r"the means left the scene.*lr_means=1000"),  # trained to the end before, 12 dB
+        ({"lr_scales": 1e3}, r"log_scales reached .*lr_scales=1000"),  # "scales contains non-finite values"
+    ],
+)
+def test_a_runaway_learning_rate_stops_the_run_with_the_step_and_cause(scene, tmp_path, overrides, what):
+    with pytest.raises(TrainingDiverged, match=r"training diverged at step \d+: " + what) as info:
+        train(scene, preset("smoke", backend=BACKEND, **overrides), results_dir=tmp_path)
+    assert info.value.step < 30  # early: the check runs every 10 steps
+    history = pd.read_csv(tmp_path / "history.csv")  # what it did is kept
+    assert len(history) == info.value.step and str(tmp_path / "history.csv") in str(info.value)
+    assert not (tmp_path / "checkpoint.pt").exists()  # no checkpoint of blown-up parameters
+
+
+def test_normal_training_is_not_flagged(scene):
+    result = train(scene, preset("smoke", iterations=40, backend=BACKEND))
+    assert result.metrics["iterations"] == 40
+
+
+def _monitor(**kw) -> DivergenceMonitor:
+    means = torch.randn(100, 3, generator=torch.Generator().manual_seed(0))
+    lrs = {"lr_means": 1.6e-4, "lr_scales": 5e-3, "lr_quats": 1e-3, "lr_opacities": 0.05, "lr_sh0": 2.5e-3,
+           "lr_shN": 1.25e-4}  # fmt: skip
+    return DivergenceMonitor(torch.zeros(3), 1.0, means, lrs, **kw)
+
+
+def _params(n: int = 100) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    shapes = {"means": (n, 3), "quats": (n, 4), "log_scales": (n, 3), "opacity_logits": (n,), "sh_dc": (n, 3),
+              "sh_rest": (n, 15, 3)}  # fmt: skip
+    out = {k: torch.randn(*s, generator=g).requires_grad_() for k, s in shapes.items()}
+    for p in out.values():
+        p.grad = torch.zeros_like(p)
+    return out
+
+
+def test_monitor_names_non_finite_values_and_gradients():
+    mon, params = _monitor(), _params()
+    mon.check_params(0, params)  # healthy
+    with torch.no_grad():
+        params["sh_dc"][3, 1] = math.nan
+    with pytest.raises(TrainingDiverged, match="step 10: sh_dc became NaN; the learning rate lr_sh0=0.0025"):
+        mon.check_params(10, params)
+    params = _params()
+    params["opacity_logits"].grad[5] = math.inf
+    with pytest.raises(TrainingDiverged, match="the gradient of opacity_logits is inf.*lr_opacities"):
+        mon.check_params(20, params)
+    mon.check_params(21, params)  # between checks: not looked at
+    with pytest.raises(TrainingDiverged):
+        mon.check_params(21, params, force=True)
+
+
+def test_monitor_catches_a_loss_that_keeps_rising_but_not_a_short_spike():
+    mon = _monitor(patience=100)
+    for s in range(300):
+        mon.check_loss(s, 0.05)
+    for s in range(300, 340):  # an opacity reset: a spike that recovers
+        mon.check_loss(s, 0.5)
+    for s in range(340, 600):
+        mon.check_loss(s, 0.05)
+    with pytest.raises(TrainingDiverged, match=r"the loss rose from .* and stayed there for 100 steps"):
+        for s in range(600, 2000):
+            mon.check_loss(s, 0.5)
+    with pytest.raises(TrainingDiverged, match="the loss is nan"):
+        _monitor().check_loss(0, math.nan)
+
+
+def test_the_scene_size_follows_a_point_cloud_beyond_the_cameras():
+    """A capture's cloud may lie far outside the cameras' extent: its own spread sets the bounds."""
+    far = torch.randn(100, 3, generator=torch.Generator().manual_seed(0)) * 50
+    mon = DivergenceMonitor(torch.zeros(3), 0.1, far, {"lr_means": 1.0})
+    params = _params()
+    with torch.no_grad():
+        params["means"].copy_(far)
+    mon.check_params(0, params)
+    assert mon.reference > 40

@@ -1,0 +1,172 @@
+"""No lost work: a real SIGINT into a training process (the API and `gsworkbench run`) keeps the history,
+a checkpoint and the splats; periodic checkpoints; resume; temporaries of killed writes are removed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from conftest import ext_built
+
+from gsworkbench.io import read_ply
+from gsworkbench.train import Trainer, load_checkpoint, preset, train
+from gsworkbench.train.interrupt import deferred_interrupt
+
+REPO = Path(__file__).resolve().parent.parent
+SCENE = dict(name="object", width=32, height=32, n_train=8, n_test=2)
+BACKEND = "ext" if ext_built() else "torch"
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """A scene cache holding SCENE, so the subprocesses load it instead of rendering it."""
+    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.train import preset_scene
+
+    path = tmp_path_factory.mktemp("scene-cache")
+    builtin_scene(**SCENE, cache_dir=path)
+    builtin_scene(**preset_scene("smoke"), cache_dir=path)  # notebook 02's scene at its smoke preset
+    return path
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "GSW_SCENE_CACHE": str(cache), "OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1"}
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
+    """Polls until ``path`` exists (the process got that far); fails if the process ends first. The
+    deadline only bounds a hang: nothing is judged by how long it took."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"process ended (rc {proc.returncode}) before {path.name} appeared:\n{out}\n{err}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"{path.name} did not appear")
+        time.sleep(0.2)
+
+
+TRAIN_SCRIPT = """
+import sys
+from gsworkbench.scenes import builtin_scene
+from gsworkbench.train import TrainingInterrupted, preset, train
+
+scene = builtin_scene(**{scene!r})
+cfg = preset("smoke", iterations=10**7, checkpoint_every=5, backend={backend!r}, progress=False)
+try:
+    train(scene, cfg, results_dir=sys.argv[1])
+except TrainingInterrupted as err:
+    print("STEP", err.step)
+    print(err)
+    sys.exit(130)
+"""
+
+
+def test_sigint_into_train_keeps_history_checkpoint_and_splats(tmp_path, cache):
+    run = tmp_path / "run"
+    script = textwrap.dedent(TRAIN_SCRIPT.format(scene=SCENE, backend=BACKEND))
+    proc = subprocess.Popen([sys.executable, "-c", script, str(run)], env=_env(cache), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    _wait_for(run / "checkpoint.pt", proc)  # a periodic checkpoint: training is under way
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, (out, err)
+    step = int(out.split("STEP")[1].split()[0])
+    assert f"training interrupted after step {step}" in out and "resume" in out and str(run) in out
+    assert "Traceback" not in err
+    history = pd.read_csv(run / "history.csv")
+    assert len(history) == step and history.step.tolist() == list(range(step))
+    state = load_checkpoint(run / "checkpoint.pt")
+    assert state["step"] == step and len(state["history"]) == step  # saved at the interrupt, not the last period
+    assert len(read_ply(run / "splats.ply")) == len(state["params"]["means"])
+    # resume from the folder goes on from that step
+    from gsworkbench.scenes import builtin_scene
+
+    scene = builtin_scene(**SCENE, cache_dir=cache)
+    result = train(scene, preset("smoke", iterations=step + 3, backend=BACKEND), resume=run, results_dir=run)
+    assert result.metrics["iterations"] == step + 3 and len(result.history) == step + 3
+
+
+NOTEBOOK_ARGS = ["-p", "preset", "smoke", "-p", "iterations", "10000000", "-p", "checkpoint_every", "5"]
+
+
+def test_ctrl_c_in_the_cli_is_one_line_exit_130_and_keeps_the_training(tmp_path, cache):
+    run = tmp_path / "nb"
+    cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(REPO / "notebooks" / "02_training.py"),
+           *NOTEBOOK_ARGS, "-p", "backend", BACKEND, "--out", str(run)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=_env(cache), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _wait_for(run / "checkpoint.pt", proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, (out, err)
+    said = [line for line in err.splitlines() if line.startswith("gsworkbench:")]
+    assert len(said) == 1, err
+    assert "interrupted in cell" in said[0] and "training interrupted after step" in said[0]
+    assert str(run) in said[0] and "partly executed notebook" in said[0]
+    for noise in ("Traceback", "ZMQError", "KeyboardInterrupt"):
+        assert noise not in err, err
+    assert "done in" not in err.splitlines()[-2]  # the interrupted cell is not reported as done
+    for name in ("history.csv", "checkpoint.pt", "splats.ply", "02_training.ipynb"):
+        assert (run / name).is_file(), name
+
+
+def test_periodic_checkpoints_and_stale_temporaries(tmp_path, cache, monkeypatch):
+    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.train import trainer as trainer_module
+
+    scene = builtin_scene(**SCENE, cache_dir=cache)
+    saved = []
+    real_save = Trainer.save_checkpoint
+    monkeypatch.setattr(Trainer, "save_checkpoint", lambda self, p: saved.append(self.step_index) or real_save(self, p))
+    stale = tmp_path / ".checkpoint.pt.k1ll3d.tmp.pt"  # what a write killed with -9 leaves behind
+    stale.write_bytes(b"\0" * 1000)
+    keep = tmp_path / ".other.pt.abc.tmp.pt"
+    keep.write_bytes(b"x")
+    train(scene, preset("smoke", iterations=12, checkpoint_every=5, backend=BACKEND), results_dir=tmp_path)
+    assert saved == [5, 10, 12]  # every 5 steps, and the final one
+    assert not stale.exists() and keep.exists()
+    assert load_checkpoint(tmp_path / "checkpoint.pt")["step"] == 12
+    assert trainer_module.checkpoint_file(tmp_path) == tmp_path / "checkpoint.pt"
+
+
+def test_interrupt_outside_a_step_boundary_saves_without_a_checkpoint(tmp_path, cache, monkeypatch):
+    """A KeyboardInterrupt that lands mid-step (a second Ctrl-C, or a thread without signals) keeps the
+    history, but no checkpoint of half-updated parameters."""
+    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.train import TrainingInterrupted
+
+    scene = builtin_scene(**SCENE, cache_dir=cache)
+    real_step = Trainer.step
+
+    def step(self):
+        if self.step_index == 4:
+            raise KeyboardInterrupt
+        return real_step(self)
+
+    monkeypatch.setattr(Trainer, "step", step)
+    with pytest.raises(TrainingInterrupted, match="mid-step, so no checkpoint") as info:
+        train(scene, preset("smoke", iterations=50, backend=BACKEND), results_dir=tmp_path)
+    assert info.value.step == 4 and set(info.value.files) == {"history"}
+    assert len(pd.read_csv(tmp_path / "history.csv")) == 4 and not (tmp_path / "checkpoint.pt").exists()
+
+
+def test_deferred_interrupt_defers_the_first_sigint_and_not_the_second():
+    with deferred_interrupt() as interrupted:
+        assert not interrupted()
+        os.kill(os.getpid(), signal.SIGINT)
+        torch.zeros(1)  # the handler runs at the next bytecode boundary
+        assert interrupted()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):
+                torch.zeros(1)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
