@@ -170,3 +170,27 @@ def test_deferred_interrupt_defers_the_first_sigint_and_not_the_second():
             for _ in range(1000):
                 torch.zeros(1)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_checkpoints_every_so_many_minutes(tmp_path, cache, monkeypatch):
+    """checkpoint_minutes on a fake clock that each step advances by 20 s: a checkpoint every 3 steps."""
+    from gsworkbench.scenes import builtin_scene
+
+    scene = builtin_scene(**SCENE, cache_dir=cache)
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    saved = []
+    real_step, real_save = Trainer.step, Trainer.save_checkpoint
+
+    def step(self):
+        now[0] += 20.0
+        return real_step(self)
+
+    monkeypatch.setattr(Trainer, "clock", staticmethod(clock))
+    monkeypatch.setattr(Trainer, "step", step)
+    monkeypatch.setattr(Trainer, "save_checkpoint", lambda self, p: saved.append(self.step_index) or real_save(self, p))
+    train(scene, preset("smoke", iterations=10, checkpoint_minutes=1.0, backend=BACKEND), results_dir=tmp_path)
+    assert saved == [3, 6, 9, 10]

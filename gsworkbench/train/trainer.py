@@ -49,6 +49,8 @@ class Trainer:
     :func:`gsworkbench.train.init.init_splats`). ``ranges``: open ``torch.profiler`` ranges per stage.
     """
 
+    clock = staticmethod(time.monotonic)  # seconds, for checkpoint_minutes (tests give a fake one)
+
     def __init__(self, scene: Any, config: TrainConfig, splats: SplatSet | None = None, ranges: bool = False):
         if not isinstance(config, TrainConfig):
             raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -230,7 +232,7 @@ class Trainer:
         cfg = self.cfg
         end = cfg.iterations if iterations is None else iterations
         bar = tqdm(total=end, initial=self.step_index, disable=not cfg.progress, desc="train", unit="step")
-        saved_at = time.monotonic()
+        saved_at = self.clock()
         try:
             while self.step_index < end and not (stop is not None and stop()):
                 row = self.step()
@@ -240,10 +242,10 @@ class Trainer:
                 if self.step_index % 10 == 0 or self.step_index == end:
                     bar.set_postfix(loss=f"{row['loss']:.4f}", psnr=f"{row['psnr_db']:.2f}", n=row["num_gaussians"])
                 due_steps = cfg.checkpoint_every and self.step_index % cfg.checkpoint_every == 0
-                due_time = cfg.checkpoint_minutes and time.monotonic() - saved_at >= 60 * cfg.checkpoint_minutes
+                due_time = cfg.checkpoint_minutes and self.clock() - saved_at >= 60 * cfg.checkpoint_minutes
                 if checkpoint is not None and self.step_index < end and (due_steps or due_time):
                     self.save_checkpoint(checkpoint)
-                    saved_at = time.monotonic()
+                    saved_at = self.clock()
         finally:
             bar.close()
         return self.history
