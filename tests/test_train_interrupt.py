@@ -121,7 +121,7 @@ def test_ctrl_c_in_the_cli_is_one_line_exit_130_and_keeps_the_training(tmp_path,
 
 def test_periodic_checkpoints_and_stale_temporaries(tmp_path, cache, monkeypatch):
     from gsworkbench.scenes import builtin_scene
-    from gsworkbench.train import trainer as trainer_module
+    from gsworkbench.train import run as run_module
 
     scene = builtin_scene(**SCENE, cache_dir=cache)
     saved = []
@@ -135,7 +135,7 @@ def test_periodic_checkpoints_and_stale_temporaries(tmp_path, cache, monkeypatch
     assert saved == [5, 10, 12]  # every 5 steps, and the final one
     assert not stale.exists() and keep.exists()
     assert load_checkpoint(tmp_path / "checkpoint.pt")["step"] == 12
-    assert trainer_module.checkpoint_file(tmp_path) == tmp_path / "checkpoint.pt"
+    assert run_module.checkpoint_file(tmp_path) == tmp_path / "checkpoint.pt"
 
 
 def test_interrupt_outside_a_step_boundary_saves_without_a_checkpoint(tmp_path, cache, monkeypatch):

@@ -9,9 +9,10 @@ from gsworkbench.train.config import PRESETS, TrainConfig, preset, preset_scene
 from gsworkbench.train.divergence import TrainingDiverged
 from gsworkbench.train.interrupt import TrainingInterrupted
 from gsworkbench.train.losses import l1, psnr, ssim
+from gsworkbench.train.run import TrainResult, train
 from gsworkbench.train.strategy import DefaultStrategy, MCMCStrategy
 from gsworkbench.train.timers import STAGES, StageTimer
-from gsworkbench.train.trainer import Trainer, TrainResult, load_checkpoint, train
+from gsworkbench.train.trainer import Trainer, load_checkpoint
 
 __all__ = [
     "PRESETS",

@@ -1,0 +1,129 @@
+"""A whole training run: :func:`train` trains, evaluates and writes its results folder, and keeps
+what it did when it is interrupted (Ctrl-C) or diverges."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gsworkbench.results import new_run_dir, remove_stale_temps
+from gsworkbench.splats import SplatSet
+from gsworkbench.train.config import TrainConfig
+from gsworkbench.train.divergence import TrainingDiverged
+from gsworkbench.train.evaluate import LPIPS_NOTE
+from gsworkbench.train.interrupt import TrainingInterrupted, deferred_interrupt
+from gsworkbench.train.trainer import Trainer
+
+
+@dataclass
+class TrainResult:
+    """A finished run: the splats, the per-step history, the per-view evaluation and its means."""
+
+    splats: SplatSet
+    history: pd.DataFrame
+    evaluation: pd.DataFrame
+    renders: dict[int, np.ndarray]
+    metrics: dict[str, Any]
+    config: TrainConfig
+    seconds: float
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def train(
+    scene: Any,
+    config: TrainConfig | None = None,
+    *,
+    splats: SplatSet | None = None,
+    resume: str | os.PathLike[str] | None = None,
+    results_dir: str | os.PathLike[str] | None = None,
+) -> TrainResult:
+    """Trains on ``scene`` and evaluates on its test views.
+
+    With ``results_dir``, writes there: ``history.csv``, ``evaluation.csv``, ``test_<view>.png`` (ground
+    truth | render | error), ``splats.ply`` (Inria layout) and ``checkpoint.pt`` (also every
+    ``checkpoint_every`` steps or ``checkpoint_minutes`` during the run). ``resume``: a checkpoint file,
+    or a results folder holding one; the run goes on from there.
+
+    Ctrl-C (SIGINT) ends the run after the current step: the history, a checkpoint and the splats so far
+    are saved (in ``results_dir``, or a new ``results/<run-id>/``) and :class:`TrainingInterrupted` (a
+    KeyboardInterrupt) says where and how to resume. A diverging run raises :class:`TrainingDiverged`
+    naming the step and the likely cause, with its history saved the same way.
+    """
+    cfg = config if config is not None else TrainConfig()
+    t0 = time.perf_counter()
+    run_dir = Path(results_dir) if results_dir is not None else None
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(run_dir / "checkpoint.pt")
+    if resume is not None:
+        resume = checkpoint_file(resume)
+        remove_stale_temps(resume)
+        trainer = Trainer.from_checkpoint(resume, scene, **({"iterations": cfg.iterations} if config else {}))
+    else:
+        trainer = Trainer(scene, cfg, splats)
+    with deferred_interrupt() as interrupted:
+        try:
+            trainer.run(checkpoint=None if run_dir is None else run_dir / "checkpoint.pt", stop=interrupted)
+        except TrainingDiverged as err:
+            raise _diverged(err, trainer, run_dir) from None
+        except KeyboardInterrupt:  # a second Ctrl-C mid-step: the parameters may be half-updated
+            raise _interrupted(trainer, run_dir, consistent=False) from None
+        if interrupted():
+            raise _interrupted(trainer, run_dir, consistent=True) from None
+    seconds = time.perf_counter() - t0
+    evaluation, renders = trainer.evaluate()
+    hist = trainer.history
+    metrics = {
+        "psnr_db": float(evaluation["psnr_db"].mean()) if len(evaluation) else float("nan"),
+        "ssim": float(evaluation["ssim"].mean()) if len(evaluation) else float("nan"),
+        "lpips": LPIPS_NOTE,
+        "num_gaussians": len(trainer.model),
+        "iterations": trainer.step_index,
+        "train_seconds": seconds,
+        "median_step_ms": float(hist["t_step"].median() * 1e3) if len(hist) else float("nan"),
+    }
+    result = TrainResult(trainer.splats(), hist, evaluation, renders, metrics, trainer.cfg, seconds)
+    if run_dir is not None:
+        from gsworkbench.train.output import save_run
+
+        result.files = save_run(result, trainer, run_dir)
+    return result
+
+
+def checkpoint_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` itself, or ``path/checkpoint.pt`` when ``path`` is a results folder."""
+    path = Path(path)
+    return path / "checkpoint.pt" if path.is_dir() else path
+
+
+def _interrupted(trainer: Trainer, run_dir: Path | None, consistent: bool) -> TrainingInterrupted:
+    """Saves what an interrupted run did and returns the exception that says where it is."""
+    from gsworkbench.train.output import save_partial
+
+    with deferred_interrupt():  # one more Ctrl-C while saving does not lose the files
+        run_dir = run_dir if run_dir is not None else new_run_dir("train")
+        files = save_partial(trainer, run_dir, checkpoint=consistent)
+    step, end = trainer.step_index, trainer.cfg.iterations
+    kept = ", ".join(p.name for p in files.values())
+    if "checkpoint" in files:
+        how = f"resume with train(scene, config, resume='{run_dir}', results_dir='{run_dir}')"
+    else:
+        how = "interrupted mid-step, so no checkpoint was written"
+    msg = f"training interrupted after step {step} of {end}: kept {kept} in {run_dir}; {how}"
+    return TrainingInterrupted(msg, step, run_dir, files)
+
+
+def _diverged(err: TrainingDiverged, trainer: Trainer, run_dir: Path | None) -> TrainingDiverged:
+    """Saves the history of a diverged run (not its blown-up parameters) and says where it is."""
+    from gsworkbench.train.output import save_partial
+
+    run_dir = run_dir if run_dir is not None else new_run_dir("train")
+    out = TrainingDiverged(f"{err} (history so far: {run_dir / 'history.csv'})", err.step, err.what)
+    out.files = save_partial(trainer, run_dir, checkpoint=False)
+    return out
