@@ -16,9 +16,9 @@ import pytest
 import torch
 from conftest import ext_built
 
+from gsworkbench.interrupt import deferred_interrupt
 from gsworkbench.io import read_ply
 from gsworkbench.train import Trainer, load_checkpoint, preset, train
-from gsworkbench.train.interrupt import deferred_interrupt
 
 REPO = Path(__file__).resolve().parent.parent
 SCENE = dict(name="object", width=32, height=32, n_train=8, n_test=2)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gsworkbench.interrupt import deferred_interrupt
 from gsworkbench.notebooks.files import (
     list_notebooks,
     load_notebook,
@@ -59,30 +57,6 @@ class NotebookInterrupted(KeyboardInterrupt):
 
     def __str__(self) -> str:
         return str(self.args[0])
-
-
-@contextlib.contextmanager
-def _forward_interrupts() -> Iterator[Callable[[], bool]]:
-    """While a notebook runs: the first Ctrl-C (SIGINT) is passed on to the kernel, whose cell then
-    stops the way Ctrl-C stops it in Jupyter (a training run saves its work), and no further cell
-    starts; yields ``interrupted()``. A second Ctrl-C stops at once. Main thread only (elsewhere a
-    no-op)."""
-    hits = [0]
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        hits[0] += 1
-        if hits[0] > 1:
-            raise KeyboardInterrupt
-        interrupt_kernels()
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield lambda: hits[0] > 0
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def kernel_name() -> str:
@@ -135,7 +109,9 @@ def run_notebook(
     extra: dict[str, Any] = {}
     if progress and not prepare_only:
         extra["progress"] = CellProgress()
-    with _forward_interrupts() as interrupted:
+    # the first Ctrl-C goes to the kernel (its own session: a terminal's Ctrl-C does not reach it), whose
+    # cell stops as Ctrl-C stops it in Jupyter (a training run saves its work); no further cell starts
+    with deferred_interrupt(interrupt_kernels) as interrupted:
         try:
             pm.execute_notebook(
                 source_nb,

@@ -1,22 +1,14 @@
 """Ctrl-C during training: finish the step, keep what was done, say where it is.
 
-:func:`deferred_interrupt` turns the first SIGINT (Ctrl-C in a terminal, "interrupt kernel" in
-Jupyter) into a flag that the training loop reads between steps, so the parameters, Adam's moments and
-the history always describe the same completed step when they are saved. A second SIGINT raises
-``KeyboardInterrupt`` at once, as usual. Outside the main thread (where Python delivers signals) it
-changes nothing: a ``KeyboardInterrupt`` then arrives wherever the code is, and is handled the same
-way after the fact.
-
-:class:`TrainingInterrupted` is the ``KeyboardInterrupt`` that :func:`gsworkbench.train.train` raises
-once it has saved the partial run; its message names the files and how to resume.
+:func:`gsworkbench.train.train` runs its loop under :func:`gsworkbench.interrupt.deferred_interrupt`:
+the first SIGINT ends the run after the current step, so the parameters, Adam's moments and the history
+describe the same completed step when they are saved. :class:`TrainingInterrupted` is the
+``KeyboardInterrupt`` it raises once it has saved the partial run; its message names the files and how
+to resume.
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -31,24 +23,3 @@ class TrainingInterrupted(KeyboardInterrupt):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "training interrupted"
-
-
-@contextlib.contextmanager
-def deferred_interrupt() -> Iterator[Callable[[], bool]]:
-    """While active, yields ``interrupted()``: True once a SIGINT arrived. The first SIGINT only sets
-    that flag; a second raises KeyboardInterrupt. The previous handler is restored on exit."""
-    hits = [0]
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        hits[0] += 1
-        if hits[0] > 1:
-            raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield lambda: hits[0] > 0
-    finally:
-        signal.signal(signal.SIGINT, previous)

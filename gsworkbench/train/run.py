@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gsworkbench.interrupt import deferred_interrupt
 from gsworkbench.results import new_run_dir, remove_stale_temps
 from gsworkbench.splats import SplatSet
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.divergence import TrainingDiverged
 from gsworkbench.train.evaluate import LPIPS_NOTE
-from gsworkbench.train.interrupt import TrainingInterrupted, deferred_interrupt
+from gsworkbench.train.interrupt import TrainingInterrupted
 from gsworkbench.train.trainer import Trainer
 
 
