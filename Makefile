@@ -12,7 +12,10 @@ KERNEL_STAMP := $(VENV)/.kernel-stamp
 CSRC := $(shell find csrc -type f 2>/dev/null) setup.py
 
 .PHONY: setup run test lint bench clean notebooks
+# The set-up ends by generating notebooks/NN_*.ipynb from their NN_*.py sources (git-ignored; run every
+# time, it writes only what is missing or stale and keeps a notebook's outputs when it is in step).
 setup: $(KERNEL_STAMP)
+	$(BIN)/gsworkbench sync-notebooks
 
 $(DEPS_STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 1; }
@@ -60,8 +63,7 @@ test-generic: setup
 lint: setup
 	$(BIN)/python -m ruff check gsworkbench tests notebooks
 
-notebooks: setup  # regenerate notebooks/NN_*.ipynb from their .py sources
-	$(BIN)/gsworkbench sync-notebooks
+notebooks: setup  # notebooks/NN_*.ipynb from their .py sources (what setup does)
 
 bench: setup
 	$(BIN)/gsworkbench bench all

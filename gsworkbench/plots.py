@@ -154,28 +154,41 @@ def fps_plot(bench: pd.DataFrame) -> Any:
 
 
 def stage_breakdown(bench: pd.DataFrame, backends: list[str], sh_degree: int) -> Any:
-    """Median time per stage, grouped bars on a log scale (small stages stay visible), per backend."""
+    """Median time per stage: horizontal grouped bars on a log scale (small stages stay visible), one
+    group per configuration, labelled on one line ("N=2k, 128×128") so that labels never overlap; one
+    panel per backend, stacked on a shared time axis, each as tall as its number of configurations."""
     import matplotlib.pyplot as plt
     import torch
+    from matplotlib.ticker import NullFormatter
 
     from gsworkbench.results import cpu_model
 
     order = [s for s in STAGE_NAMES if s in set(bench.stage)]
-    fig, axes = plt.subplots(1, len(backends), figsize=(6.5 * len(backends), 4.2), squeeze=False, layout="constrained")
-    for ax, b in zip(axes[0], backends):
+    tables = {}
+    for b in backends:
         sub = bench[(bench.backend == b) & bench.stage.isin(order)].dropna(subset=["median_s"])
         if sub.empty:
-            ax.set_visible(False)
             continue
-        configs = [f"N={_count(n)}\n{int(w)}×{int(h)}" for n, w, h in zip(sub.num, sub.width, sub.height)]
-        sub = sub.assign(config=configs)
-        table = sub.pivot_table(index="config", columns="stage", values="median_s", sort=False) * 1e3
-        table = table[[s for s in order if s in table]].rename(columns=STAGE_NAMES)
-        table.plot.bar(ax=ax, rot=0, logy=True, width=0.8)
-        ax.set(ylabel="ms per call (median, log scale)", xlabel="Gaussians N, image size (pixels)",
-               title=f"{b}: time per stage, SH degree {sh_degree}")  # fmt: skip
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        ax.grid(axis="y", alpha=0.3, which="both")
+        configs = [f"N={_count(n)}, {int(w)}×{int(h)}" for n, w, h in zip(sub.num, sub.width, sub.height)]
+        table = sub.assign(config=configs).pivot_table(index="config", columns="stage", values="median_s", sort=False)
+        tables[b] = (table * 1e3)[[s for s in order if s in table]].rename(columns=STAGE_NAMES)
+    if not tables:
+        raise ValueError(f"no stage timings of {', '.join(backends)} in the table")
+    rows = [len(t) for t in tables.values()]
+    bar_in = 0.1 if len(order) > 3 else 0.16  # inches per bar
+    heights = [0.6 + r * (len(order) * bar_in + 0.15) for r in rows]
+    fig, axes = plt.subplots(len(tables), 1, figsize=(9, sum(heights) + 0.8), sharex=True, squeeze=False,
+                             height_ratios=heights, layout="constrained")  # fmt: skip
+    for k, (ax, (b, table)) in enumerate(zip(axes[:, 0], tables.items())):
+        table.plot.barh(ax=ax, logx=True, width=0.8, legend=False)
+        ax.invert_yaxis()  # the first configuration on top; in each group the bars in the legend's order
+        ax.set(ylabel="", title=f"{b}: time per stage, SH degree {sh_degree}")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.grid(axis="x", alpha=0.3, which="both")
+        if k == 0:
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[-1, 0].set_xlabel("ms per call (median, log scale)")
+    fig.supylabel("Gaussians N, image size (pixels)", fontsize=10)
     fig.suptitle(f"{cpu_model()}, {torch.get_num_threads()} threads", fontsize=9)
     return fig
 

@@ -2,14 +2,17 @@
 # jupyter:
 #   gsworkbench:
 #     smoke_parameters:
-#       num_gaussians: 32
-#       iterations: 30
 #       batch_size: 1024
-#       timing_gaussians: 16
+#       iterations: 30
+#       num_gaussians: 32
 #       timing_batch: 256
+#       timing_gaussians: 16
 #   jupytext:
-#     formats: ipynb,py:percent
 #     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
 #     display_name: gsworkbench (.venv)
 #     language: python
@@ -59,17 +62,20 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from gsworkbench import field, plots
 from gsworkbench.bench import run_cases
 from gsworkbench.bench.suites.field import summarize as summarize_field_bench
 from gsworkbench.bench.suites.field import train_step_cases
+from gsworkbench.notebooks.display import result_link
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("01_gaussian_field")
 write_metadata(run_dir, params)
 torch.manual_seed(seed)
-print("results:", run_dir, "| threads:", torch.get_num_threads())
+display(result_link(run_dir, results_dir, "results"))
+print("threads:", torch.get_num_threads())
 
 # %% [markdown]
 # ## Train

@@ -4,8 +4,11 @@
 #     smoke_parameters:
 #       preset: smoke
 #   jupytext:
-#     formats: ipynb,py:percent
 #     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
 #     display_name: gsworkbench (.venv)
 #     language: python
@@ -35,6 +38,7 @@ guard = ParameterGuard(
     device={"choices": ["cpu", "cuda"]},
     iterations={"ge": 0, "help": "0 = the preset's"},
     seed={"ge": 0},
+    checkpoint_every={"ge": 0, "help": "write checkpoint.pt every this many steps; 0 = only at the end"},
 )
 
 # %% tags=["parameters"]
@@ -46,6 +50,7 @@ backend = "ext"
 device = "cpu"
 iterations = 0
 seed = 0
+checkpoint_every = 0
 results_dir = ""
 
 # %%
@@ -55,8 +60,10 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from gsworkbench.io import read_ply
+from gsworkbench.notebooks.display import metrics_table, result_link
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 from gsworkbench.scenes import builtin_scene, load_scene
 from gsworkbench.train import preset as train_preset
@@ -65,11 +72,15 @@ from gsworkbench.train.plots import dataset_views, stage_bars, stage_table, test
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("02_training")
 write_metadata(run_dir, params)
-overrides = {"strategy": strategy, "backend": backend, "device": device, "seed": seed}
+# progress: the bar below, whatever the preset says (the smoke preset turns it off for scripts)
+overrides = {"strategy": strategy, "backend": backend, "device": device, "seed": seed, "progress": True}
 if iterations:
     overrides["iterations"] = iterations
+if checkpoint_every:
+    overrides["checkpoint_every"] = checkpoint_every
 config = train_preset(preset, **overrides)
-print("results:", run_dir, "| threads:", torch.get_num_threads())
+display(result_link(run_dir, results_dir, "results"))
+print("threads:", torch.get_num_threads())
 print(config)
 
 # %% [markdown]
@@ -91,8 +102,7 @@ plt.show()
 
 # %%
 result = train(data, config, results_dir=run_dir)
-print({k: v for k, v in result.metrics.items() if k != "lpips"})
-print("LPIPS:", result.metrics["lpips"])
+metrics_table(result.metrics)
 
 # %%
 fig = training_curves(result.history)
@@ -131,5 +141,6 @@ plt.show()
 # %%
 ply = result.files["ply"]
 back = read_ply(ply)
-print(f"{ply} ({ply.stat().st_size / 1e6:.1f} MB, {len(back)} splats, SH degree {back.sh_degree})")
-print("checkpoint:", result.files["checkpoint"])
+display(result_link(ply, results_dir, "splats"))
+print(f"{ply.stat().st_size / 1e6:.1f} MB, {len(back)} splats, SH degree {back.sh_degree}")
+display(result_link(result.files["checkpoint"], results_dir, "checkpoint"))

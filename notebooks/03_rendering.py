@@ -2,17 +2,23 @@
 # jupyter:
 #   gsworkbench:
 #     smoke_parameters:
-#       num_gaussians: 500
-#       width: 64
-#       height: 48
-#       orbit_views: 4
-#       bench_nums: [500, 2000]
-#       bench_sizes: [64]
-#       bench_torch_max_num: 500
 #       bench_min_run_time: 0.02
+#       bench_nums:
+#       - 500
+#       - 2000
+#       bench_sizes:
+#       - 64
+#       bench_torch_max_num: 500
+#       height: 48
+#       num_gaussians: 500
+#       orbit_views: 4
+#       width: 64
 #   jupytext:
-#     formats: ipynb,py:percent
 #     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
 #     display_name: gsworkbench (.venv)
 #     language: python
@@ -74,10 +80,12 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from gsworkbench import plots
 from gsworkbench.bench import run_cases
 from gsworkbench.bench.suites.render import STAGES, render_cases, summarize_render
+from gsworkbench.notebooks.display import result_link
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 from gsworkbench.splat import orbit_cameras, rasterize
 from gsworkbench.splats import synthetic_splats
@@ -85,7 +93,8 @@ from gsworkbench.splats import synthetic_splats
 run_dir = Path(results_dir) if results_dir else new_run_dir("03_rendering")
 write_metadata(run_dir, params)
 torch.manual_seed(seed)
-print("results:", run_dir, "| threads:", torch.get_num_threads())
+display(result_link(run_dir, results_dir, "results"))
+print("threads:", torch.get_num_threads())
 
 # %% [markdown]
 # ## An orbit of views (one call, all cameras)

@@ -2,14 +2,17 @@
 # jupyter:
 #   gsworkbench:
 #     smoke_parameters:
-#       preset: smoke
 #       iterations: 3
-#       repeats: 2
+#       preset: smoke
 #       rate: 50
+#       repeats: 2
 #       sample_s: 0.5
 #   jupytext:
-#     formats: ipynb,py:percent
 #     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
 #     display_name: gsworkbench (.venv)
 #     language: python
@@ -59,8 +62,9 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import SVG, display
+from IPython.display import display
 
+from gsworkbench.notebooks.display import result_link, svg_view
 from gsworkbench.profiling import diff, diff_summary, plot_stages, profile
 from gsworkbench.profiling.ops import top_ops
 from gsworkbench.profiling.workloads import workload_spec
@@ -68,21 +72,24 @@ from gsworkbench.results import machine_summary, new_run_dir, save_figure, write
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("04_profiling")
 write_metadata(run_dir, params)
-print("results:", run_dir)
+display(result_link(run_dir, results_dir, "results"))
 
 # %% [markdown]
 # ## One profile per backend
 #
-# Each prints its stage table, its top 15 ops and the profilers' overheads, and writes its files to
-# its own folder (`profile_<backend>/`).
+# Each writes its files to its own folder (`profile_<backend>/`, linked below); the cells after this
+# one show the stage tables, the top ops and the profilers' overheads side by side.
 
 # %%
 runs = {}
 for backend in backends:
     spec, wl_params = workload_spec(workload, preset, backend, device, iterations)
     runs[backend] = profile(
-        spec, wl_params, repeats=repeats, rate=rate, sample_s=sample_s, out=run_dir / f"profile_{backend}"
+        spec, wl_params, repeats=repeats, rate=rate, sample_s=sample_s, out=run_dir / f"profile_{backend}",
+        show_summary=False,
     )
+for r in runs.values():
+    display(result_link(r.run_dir, results_dir, r.label))
 
 # %% [markdown]
 # ## Stage breakdowns side by side
@@ -114,14 +121,15 @@ display(pd.concat({r.label: r.overhead.set_index("mode") for r in runs.values()}
 # ## Flamegraphs (py-spy `--native`)
 #
 # Width is the share of samples; Python frames warm, the extension's C++ frames (`csrc/`) aqua, other
-# native frames blue-grey. Hover a box for its samples. `profile.speedscope.json` in each folder opens in
-# speedscope.app for the time-ordered view.
+# native frames blue-grey. Hover a box for its samples; click a box to zoom to it and its callees, click
+# `all` (or a caller) to zoom back out. The link under each graph opens its SVG file.
+# `profile.speedscope.json` in each folder opens in speedscope.app for the time-ordered view.
 
 # %%
 for r in runs.values():
     svg = r.file("flamegraph")
     if svg.is_file():
-        display(SVG(filename=str(svg)))
+        display(svg_view(svg, results_dir))
     else:
         print(f"{r.label}: no flamegraph ({r.metadata['pyspy']})")
 
@@ -137,4 +145,4 @@ first, last = runs[backends[0]], runs[backends[-1]]
 result = diff(first, last, out=run_dir / "diff")
 print(diff_summary(result))
 if result.svg is not None:
-    display(SVG(data=result.svg))
+    display(svg_view(run_dir / "diff" / "diff_flamegraph.svg", results_dir, svg=result.svg))

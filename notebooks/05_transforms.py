@@ -2,13 +2,18 @@
 # jupyter:
 #   gsworkbench:
 #     smoke_parameters:
+#       bench_min_run_time: 0.02
+#       bench_sizes:
+#       - 1000
+#       - 10000
 #       num_splats: 2000
 #       plot_points: 500
-#       bench_sizes: [1000, 10000]
-#       bench_min_run_time: 0.02
 #   jupytext:
-#     formats: ipynb,py:percent
 #     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
 #     display_name: gsworkbench (.venv)
 #     language: python
@@ -58,19 +63,22 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from IPython.display import display
 
 from gsworkbench import gaussians, plots
 from gsworkbench._ext import has_ext
 from gsworkbench.bench import get_suite, run_cases
 from gsworkbench.bench.suites.transforms import sweep_cases
 from gsworkbench.io import read_ply, write_ply
+from gsworkbench.notebooks.display import result_link
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 from gsworkbench.splats import synthetic_splats
 from gsworkbench.transforms import compose, inverse, make_frames, transform
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("05_transforms")
 write_metadata(run_dir, params)
-print("results:", run_dir, "| threads:", torch.get_num_threads(), "| extension built:", has_ext())
+display(result_link(run_dir, results_dir, "results"))
+print("threads:", torch.get_num_threads(), "| extension built:", has_ext())
 
 # %% [markdown]
 # ## Splats: loaded from a PLY or generated, and a PLY round trip

@@ -3,11 +3,17 @@
 #   gsworkbench:
 #     smoke_parameters:
 #       min_run_time: 0.02
-#       sweep_backends: [ext]
-#       sweep_sizes: [100, 1000]
+#       sweep_backends:
+#       - ext
+#       sweep_sizes:
+#       - 100
+#       - 1000
 #   jupytext:
-#     formats: ipynb,py:percent
 #     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
 #   kernelspec:
 #     display_name: gsworkbench (.venv)
 #     language: python
@@ -57,13 +63,15 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import display
 
 from gsworkbench.bench import run_suite, save_run
 from gsworkbench.bench.compare import compare_runs
 from gsworkbench.bench.history import history_table, plot_history
-from gsworkbench.bench.scaling import SPECS, plot_scaling
+from gsworkbench.bench.scaling import SPECS, fit_table, plot_scaling
 from gsworkbench.bench.store import find_bench_runs
 from gsworkbench.bench.sweep import run_sweep, suite_task
+from gsworkbench.notebooks.display import result_link
 from gsworkbench.plots import add_footer
 from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata, write_table
 
@@ -71,7 +79,8 @@ run_dir = Path(results_dir) if results_dir else new_run_dir("06_comparisons")
 write_metadata(run_dir, params)
 threads = torch.get_num_threads()
 footer = machine_summary()
-print("results:", run_dir, "| threads:", threads)
+display(result_link(run_dir, results_dir, "results"))
+print("threads:", threads)
 
 # %% [markdown]
 # ## Baseline against candidate
@@ -122,14 +131,14 @@ sweep = run_sweep(suite_task("field", min_run_time=min_run_time, mode="forward",
                   {"N": sweep_sizes, "backend": sweep_backends}, run_dir / "sweep", workers=1,
                   run_threads=threads, progress=False)  # fmt: skip
 print(f"{len(sweep.table)} rows, {len(sweep.errors)} failed runs")
-sweep.table.filter(["N", "B", "backend", "median_s", "iqr_s", "pairs_per_s", "skipped"])
+sweep.table.filter(["N", "B", "backend", "compile", "median_s", "iqr_s", "pairs_per_s", "skipped"])
 
 # %%
 fig, ax = plt.subplots(figsize=(6.5, 4))
 fits = plot_scaling(ax, sweep.table, SPECS["field"][0])
 save_figure(run_dir / "sweep_scaling.png", fig)  # with the machine and commit footer
 plt.show()
-print(fits.to_string(index=False))
+display(fit_table(fits))
 
 # %% [markdown]
 # ## Scaling in the latest full runs
@@ -145,9 +154,10 @@ for name, specs in SPECS.items():
         print(f"{name}: no full run under results/ (run `gsworkbench bench {name}`)")
         continue
     fig, axes = plt.subplots(1, len(specs), figsize=(7 * len(specs), 4), squeeze=False)
-    for ax, spec in zip(axes[0], specs):
-        print(plot_scaling(ax, full[-1].table, spec).to_string(index=False))
+    fits = [plot_scaling(ax, full[-1].table, spec) for ax, spec in zip(axes[0], specs)]
     add_footer(fig, text=f"{full[-1].path.name} | {footer}")
     fig.tight_layout()
     save_figure(run_dir / f"scaling_{name}.png", fig)
     plt.show()
+    for table in fits:
+        display(fit_table(table))

@@ -40,17 +40,16 @@ def test_validate_parameters():
 
 
 def _notebook_stems():
-    return sorted({p.stem for p in nbs.list_notebooks() + nbs.list_scripts()})
+    return sorted({p.stem for p in nbs.list_scripts()} | {p.stem for p in nbs.NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb")})
 
 
 @pytest.mark.parametrize("stem", _notebook_stems())
 def test_ipynb_is_generated_from_script(stem):
-    """Each notebooks/NN_*.py has its NN_*.ipynb, exactly as `gsworkbench sync-notebooks` writes it."""
+    """Each notebooks/NN_*.py has its generated NN_*.ipynb (`make setup`), with the script's inputs."""
     script, notebook = nbs.NOTEBOOK_DIR / f"{stem}.py", nbs.NOTEBOOK_DIR / f"{stem}.ipynb"
     assert script.exists(), f"{notebook.name} has no source script {script.name}"
-    assert notebook.exists(), f"{notebook.name} is missing: run `gsworkbench sync-notebooks`"
-    expected = nbs.files.script_text_as_ipynb(script)
-    assert notebook.read_text(encoding="utf-8") == expected, (
+    assert notebook.exists(), f"{notebook.name} is missing: run `make setup` or `gsworkbench sync-notebooks`"
+    assert nbs.files.inputs_match(notebook, script), (
         f"{notebook.name} differs from what {script.name} generates: run `gsworkbench sync-notebooks`"
     )
 
@@ -58,14 +57,46 @@ def test_ipynb_is_generated_from_script(stem):
 def test_sync_detects_and_repairs_a_stale_notebook(tmp_path):
     src = nbs.list_scripts()[0]
     (tmp_path / src.name).write_text(src.read_text())
-    expected = f"{tmp_path / src.stem}.ipynb: missing what {src.name} generates"
+    target = tmp_path / f"{src.stem}.ipynb"
+    expected = f"{target}: missing what {src.name} generates"
     assert nbs.sync_notebooks(tmp_path, check=True) == [expected]
-    assert nbs.sync_notebooks(tmp_path) == [str(tmp_path / f"{src.stem}.ipynb")]
-    assert nbs.sync_notebooks(tmp_path, check=True) == []
+    with pytest.raises(nbs.NotebookNotGenerated, match="not generated from their .py sources.*sync-notebooks"):
+        nbs.list_notebooks(tmp_path)
+    with pytest.raises(nbs.NotebookNotGenerated, match="not generated from .* yet"):
+        nbs.load_notebook(target)
+    assert nbs.sync_notebooks(tmp_path) == [str(target)]
+    assert target.read_text() == nbs.files.script_text_as_ipynb(src)
+    assert nbs.sync_notebooks(tmp_path, check=True) == [] and nbs.list_notebooks(tmp_path) == [target]
     (tmp_path / src.name).write_text(src.read_text().replace("results_dir = \"\"", "results_dir = \"x\""))
     assert "differs from" in nbs.sync_notebooks(tmp_path, check=True)[0]
+    with pytest.raises(nbs.NotebookNotGenerated, match="is stale"):
+        nbs.load_notebook(target)
     (tmp_path / src.name).unlink()
     assert "no source script" in nbs.sync_notebooks(tmp_path, check=True)[0]
+
+
+def test_sync_keeps_outputs(tmp_path):
+    """A notebook in step is left alone, outputs and all; a stale one gets the new inputs and keeps the
+    outputs of the cells jupytext matches with the old ones."""
+    src = nbs.list_scripts()[0]
+    script = tmp_path / src.name
+    script.write_text(src.read_text())
+    nbs.sync_notebooks(tmp_path)
+    target = script.with_suffix(".ipynb")
+    nb = nbformat.read(target, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for cell in code:
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="kept\n")]
+    nb.metadata["language_info"] = {"name": "python"}
+    nbformat.write(nb, target)
+    text = target.read_text()
+    assert nbs.sync_notebooks(tmp_path) == [] and target.read_text() == text
+    script.write_text(src.read_text().replace("results_dir = \"\"", "results_dir = \"x\""))
+    assert nbs.sync_notebooks(tmp_path) == [str(target)]
+    assert nbs.files.inputs_match(target, script)
+    updated = [c for c in nbformat.read(target, as_version=4).cells if c.cell_type == "code"]
+    assert updated[0].outputs and updated[0].outputs[0]["text"] == "kept\n"  # the guard cell did not change
+    assert 'results_dir = "x"' in updated[1].source
 
 
 def test_smoke_parameters_round_trip_through_the_script_header():
@@ -73,22 +104,21 @@ def test_smoke_parameters_round_trip_through_the_script_header():
         assert nbs.smoke_parameters(script) == nbs.smoke_parameters(script.with_suffix(".ipynb"))
 
 
-@pytest.mark.parametrize("path", nbs.list_notebooks(), ids=lambda p: p.name)
-def test_every_notebook_follows_the_conventions(path):
-    nb = nbformat.read(path, as_version=4)
+@pytest.mark.parametrize("script", nbs.list_scripts(), ids=lambda p: p.name)
+def test_every_notebook_follows_the_conventions(script):
+    nb = nbs.load_notebook(script)
     assert nb.metadata.kernelspec.name == nbs.KERNEL_NAME
-    defaults = nbs.notebook_defaults(path)
+    defaults = nbs.notebook_defaults(nb)
     assert "results_dir" in defaults and defaults["results_dir"] == ""
-    smoke = nbs.smoke_parameters(path)
+    smoke = nbs.smoke_parameters(nb)
     assert smoke, "notebook needs metadata.gsworkbench.smoke_parameters"
-    rules = nbs.notebook_rules(path)
+    rules = nbs.notebook_rules(nb)
     nbs.validate_parameters(defaults, smoke, rules)
     nbs.validate_parameters(defaults, {}, rules)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     assert "guard = ParameterGuard(" in code[0]
     assert "parameters" in nb.cells[[c.cell_type for c in nb.cells].index("code") + 1].metadata.get("tags", [])
     assert "guard.check(globals())" in code[2]
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "commit notebooks without outputs"
 
 
 @pytest.fixture

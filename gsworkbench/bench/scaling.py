@@ -7,6 +7,9 @@ Gaussian count: twice the Gaussians, twice the work, half the FPS). :func:`plot_
 spec and notes where the fitted exponent departs from the expected one by more than ``tolerance``:
 a steeper growth of time than the work ("super-linear" when the work is linear) or a flatter one
 (fixed overheads still dominate at these sizes, or the hardware is not yet saturated).
+
+Rows that differ in a variant column (``compile``: eager or a torch.compile mode) are separate series
+wherever the table has more than one variant, so compiled and eager timings are never fitted as one.
 """
 
 from __future__ import annotations
@@ -77,23 +80,48 @@ SPECS: dict[str, list[ScalingSpec]] = {
 }
 
 
-def scaling_fits(df: pd.DataFrame, spec: ScalingSpec, tolerance: float = 0.15) -> pd.DataFrame:
-    """One row per series: its fitted exponent, standard error, sizes and a note on the departure."""
+VARIANT_COLUMNS = ("compile",)
+
+
+def series_columns(df: pd.DataFrame, spec: ScalingSpec) -> list[str]:
+    """The columns that tell ``spec``'s series apart in ``df``: the spec's own, plus each variant column
+    (:data:`VARIANT_COLUMNS`) that takes more than one value there."""
+    cols = list(spec.series)
+    cols += [c for c in VARIANT_COLUMNS if c in df.columns and c not in cols and df[c].nunique(dropna=False) > 1]
+    return cols
+
+
+def _selected(df: pd.DataFrame, spec: ScalingSpec) -> pd.DataFrame:
     d = df.copy()
     for k, v in spec.where.items():
         d = d[d[k] == v]
     if spec.x_of is not None:
         d[spec.x] = spec.x_of(d)
+    return d
+
+
+def _groups(d: pd.DataFrame, cols: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(label, rows) per series, the label ``col=value, ...`` ("all" with no series columns)."""
+    if not cols:
+        return [("all", d)]
+    out = []
+    for key, g in d.groupby(cols, dropna=False):
+        values = key if isinstance(key, tuple) else (key,)
+        out.append((", ".join(f"{c}={v}" for c, v in zip(cols, values)), g))
+    return out
+
+
+def scaling_fits(df: pd.DataFrame, spec: ScalingSpec, tolerance: float = 0.15) -> pd.DataFrame:
+    """One row per series: its fitted exponent, standard error, sizes and a note on the departure."""
+    d = _selected(df, spec)
     d = d[d[spec.y].notna() & (d[spec.y] > 0)]
     rows = []
-    groups = d.groupby(spec.series, dropna=False) if spec.series else [((), d)]
-    for key, g in groups:
+    for label, g in _groups(d, series_columns(d, spec)):
         if g[spec.x].nunique() < 2:
             continue
         k, se = fit_exponent(g[spec.x], g[spec.y])
-        label = ", ".join(f"{s}={v}" for s, v in zip(spec.series, key if isinstance(key, tuple) else (key,)))
         note = departure_note(k, spec.expected, tolerance, spec.rate)
-        rows.append({"series": label or "all", "exponent": k, "stderr": se, "expected": spec.expected,
+        rows.append({"series": label, "exponent": k, "stderr": se, "expected": spec.expected,
                      "sizes": int(g[spec.x].nunique()), "note": note})  # fmt: skip
     return pd.DataFrame(rows, columns=["series", "exponent", "stderr", "expected", "sizes", "note"])
 
@@ -112,19 +140,16 @@ def departure_note(exponent: float, expected: float, tolerance: float = 0.15, ra
 
 
 def plot_scaling(ax: Any, df: pd.DataFrame, spec: ScalingSpec, tolerance: float = 0.15) -> pd.DataFrame:
-    """Draws ``spec`` on ``ax`` (log-log, one line per series, exponent in its label); returns the fits."""
-    d = df.copy()
-    for k, v in spec.where.items():
-        d = d[d[k] == v]
-    if spec.x_of is not None:
-        d[spec.x] = spec.x_of(d)
+    """Draws ``spec`` on ``ax`` (log-log, one line per series, exponent in its label; a series measured
+    at one size only is a marker, unfitted); returns the fits."""
+    d = _selected(df, spec)
     fits = scaling_fits(df, spec, tolerance).set_index("series")
-    groups = d.groupby(spec.series, dropna=False) if spec.series else [((), d)]
-    for key, g in groups:
-        label = ", ".join(f"{s}={v}" for s, v in zip(spec.series, key if isinstance(key, tuple) else (key,))) or "all"
-        if label not in fits.index:
-            continue
+    d = d[d[spec.y].notna() & (d[spec.y] > 0)]
+    for label, g in _groups(d, series_columns(d, spec)):
         g = g.sort_values(spec.x)
+        if label not in fits.index:  # one size: a marker, no line and no fit
+            ax.plot(g[spec.x], g[spec.y], "D", label=f"{label}: one size, no fit")
+            continue
         fit = fits.loc[label]
         flag = " (!)" if fit.note else ""
         ax.plot(g[spec.x], g[spec.y], "o-", label=f"{label}: k={fit.exponent:+.2f}{flag}")
@@ -133,6 +158,13 @@ def plot_scaling(ax: Any, df: pd.DataFrame, spec: ScalingSpec, tolerance: float 
     ax.set_xlabel(spec.xlabel)
     ax.set_ylabel(spec.ylabel)
     ax.set_title(f"{spec.title}\nexpected exponent {spec.expected:+g}; (!) departs by > {tolerance:g}", fontsize=9)
-    if len(fits):
+    if ax.lines:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fits.reset_index()
+
+
+def fit_table(fits: pd.DataFrame) -> Any:
+    """The fits of :func:`scaling_fits` styled for a notebook: signed exponents to two decimals, the
+    ``note`` left-aligned on one line (the table scrolls sideways rather than wrap it), no index."""
+    styler = fits.style.format({"exponent": "{:+.2f}", "stderr": "{:.2f}", "expected": "{:+g}"}, na_rep="")
+    return styler.hide(axis="index").set_properties(subset=["note"], **{"text-align": "left", "white-space": "nowrap"})

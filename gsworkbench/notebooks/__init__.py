@@ -1,8 +1,9 @@
 """The parameterised notebooks: their files, parameters and headless runs.
 
-Each notebook is a jupytext percent-format script ``notebooks/NN_name.py`` (the reviewed, linted
-source) with a generated ``notebooks/NN_name.ipynb`` beside it (``gsworkbench sync-notebooks``; a
-test fails when the two disagree). Its cells follow one convention:
+Each notebook is a jupytext percent-format script ``notebooks/NN_name.py`` (the tracked, reviewed,
+linted source) with a ``notebooks/NN_name.ipynb`` beside it that ``make setup`` generates
+(``gsworkbench sync-notebooks``) and git ignores; ``jupytext.toml`` pairs the two for JupyterLab, and
+papermill and nbval run the ``.ipynb``. Its cells follow one convention:
 - the first code cell ``guard = ParameterGuard(name={"ge": 1}, ...)``: the parameters' rules
   (``ge``/``gt``/``le``/``lt`` bounds, ``choices``, ``path`` ("file"/"dir"), ``min_len``, ``help``);
 - a cell tagged ``parameters`` of plain ``name = literal`` assignments (the defaults), always including
@@ -15,6 +16,7 @@ The command line checks parameters against the same rules before a kernel starts
 
 from gsworkbench.notebooks.files import (
     NOTEBOOK_DIR,
+    NotebookNotGenerated,
     list_notebooks,
     list_scripts,
     load_notebook,
@@ -38,6 +40,7 @@ from gsworkbench.notebooks.parameters import (
 from gsworkbench.notebooks.runner import (
     KERNEL_NAME,
     NotebookFailed,
+    NotebookInterrupted,
     check_parameters,
     kernel_name,
     prepare_smoke,
@@ -49,6 +52,8 @@ __all__ = [
     "KERNEL_NAME",
     "NOTEBOOK_DIR",
     "NotebookFailed",
+    "NotebookInterrupted",
+    "NotebookNotGenerated",
     "ParameterError",
     "ParameterGuard",
     "check_parameters",

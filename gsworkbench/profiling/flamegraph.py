@@ -9,6 +9,13 @@ and colours each frame by the change of its share, ``after share - before share`
 (red: a larger share of the time after, blue: smaller, white: unchanged). Shares, not sample counts,
 are compared, so two profiles of different length compare. Line numbers are dropped from the labels
 before comparing (``strip_lines``), so a frame whose code moved by a few lines still matches.
+
+Each box carries its tooltip (``<title>``, shown on hover) and its position (``data-x``, ``data-w``,
+``data-d``: x, width and depth in SVG units; ``data-n``: the full name where the label is cut). A small
+script in the SVG zooms on a click: the clicked frame and its callees fill the width, its callers stay
+as full-width bars below, a click on ``all`` (or a caller) zooms back out. It runs where the SVG is a
+document of its own (a browser tab) or inline in a page (:func:`inline_svg`, what notebook 04 shows);
+an ``<img>`` shows the graph without tooltips or zoom.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import string
 import zlib
 from collections import Counter
 from collections.abc import Mapping
@@ -30,7 +38,9 @@ WIDTH_PX = 1200
 ROW_PX = 16
 FONT_PX = 11
 CHAR_PX = 6.6
+MARGIN_PX = 10
 _LINE = re.compile(r":\d+\)$")
+_ROOT_SIZE = re.compile(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"')
 
 
 def read_folded(path: str | os.PathLike[str]) -> Counter[str]:
@@ -150,7 +160,7 @@ def _svg(root: Node, title: str, subtitle: str, colour: dict[tuple[str, ...], st
          min_px: float = 0.3) -> str:  # fmt: skip
     boxes: list[tuple[float, int, float, str, tuple[str, ...]]] = []  # x, depth, width, name, path
     total = root.count or 1
-    scale = (WIDTH_PX - 20) / total
+    scale = (WIDTH_PX - 2 * MARGIN_PX) / total
 
     def walk(node: Node, x: float, depth: int, path: tuple[str, ...]) -> int:
         boxes.append((x, depth, node.count * scale, node.name, path))
@@ -161,7 +171,7 @@ def _svg(root: Node, title: str, subtitle: str, colour: dict[tuple[str, ...], st
             x += child.count * scale
         return deepest
 
-    depth = walk(root, 10.0, 0, ())
+    depth = walk(root, float(MARGIN_PX), 0, ())
     top = 50
     height = top + (depth + 1) * ROW_PX + 30
     out = [
@@ -175,16 +185,73 @@ def _svg(root: Node, title: str, subtitle: str, colour: dict[tuple[str, ...], st
         y = height - 30 - (d + 1) * ROW_PX
         fill = colour.get(path, "rgb(230,230,230)") if path else "rgb(200,200,200)"
         label = name if path else "all"
-        out.append(f"<g><title>{html.escape(tip.get(path, label))}</title>")
+        text = _fit_label(label, w)
+        full = f' data-n="{html.escape(label)}"' if text != label else ""
+        out.append(f'<g class="fg-f" data-x="{x:.2f}" data-w="{w:.2f}" data-d="{d}"{full}>'
+                   f"<title>{html.escape(tip.get(path, label))}</title>")  # fmt: skip
         out.append(f'<rect x="{x:.2f}" y="{y}" width="{max(w - 0.3, 0.1):.2f}" height="{ROW_PX - 1}" fill="{fill}" '
                    'rx="2"/>')  # fmt: skip
-        chars = int((w - 6) / CHAR_PX)
-        if chars >= 3:
-            text = label if len(label) <= chars else label[: chars - 2] + ".."
-            out.append(f'<text x="{x + 3:.2f}" y="{y + ROW_PX - 4}">{html.escape(text)}</text>')
-        out.append("</g>")
+        out.append(f'<text x="{x + 3:.2f}" y="{y + ROW_PX - 4}">{html.escape(text)}</text></g>')
+    out.append(f"<script><![CDATA[{_ZOOM_JS}]]></script>")
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def _fit_label(label: str, width: float) -> str:
+    """The label cut to what fits a box ``width`` px wide ('' when not even 3 characters fit)."""
+    chars = int((width - 6) / CHAR_PX)
+    if chars < 3:
+        return ""
+    return label if len(label) <= chars else label[: chars - 2] + ".."
+
+
+# Click to zoom (see the module docstring). Finds its own <svg> through document.currentScript, so
+# several graphs on one page zoom independently; the label cut mirrors _fit_label.
+_ZOOM_JS = string.Template("""
+(function () {
+  var svg = document.currentScript && document.currentScript.closest("svg");
+  if (!svg) { return; }
+  var W = $width, M = $margin, CH = $char;
+  var frames = Array.prototype.slice.call(svg.querySelectorAll("g.fg-f"));
+  function fit(label, w) {
+    var n = Math.floor((w - 6) / CH);
+    return n < 3 ? "" : (label.length <= n ? label : label.slice(0, n - 2) + "..");
+  }
+  function place(g, x, w) {
+    var r = g.querySelector("rect"), t = g.querySelector("text");
+    r.setAttribute("x", x.toFixed(2));
+    r.setAttribute("width", Math.max(w - 0.3, 0.1).toFixed(2));
+    t.setAttribute("x", (x + 3).toFixed(2));
+    t.textContent = fit(g.getAttribute("data-n") || g.__label, w);
+  }
+  frames.forEach(function (g) {
+    g.__label = g.querySelector("text").textContent;
+    g.style.cursor = "pointer";
+  });
+  function zoom(target) {
+    var x0 = +target.getAttribute("data-x"), w0 = +target.getAttribute("data-w");
+    var d0 = +target.getAttribute("data-d"), s = (W - 2 * M) / w0, eps = 1e-3;
+    frames.forEach(function (g) {
+      var x = +g.getAttribute("data-x"), w = +g.getAttribute("data-w"), d = +g.getAttribute("data-d");
+      var inside = x >= x0 - eps && x + w <= x0 + w0 + eps;
+      var caller = d < d0 && x <= x0 + eps && x + w >= x0 + w0 - eps;
+      g.style.display = (d >= d0 && inside) || caller ? "" : "none";
+      g.style.opacity = caller && d0 > 0 ? "0.6" : "";
+      if (caller) { place(g, M, W - 2 * M); } else if (inside) { place(g, M + (x - x0) * s, w * s); }
+    });
+  }
+  svg.addEventListener("click", function (e) {
+    var g = e.target.closest && e.target.closest("g.fg-f");
+    if (g) { zoom(g); }
+  });
+})();
+""").substitute(width=WIDTH_PX, margin=MARGIN_PX, char=CHAR_PX)
+
+
+def inline_svg(svg: str) -> str:
+    """The SVG text to place inline in an HTML page (a notebook output): as wide as the page, the height
+    following from the ``viewBox``, the tooltips and the zoom script kept."""
+    return _ROOT_SIZE.sub(r'<svg \1width="100%" style="height: auto; max-width: 100%"', svg, count=1)
 
 
 def flamegraph_svg(counts: Mapping[str, int], title: str = "flamegraph", subtitle: str = "") -> str:

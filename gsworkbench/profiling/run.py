@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gsworkbench.profiling import flamegraph, ops, pyspy, stages
+from gsworkbench.profiling import flamegraph, ops, pyspy, quiet, stages
 from gsworkbench.profiling.workloads import Workload, make_workload
 from gsworkbench.results import (
     atomic_write_text,
@@ -107,12 +107,15 @@ def profile(
     out: str | os.PathLike[str] | None = None,
     top: int = 15,
     log: Callable[[str], None] | None = print,
+    show_summary: bool = True,
 ) -> ProfileRun:
     """Profiles ``workload`` (a spec such as ``"train:micro"``, ``"render"``, ``"field"`` with
     ``params``; a :class:`Workload`; or a callable) and writes everything to ``out`` (default: a new
     ``results/<run-id>/``). ``rate``: py-spy samples per second; py-spy samples a first run, then whole
     runs until ``sample_s`` more seconds have passed (at least one). ``log``: where progress and the
-    summary go (None: silent). Returns the :class:`ProfileRun`."""
+    summary go (None: silent); ``show_summary=False`` leaves the summary tables out (a notebook shows
+    them itself). torch.profiler's own progress lines on stderr are dropped (:mod:`.quiet`). Returns the
+    :class:`ProfileRun`."""
     wl = make_workload(workload, params)
     _check_count("repeats", repeats, 1)
     _check_count("warmup", warmup, 0)
@@ -139,7 +142,8 @@ def profile(
     write_table(run_dir / FILES["repeats"], reps)
 
     say("  one run under torch.profiler")
-    op_tab, wall_torch = ops.profile_ops(fn, wl.device, record_shapes, run_dir / FILES["trace"])
+    with quiet.filtered_stderr():  # kineto's "USDT: ... profiler_start/stop" lines
+        op_tab, wall_torch = ops.profile_ops(fn, wl.device, record_shapes, run_dir / FILES["trace"])
     write_table(run_dir / FILES["ops"], op_tab)
     table = stages.add_profiler_ranges(stages.stage_table(reps, wl.stages), op_tab)
     write_table(run_dir / FILES["stages"], table)
@@ -188,7 +192,10 @@ def profile(
     meta.update(status="done", pyspy=pyspy_status, coverage_min=float(cov.min()), finished=time.time())
     write_metadata(run_dir, wl.params, **meta)
     result = ProfileRun(run_dir, _read_json(run_dir / "metadata.json"), reps, table, op_tab, overhead, folded)
-    say(summary(result, top))
+    if show_summary:
+        say(summary(result, top))
+    else:
+        say(f"  done: {run_dir}")
     return result
 
 

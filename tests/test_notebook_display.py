@@ -1,0 +1,209 @@
+"""What the notebooks show: result links, the metrics table, inline interactive flamegraphs, quiet
+profiler output, the stage-breakdown labels and the scaling series of compiled variants."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+import xml.dom.minidom
+
+import matplotlib
+import pandas as pd
+import pytest
+
+matplotlib.use("Agg")
+
+from gsworkbench.bench.scaling import SPECS, fit_table, plot_scaling, scaling_fits, series_columns  # noqa: E402
+from gsworkbench.notebooks import display  # noqa: E402
+from gsworkbench.profiling import flamegraph, quiet  # noqa: E402
+
+FOLDED = {"main (a.py:1);f (a.py:3)": 6, "main (a.py:1);h (a.py:9);kernel (csrc/cpu/x.cpp:3)": 4}
+
+
+# ---- links -------------------------------------------------------------------------------------
+
+
+def test_result_link_is_relative_to_the_showing_notebook(tmp_path, monkeypatch):
+    run = tmp_path / "results" / "run1"
+    run.mkdir(parents=True)
+    (run / "curves.png").write_bytes(b"png")
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    monkeypatch.chdir(notebooks)  # JupyterLab: the kernel runs in the notebook's folder
+    link = display.result_link(run / "curves.png", "", "plot")
+    assert link.href == "../results/run1/curves.png"
+    assert "<a href='../results/run1/curves.png' target='_blank'>" in link._repr_html_()
+    assert repr(link) == f"plot: {run / 'curves.png'}"  # text: the absolute path
+    papermill = display.result_link(run / "curves.png", str(run))  # executed notebook saved in run
+    assert papermill.href == "curves.png"
+    assert display.result_link(run, "", "results").href == "../results/run1/"  # a folder
+    assert display.result_link(run, str(run)).href == "./"
+
+
+def test_result_link_escapes_html(tmp_path):
+    odd = tmp_path / "a'b<c>.txt"
+    odd.write_text("x")
+    html_text = display.result_link(odd, str(tmp_path))._repr_html_()
+    assert "<c>" not in html_text and "&#x27;" in html_text
+
+
+# ---- metrics -----------------------------------------------------------------------------------
+
+
+def test_metrics_table_formats_known_and_unknown_metrics():
+    metrics = {"train_seconds": 7.306191269999999, "psnr_db": 23.456789, "ssim": 0.812345,
+               "lpips": "not computed", "num_gaussians": 12345, "iterations": 150,
+               "median_step_ms": float("nan"), "extra": 1.23456789}  # fmt: skip
+    table = display.metrics_table(metrics)
+    assert list(table.columns) == ["value", "unit"]
+    assert list(table.index[:3]) == ["PSNR, test views (mean)", "SSIM, test views (mean)", "LPIPS"]
+    assert table.loc["PSNR, test views (mean)", "value"] == "23.46"
+    assert table.loc["PSNR, test views (mean)", "unit"] == "dB"
+    assert table.loc["training time", "value"] == "7.3" and table.loc["training time", "unit"] == "s"
+    assert table.loc["Gaussians at the end", "value"] == "12,345"
+    assert table.loc["median step time", "value"] == "n/a"
+    assert table.loc["LPIPS", "value"] == "not computed"
+    assert table.loc["extra", "value"] == "1.235"  # unknown: its own name, 4 significant digits
+    assert len(table) == len(metrics)
+
+
+# ---- flamegraphs -------------------------------------------------------------------------------
+
+
+def test_flamegraph_boxes_carry_tooltips_positions_and_the_zoom_script():
+    svg = flamegraph.flamegraph_svg(FOLDED, title="t")
+    doc = xml.dom.minidom.parseString(svg)  # well-formed XML, script included
+    frames = [g for g in doc.getElementsByTagName("g") if g.getAttribute("class") == "fg-f"]
+    assert len(frames) == 5  # all, main, f, h, kernel
+    for g in frames:
+        assert g.getElementsByTagName("title") and g.getElementsByTagName("rect")
+        assert {"data-x", "data-w", "data-d"} <= set(g.attributes.keys())
+    root = next(g for g in frames if g.getAttribute("data-d") == "0")
+    assert float(root.getAttribute("data-w")) == pytest.approx(flamegraph.WIDTH_PX - 2 * flamegraph.MARGIN_PX)
+    scripts = doc.getElementsByTagName("script")
+    assert len(scripts) == 1 and "currentScript" in scripts[0].firstChild.data
+    assert "var W = 1200, M = 10, CH = 6.6;" in svg
+
+
+def test_cut_labels_keep_their_full_name():
+    long = "a_very_long_function_name_that_cannot_fit (module.py:1)"
+    svg = flamegraph.flamegraph_svg({f"main (a.py:1);{long}": 1, "main (a.py:1);g (a.py:2)": 400})
+    assert f'data-n="{long}"' in svg
+    assert flamegraph._fit_label(long, 20) == "" and flamegraph._fit_label("abc", 1000) == "abc"
+    assert flamegraph._fit_label(long, 100).endswith("..") and len(flamegraph._fit_label(long, 100)) == 14
+
+
+def test_inline_svg_fits_the_width_and_keeps_the_view_box():
+    svg = flamegraph.flamegraph_svg(FOLDED)
+    inline = flamegraph.inline_svg(svg)
+    head = inline[: inline.index(">")]
+    assert 'width="100%"' in head and "height=" not in head.replace("height: auto", "")
+    assert re.search(r'viewBox="0 0 1200 \d+"', head)
+    assert inline.count("<title>") == svg.count("<title>") and "<script>" in inline
+
+
+def test_svg_view_is_inline_html_with_a_link(tmp_path):
+    path = tmp_path / "flamegraph.svg"
+    path.write_text(flamegraph.flamegraph_svg(FOLDED))
+    view = display.svg_view(path, str(tmp_path))
+    out = view._repr_html_()
+    assert out.lstrip().startswith("<div") and "<svg " in out and "<img" not in out
+    assert "<a href='flamegraph.svg'" in out
+    assert "flamegraph.svg" in repr(view)
+
+
+# ---- profiler noise ----------------------------------------------------------------------------
+
+KINETO = (
+    "USDT:2026-11-24 06:19:19 6908:6908 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+    "STAGE:2024-01-01 10:00:00 123:456 ActivityProfilerController.cpp:312] Completed Stage: Warm Up\n"
+)
+
+
+def test_drop_lines_keeps_everything_else():
+    text = KINETO + "a real warning\n" + "USDT is mentioned here\n"
+    assert quiet.drop_lines(text) == "a real warning\nUSDT is mentioned here\n"
+
+
+def test_filtered_stderr_drops_kineto_lines_written_to_fd_2(capfd):
+    with quiet.filtered_stderr():
+        os.write(2, KINETO.encode())
+        os.write(2, b"kept line\n")
+        print("to stdout")
+    out, err = capfd.readouterr()
+    assert "USDT" not in err and "STAGE" not in err
+    assert "kept line" in err and "to stdout" in out
+
+
+def test_filtered_stderr_restores_fd_2_after_an_error(capfd):
+    with pytest.raises(RuntimeError), quiet.filtered_stderr():
+        os.write(2, b"before the error\n")
+        raise RuntimeError("boom")
+    os.write(2, b"after\n")
+    sys.stderr.flush()
+    err = capfd.readouterr().err
+    assert "before the error" in err and "after" in err
+
+
+# ---- plots and tables --------------------------------------------------------------------------
+
+
+def _render_bench(configs):
+    rows = []
+    for b, n, s in configs:
+        for k, st in enumerate(["project", "sh", "isect", "rasterize", "backward"]):
+            rows.append(dict(backend=b, num=n, width=s, height=s, stage=st, median_s=1e-4 * (k + 1) * n / 500))
+    return pd.DataFrame(rows)
+
+
+def test_stage_breakdown_labels_do_not_overlap():
+    import matplotlib.pyplot as plt
+
+    from gsworkbench import plots
+
+    configs = [("ext", n, s) for n in (2000, 20000, 100000) for s in (128, 256, 512)] + [("torch", 2000, 128)]
+    fig = plots.stage_breakdown(_render_bench(configs), ["ext", "torch"], 3)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        labels = [t for t in ax.get_yticklabels() if t.get_text()]
+        assert all("\n" not in t.get_text() for t in labels)
+        boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.y0)
+        assert all(lo.y1 <= hi.y0 + 0.5 for lo, hi in zip(boxes, boxes[1:])), "tick labels overlap"
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()][0] == "N=2k, 128×128"
+    plt.close(fig)
+
+
+def _field_sweep() -> pd.DataFrame:
+    rows = []
+    for n in (100, 1000, 4096):
+        for mode, slow in (("eager", 1.0), ("aot_eager", 1.5), ("inductor", 0.7)):
+            rows.append(dict(N=n, B=5000, backend="ext", covariance="full", mode="forward", compile=mode,
+                             pairs_per_s=1e9 / slow * n**-0.1))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_compile_variants_are_separate_scaling_series():
+    import matplotlib.pyplot as plt
+
+    df = _field_sweep()
+    spec = SPECS["field"][0]
+    assert series_columns(df, spec)[-1] == "compile"
+    assert series_columns(df[df.compile == "eager"], spec) == spec.series  # one variant: not a series
+    fits = scaling_fits(df, spec)
+    assert len(fits) == 3 and all("compile=" in s for s in fits.series)
+    fig, ax = plt.subplots()
+    plot_scaling(ax, df, spec)
+    assert len(ax.lines) == 3 and all(len(line.get_xdata()) == 3 for line in ax.lines)  # no stacked points
+    plt.close(fig)
+
+
+def test_fit_table_keeps_the_note_on_one_line():
+    note = "cost grows slower than the work (exponent -0.50, expected +0.00): overheads"
+    fits = pd.DataFrame([{"series": "backend=ext", "exponent": -0.5, "stderr": 0.01, "expected": 0.0, "sizes": 3,
+                          "note": note}])  # fmt: skip
+    out = fit_table(fits).to_html()
+    assert "white-space: nowrap" in out and "-0.50" in out and "+0" in out
+    assert not math.isnan(fits.exponent[0])
