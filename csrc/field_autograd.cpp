@@ -2,11 +2,12 @@
 // Registered for every device (the Autograd alias key) and traced by torch.compile like any op.
 // Being C++, it costs a tiny call a few microseconds instead of the tens that a Python autograd layer
 // (torch.library.register_autograd) adds to both the forward and the backward.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <tuple>
+
+#include "gsw/autograd_util.h"
 
 namespace gsw {
 namespace field {
@@ -18,19 +19,15 @@ using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 at::Tensor call_forward(const at::Tensor& points, const at::Tensor& means, const at::Tensor& factors,
                         const at::Tensor& weights) {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("gsworkbench::field_forward", "")
-          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  static const auto op = op_handle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                              const at::Tensor&)>("gsworkbench::field_forward");
   return op.call(points, means, factors, weights);
 }
 
 Grads call_backward(const at::Tensor& grad, const at::Tensor& points, const at::Tensor& means,
                     const at::Tensor& factors, const at::Tensor& weights) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gsworkbench::field_backward", "")
-                             .typed<Grads(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                          const at::Tensor&)>();
+  static const auto op = op_handle<Grads(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                         const at::Tensor&)>("gsworkbench::field_backward");
   return op.call(grad, points, means, factors, weights);
 }
 

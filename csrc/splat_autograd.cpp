@@ -2,7 +2,6 @@
 // the field; tile intersection and rasterization: csrc/splat_rasterize_autograd.cpp): the backwards are the
 // analytic *_backward ops. A Python autograd layer (torch.library.register_autograd) cost each tiny call
 // tens of microseconds in its forward and as much in its backward.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -24,51 +23,41 @@ using Tensors2 = std::tuple<Tensor, Tensor>;
 Tensors5 call_project(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
                       const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
                       double far_plane) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gsworkbench::splat_project", "")
-                             .typed<Tensors5(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                             const Tensor&, int64_t, int64_t, double, double, double)>();
+  static const auto op = op_handle<Tensors5(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                            int64_t, int64_t, double, double, double)>("gsworkbench::splat_project");
   return op.call(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
 }
 
 Tensors4 call_project_backward(const variable_list& s, int64_t width, int64_t height, double eps2d,
                                double near_plane, double far_plane, const Tensor& v_means2d,
                                const Tensor& v_depths, const Tensor& v_conics, const Tensor& v_comps) {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("gsworkbench::splat_project_backward", "")
-          .typed<Tensors4(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                          int64_t, double, double, double, const Tensor&, const Tensor&, const Tensor&,
-                          const Tensor&, const Tensor&)>();
+  static const auto op = op_handle<Tensors4(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                            int64_t, int64_t, double, double, double, const Tensor&, const Tensor&,
+                                            const Tensor&, const Tensor&,
+                                            const Tensor&)>("gsworkbench::splat_project_backward");
   return op.call(s[0], s[1], s[2], s[3], s[4], width, height, eps2d, near_plane, far_plane, s[5], v_means2d,
                  v_depths, v_conics, v_comps);
 }
 
 Tensor call_sh(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gsworkbench::splat_sh_to_color", "")
-                             .typed<Tensor(const Tensor&, const Tensor&, int64_t)>();
+  static const auto op = op_handle<Tensor(const Tensor&, const Tensor&, int64_t)>("gsworkbench::splat_sh_to_color");
   return op.call(coeffs, dirs, degree);
 }
 
 Tensors2 call_sh_backward(const Tensor& v_colors, const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gsworkbench::splat_sh_to_color_backward", "")
-                             .typed<Tensors2(const Tensor&, const Tensor&, const Tensor&, int64_t)>();
+  static const auto op = op_handle<Tensors2(const Tensor&, const Tensor&, const Tensor&,
+                                            int64_t)>("gsworkbench::splat_sh_to_color_backward");
   return op.call(v_colors, coeffs, dirs, degree);
 }
 
 Tensor call_view_dirs(const Tensor& means, const Tensor& viewmats) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gsworkbench::splat_view_dirs", "")
-                             .typed<Tensor(const Tensor&, const Tensor&)>();
+  static const auto op = op_handle<Tensor(const Tensor&, const Tensor&)>("gsworkbench::splat_view_dirs");
   return op.call(means, viewmats);
 }
 
 Tensors2 call_view_dirs_backward(const Tensor& v_dirs, const Tensor& means, const Tensor& viewmats) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gsworkbench::splat_view_dirs_backward", "")
-                             .typed<Tensors2(const Tensor&, const Tensor&, const Tensor&)>();
+  static const auto op = op_handle<Tensors2(const Tensor&, const Tensor&,
+                                            const Tensor&)>("gsworkbench::splat_view_dirs_backward");
   return op.call(v_dirs, means, viewmats);
 }
 

@@ -3,7 +3,6 @@
 // absgrad (the sum of per-pixel |dL/dmeans2d|, set as the Python attribute means2d.absgrad) is not
 // produced here: gsworkbench.splat.ops.rasterize_to_pixels(absgrad=True) runs the op under a Python
 // autograd.Function that does it (eager only).
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -25,21 +24,18 @@ using Tensors4 = std::tuple<Tensor, Tensor, Tensor, Tensor>;
 Tensors4 call_rasterize(const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
                         int64_t width, int64_t height, int64_t tile_size, const Tensor& tile_offsets,
                         const Tensor& flatten_ids, bool absgrad) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gsworkbench::splat_rasterize", "")
-                             .typed<Tensors4(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                                             int64_t, int64_t, const Tensor&, const Tensor&, bool)>();
+  static const auto op = op_handle<Tensors4(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                                            int64_t, int64_t, const Tensor&, const Tensor&,
+                                            bool)>("gsworkbench::splat_rasterize");
   return op.call(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, absgrad);
 }
 
 Tensors5 call_rasterize_backward(const variable_list& s, int64_t width, int64_t height, int64_t tile_size,
                                  const Tensor& v_colors, const Tensor& v_alphas) {
-  static const auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("gsworkbench::splat_rasterize_backward", "")
-          .typed<Tensors5(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, int64_t,
-                          const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                          bool)>();
+  static const auto op = op_handle<Tensors5(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                                            int64_t, int64_t, const Tensor&, const Tensor&, const Tensor&,
+                                            const Tensor&, const Tensor&, const Tensor&,
+                                            bool)>("gsworkbench::splat_rasterize_backward");
   return op.call(s[0], s[1], s[2], s[3], width, height, tile_size, s[4], s[5], s[6], s[7], v_colors, v_alphas,
                  false);
 }
@@ -95,9 +91,8 @@ class Rasterize : public torch::autograd::Function<Rasterize> {
 // require grad (so callers need not detach them).
 Tensors4 isect_tiles_autograd(const Tensor& means2d, const Tensor& radii, const Tensor& depths, int64_t tile_size,
                               int64_t tile_width, int64_t tile_height) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gsworkbench::splat_isect_tiles", "")
-                             .typed<Tensors4(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, int64_t)>();
+  static const auto op = op_handle<Tensors4(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t,
+                                            int64_t)>("gsworkbench::splat_isect_tiles");
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   return op.call(means2d, radii, depths, tile_size, tile_width, tile_height);
 }

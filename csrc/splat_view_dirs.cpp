@@ -5,11 +5,11 @@
 // that the same ops written in Python put in a tiny call's graph. Torch reference:
 // gsworkbench/splat/_torch_impl.py view_dirs.
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <tuple>
 
+#include "gsw/autograd_util.h"
 #include "gsw/splat_op.h"
 
 namespace gsw {
@@ -41,12 +41,8 @@ std::tuple<Tensor, Tensor> view_dirs_backward(const Tensor& v_dirs, const Tensor
 
 // splat_sh_colors_from_cameras below autograd (and its fake kernel): the two ops in turn.
 Tensor sh_colors_from_cameras(const Tensor& coeffs, const Tensor& means, const Tensor& viewmats, int64_t degree) {
-  static const auto dirs_op = c10::Dispatcher::singleton()
-                                  .findSchemaOrThrow("gsworkbench::splat_view_dirs", "")
-                                  .typed<Tensor(const Tensor&, const Tensor&)>();
-  static const auto sh_op = c10::Dispatcher::singleton()
-                                .findSchemaOrThrow("gsworkbench::splat_sh_to_color", "")
-                                .typed<Tensor(const Tensor&, const Tensor&, int64_t)>();
+  static const auto dirs_op = op_handle<Tensor(const Tensor&, const Tensor&)>("gsworkbench::splat_view_dirs");
+  static const auto sh_op = op_handle<Tensor(const Tensor&, const Tensor&, int64_t)>("gsworkbench::splat_sh_to_color");
   return sh_op.call(coeffs, dirs_op.call(means, viewmats), degree);
 }
 

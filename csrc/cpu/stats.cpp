@@ -3,12 +3,13 @@
 // there and handle other devices).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <limits>
 #include <vector>
+
+#include "gsw/autograd_util.h"
 
 namespace gsw {
 namespace {
@@ -71,9 +72,7 @@ namespace {
 // so callers need no no_grad block (a tiny call paid about a microsecond for it) and inputs that require
 // grad get no autograd bookkeeping.
 at::Tensor tensor_stats_autograd(at::TensorList tensors) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gsworkbench::tensor_stats", "")
-                             .typed<at::Tensor(at::TensorList)>();
+  static const auto op = op_handle<at::Tensor(at::TensorList)>("gsworkbench::tensor_stats");
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   return op.call(tensors);
 }

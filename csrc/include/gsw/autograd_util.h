@@ -1,7 +1,9 @@
-// Helpers of the C++ autograd kernels (csrc/*_autograd.cpp).
+// Helpers of the C++ kernels that call ops through the dispatcher (the autograd kernels in
+// csrc/*_autograd.cpp, composite kernels).
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 namespace gsw {
 
@@ -11,6 +13,13 @@ namespace gsw {
 template <typename... Ts>
 inline bool records_grad(const Ts&... inputs) {
   return at::GradMode::is_enabled() && (inputs.requires_grad() || ...);
+}
+
+// The typed handle of a registered op (e.g. "gsworkbench::splat_view_dirs") with signature Sig; the lookup
+// costs a hash-map search, so callers keep it in a function-local static.
+template <typename Sig>
+c10::TypedOperatorHandle<Sig> op_handle(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
 }
 
 }  // namespace gsw
