@@ -39,6 +39,7 @@ guard = ParameterGuard(
     iterations={"ge": 0, "help": "0 = the preset's"},
     seed={"ge": 0},
     checkpoint_every={"ge": 0, "help": "write checkpoint.pt every this many steps; 0 = only at the end"},
+    resume={"path": "dir", "help": "a results folder of an interrupted run to go on from; '' = start afresh"},
 )
 
 # %% tags=["parameters"]
@@ -51,6 +52,7 @@ device = "cpu"
 iterations = 0
 seed = 0
 checkpoint_every = 0
+resume = ""
 results_dir = ""
 
 # %%
@@ -99,9 +101,11 @@ plt.show()
 # ## Training
 #
 # The progress bar shows the loss, the PSNR of the step's training view and the Gaussian count.
+# Ctrl-C (or "interrupt kernel") stops after the current step and keeps the history, a checkpoint and
+# the splats in the results folder; `resume` set to that folder goes on from there.
 
 # %%
-result = train(data, config, results_dir=run_dir)
+result = train(data, config, results_dir=run_dir, resume=resume or None)
 metrics_table(result.metrics)
 
 # %%

@@ -112,11 +112,21 @@ def test_ctrl_c_in_the_cli_is_one_line_exit_130_and_keeps_the_training(tmp_path,
     assert len(said) == 1, err
     assert "interrupted in cell" in said[0] and "training interrupted after step" in said[0]
     assert str(run) in said[0] and "partly executed notebook" in said[0]
+    assert f"to go on: gsworkbench run {REPO / 'notebooks' / '02_training.py'} -p resume {run}" in said[0]
     for noise in ("Traceback", "ZMQError", "KeyboardInterrupt"):
         assert noise not in err, err
     assert "done in" not in err.splitlines()[-2]  # the interrupted cell is not reported as done
     for name in ("history.csv", "checkpoint.pt", "splats.ply", "02_training.ipynb"):
         assert (run / name).is_file(), name
+    # the notebook goes on from that folder
+    step = load_checkpoint(run / "checkpoint.pt")["step"]
+    again = tmp_path / "again"
+    cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(REPO / "notebooks" / "02_training.py"),
+           "-p", "preset", "smoke", "-p", "iterations", str(step + 2), "-p", "backend", BACKEND,
+           "-p", "resume", str(run), "--out", str(again)]  # fmt: skip
+    done = subprocess.run(cmd, env=_env(cache), text=True, capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert len(pd.read_csv(again / "history.csv")) == step + 2
 
 
 def test_periodic_checkpoints_and_stale_temporaries(tmp_path, cache, monkeypatch):

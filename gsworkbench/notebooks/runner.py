@@ -129,6 +129,8 @@ def run_notebook(
             failure = _failure(err, source_nb, path, out)
             if interrupted() or err.ename in ("KeyboardInterrupt", "TrainingInterrupted"):
                 said = (str(err.evalue).strip().splitlines() or [""])[0]
+                if err.ename == "TrainingInterrupted" and "resume" in notebook_rules(source_nb):
+                    said += f"; to go on: gsworkbench run {path} -p resume {run_dir} (and the same -p as before)"
                 raise NotebookInterrupted(path, failure.cell_number, said, out) from None
             raise failure from None
         if interrupted():
