@@ -165,3 +165,17 @@ def test_generated_notebooks_are_not_tracked():
     probe = "notebooks/" + SCRIPTS[0].with_suffix(".ipynb").name
     ignored = subprocess.run([*git, "check-ignore", "-q", "--no-index", probe])
     assert ignored.returncode == 0, f"{probe} is not git-ignored"
+
+
+def test_generated_notebooks_carry_the_kernels_language_info():
+    """JupyterLab writes the kernel's language_info into a notebook when the kernel connects; a notebook
+    without it opens marked modified (seen in JupyterLab 4 in headless Chromium). The generated ones
+    carry it, and the paired script leaves it out."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    from gsworkbench.notebooks.files import list_scripts, notebook_from_script
+
+    for script in list_scripts():
+        nb = notebook_from_script(script)
+        assert nb.metadata["language_info"] == IPythonKernel.language_info, script
+        assert "language_info" not in script.read_text(), script

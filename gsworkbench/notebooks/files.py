@@ -11,6 +11,7 @@ byte for byte as it was, and the ``.ipynb`` may gain outputs without touching a 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,18 @@ def notebook_from_script(path: str | os.PathLike[str]) -> nbformat.NotebookNode:
         nb.metadata.pop("jupytext", None)
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"cell-{i:02d}"
+    nb.metadata["language_info"] = kernel_language_info()
     nbformat.validate(nb)
     return nb
+
+
+def kernel_language_info() -> dict[str, Any]:
+    """The ``language_info`` that this environment's ipykernel reports. JupyterLab writes it into a
+    notebook when its kernel connects; a notebook generated with it opens unmodified (without it, the
+    tab is marked modified at once and closing asks to save). The paired script leaves it out."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    return json.loads(json.dumps(IPythonKernel.language_info))
 
 
 def script_text_as_ipynb(path: str | os.PathLike[str]) -> str:
