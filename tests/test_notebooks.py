@@ -259,3 +259,26 @@ def test_bad_values_are_refused_before_a_kernel_starts(failing_notebook, tmp_pat
     missing = _cli("run", tmp_path / "99_nope.ipynb")
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"gsworkbench: error: notebook not found: {tmp_path / '99_nope.ipynb'}"
+
+
+def test_a_relative_out_is_the_callers_and_the_executed_notebook_is_trusted(tmp_path, monkeypatch):
+    """--out build/x from the caller's folder: the kernel (which runs in the notebook's folder) writes
+    there, not into <notebook folder>/build/x. The executed notebook is signed as trusted, so JupyterLab
+    renders its HTML outputs (inline SVG flamegraphs) rather than sanitising them to text."""
+    from nbformat.sign import NotebookNotary
+
+    nb_dir, caller = tmp_path / "nbs", tmp_path / "caller"
+    nb_dir.mkdir()
+    caller.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('results_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    write = nbformat.v4.new_code_cell("from pathlib import Path\n(Path(results_dir) / 'made.txt').write_text('x')")
+    nb.cells = [params, write]
+    nbformat.write(nb, nb_dir / "97_writes.ipynb")
+    monkeypatch.chdir(caller)
+    executed = nbs.run_notebook(nb_dir / "97_writes.ipynb", {}, "build/x")
+    assert (caller / "build" / "x" / "made.txt").is_file() and not (nb_dir / "build").exists()
+    assert executed == caller / "build" / "x" / "97_writes.ipynb"
+    assert NotebookNotary().check_signature(nbformat.read(executed, as_version=4))

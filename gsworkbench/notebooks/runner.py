@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,25 @@ class NotebookInterrupted(KeyboardInterrupt):
         return str(self.args[0])
 
 
+@contextlib.contextmanager
+def _trusted(executed: Path, sign: bool) -> Iterator[None]:
+    """Once the run ends (finished, failed or interrupted), signs the executed notebook as trusted for
+    this user's Jupyter, as Jupyter does with the outputs of cells run in its own UI. JupyterLab then
+    renders its HTML outputs (the inline, interactive flamegraphs of notebook 04) instead of sanitising
+    an untrusted notebook's SVG down to its text. Without a usable signature store it stays untrusted."""
+    try:
+        yield
+    finally:
+        if sign and executed.is_file():
+            import sqlite3
+
+            import nbformat
+            from nbformat.sign import NotebookNotary
+
+            with contextlib.suppress(OSError, sqlite3.Error, ValueError):
+                NotebookNotary().sign(nbformat.read(executed, as_version=4))
+
+
 def kernel_name() -> str:
     """The project's kernel when registered (``make setup`` does), else ``python3``."""
     from jupyter_client.kernelspec import KernelSpecManager
@@ -102,7 +122,8 @@ def run_notebook(
     path = Path(path)
     params = check_parameters(path, parameters)
     source_nb = load_notebook(path)
-    run_dir = Path(run_dir) if run_dir is not None else new_run_dir(path.stem)
+    # absolute: the kernel runs in the notebook's folder, where a relative --out would point elsewhere
+    run_dir = Path(run_dir).resolve() if run_dir is not None else new_run_dir(path.stem)
     run_dir.mkdir(parents=True, exist_ok=True)
     params["results_dir"] = str(run_dir)
     out = run_dir / (path.stem + ".ipynb")
@@ -111,7 +132,7 @@ def run_notebook(
         extra["progress"] = CellProgress()
     # the first Ctrl-C goes to the kernel (its own session: a terminal's Ctrl-C does not reach it), whose
     # cell stops as Ctrl-C stops it in Jupyter (a training run saves its work); no further cell starts
-    with deferred_interrupt(interrupt_kernels) as interrupted:
+    with deferred_interrupt(interrupt_kernels) as interrupted, _trusted(out, not prepare_only):
         try:
             pm.execute_notebook(
                 source_nb,
