@@ -9,6 +9,7 @@ them (autograd for ``torch``, the analytic backward ops for ``ext``).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from types import ModuleType
@@ -32,6 +33,7 @@ from gsworkbench.validation import (
 BACKENDS = ("torch", "ext")
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
 RASTERIZE_MODES = ("classic", "antialiased")
+BIG_PIXELS = 1 << 20  # camera pixels from which rasterize estimates its memory before allocating
 
 
 def backend_module(backend: str) -> ModuleType:
@@ -232,7 +234,8 @@ def rasterize(
             )
         impl = ops if backend == "ext" else _torch_impl  # backend and extension checked above
         C, N = viewmats.shape[0], means.shape[0]
-        if checking_values():  # refuse a render that cannot fit before allocating any of it
+        # refuse a render that cannot fit before allocating any of it (small images skip the estimate)
+        if checking_values() and (C * width * height >= BIG_PIXELS or "GSW_MEMORY_LIMIT" in os.environ):
             D = 1 if render_mode in ("D", "ED") else colors.shape[-1] + (render_mode in ("RGB+D", "RGB+ED"))
             grad = torch.is_grad_enabled() and any(t.requires_grad for t in (means, quats, scales, opacities, colors))
             check_rasterize_memory(C, width, height, D, means.dtype, means.device, backend, tile_size,
