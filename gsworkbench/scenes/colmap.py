@@ -1,8 +1,10 @@
 """COLMAP sparse models (binary or text), read and written with pycolmap.
 
-The layout: ``<path>/sparse/0`` (or ``<path>/sparse``) holding cameras, images and points3D files,
-and the images in ``<path>/images``. COLMAP's cam_from_world poses use OpenCV axes and its pixel
-coordinates put pixel centres at +0.5, the rasterizer's conventions, so poses and K carry over as they are.
+The layout: ``<path>/sparse/0`` (or ``<path>/sparse``) holding cameras, images and (optionally)
+points3D files, and the images in ``<path>/images``; ``colmap image_undistorter``'s output folder
+(``images/`` and ``sparse/``) is such a folder too. COLMAP's cam_from_world poses use OpenCV axes and
+its pixel coordinates put pixel centres at +0.5, the rasterizer's conventions, so poses and K carry over
+as they are. Distorted camera models are undistorted (:mod:`gsworkbench.scenes.lens` lists them).
 """
 
 from __future__ import annotations
@@ -14,16 +16,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsworkbench.scenes.images import (
-    check_background,
-    check_downsample,
-    check_folder_and_split,
-    load_images,
-    scale_intrinsics,
-)
+from gsworkbench.scenes.colmap_model import model_file, read_model
+from gsworkbench.scenes.images import check_background, check_downsample, check_folder_and_split
 from gsworkbench.scenes.scene import Scene
-
-SUPPORTED_MODELS = ("PINHOLE", "SIMPLE_PINHOLE")
+from gsworkbench.scenes.views import View, assemble, check_missing, drop_missing, use_downsampled_folder
 
 
 def find_sparse_dir(path: Path) -> Path:
@@ -36,10 +32,6 @@ def find_sparse_dir(path: Path) -> Path:
     )
 
 
-def _model_file(sparse: Path, stem: str) -> Path:
-    return sparse / f"{stem}.bin" if (sparse / f"{stem}.bin").is_file() else sparse / f"{stem}.txt"
-
-
 def load_colmap(
     path: str | os.PathLike[str],
     *,
@@ -48,65 +40,57 @@ def load_colmap(
     test_every: int | None = 8,
     test_names: Collection[str] | None = None,
     background: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    missing: str = "skip",
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> Scene:
     """Loads a COLMAP scene folder as a :class:`Scene`.
 
-    Views are the registered images sorted by name. Every ``test_every``-th of them (from the first:
-    the Inria/gsplat convention; None: no test views) is a test view, unless ``test_names`` lists the
-    test images by name. Cameras must be PINHOLE or SIMPLE_PINHOLE (undistorted). Images with alpha are
-    composited over ``background``; ``downsample`` box-averages by an integer factor and scales K.
-    Where the image files' size differs from the model's camera size, K is scaled to the files.
-    The model's points3D with their colours are the initial point cloud (None if it has none).
+    Views are the registered images that have a file, sorted by name; images without a file are
+    skipped with one warning (``missing="error"``: a FileNotFoundError). Every ``test_every``-th of them
+    (from the first: the Inria/gsplat convention; None: no test views) is a test view, unless
+    ``test_names`` lists the test images by name. Distorted cameras are undistorted (cached under
+    ``cache_dir``, default the scene cache); views of different sizes (one camera per image, as after
+    ``colmap image_undistorter``) are cropped to a common size and their principal points moved
+    (:mod:`gsworkbench.scenes.views`). Where an image file's size differs from its camera's, the camera
+    is rescaled to the file. ``downsample=d`` uses ``<images_dir>_d`` where it holds every image, else
+    box-averages by d. Images with alpha are composited over ``background``. The model's points3D
+    with their colours are the initial point cloud (None without a points3D file or points).
     """
-    import pycolmap
-
     folder = Path(path)
     bg = check_background(background)
     d = check_downsample(downsample)
+    how = check_missing(missing)
     check_folder_and_split(folder, "test_every", test_every)
     sparse = find_sparse_dir(folder)
-    try:
-        rec = pycolmap.Reconstruction(str(sparse))
-    except Exception as e:  # pycolmap raises ValueError/RuntimeError with a C++ location prefix
-        raise ValueError(f"cannot read the COLMAP model in {sparse}: {e}") from e
-    for cam_id, cam in rec.cameras.items():
-        if cam.model_name not in SUPPORTED_MODELS:
-            raise ValueError(
-                f"{_model_file(sparse, 'cameras')}: camera {cam_id} uses the {cam.model_name} model; only "
-                f"{' and '.join(SUPPORTED_MODELS)} are supported "
-                "(undistort the images first, e.g. with colmap image_undistorter)"
-            )
-    images = sorted((im for im in rec.images.values() if im.has_pose), key=lambda im: im.name)
-    if not images:
-        raise ValueError(f"{_model_file(sparse, 'images')} has no registered images")
+    rec, _ = read_model(sparse)
+    cameras_file = model_file(sparse, "cameras")
+    registered = sorted((im for im in rec.images.values() if im.has_pose), key=lambda im: im.name)
+    if not registered:
+        raise ValueError(f"{model_file(sparse, 'images')} has no registered images")
     img_root = folder / images_dir
     if not img_root.is_dir():
         raise FileNotFoundError(f"image folder not found: {img_root}")
-    rgb, alphas, (W, H) = load_images([img_root / im.name for im in images], bg, d)
+    if test_names is not None:
+        unknown = set(test_names) - {im.name for im in registered}
+        if unknown:
+            raise ValueError(f"test_names not among the images of {sparse}: {sorted(unknown)[:5]}")
 
-    Ks, viewmats = [], []
-    for im in images:
-        cam = rec.cameras[im.camera_id]
-        K = np.asarray(cam.calibration_matrix(), dtype=np.float64).copy()
-        K[0] *= W / cam.width
-        K[1] *= H / cam.height
-        Ks.append(K)
+    listed = []
+    for im in registered:
         vm = np.eye(4)
         vm[:3, :] = np.asarray(im.cam_from_world().matrix(), dtype=np.float64)
-        viewmats.append(vm)
-    Ks_t = scale_intrinsics(torch.tensor(np.stack(Ks), dtype=torch.float32), d)
-    viewmats_t = torch.tensor(np.stack(viewmats), dtype=torch.float32)
-
-    names = [im.name for im in images]
-    if test_names is not None:
-        missing = set(test_names) - set(names)
-        if missing:
-            raise ValueError(f"test_names not among the images of {sparse}: {sorted(missing)[:5]}")
-        is_test = torch.tensor([n in set(test_names) for n in names])
-    elif test_every is None:
-        is_test = torch.zeros(len(names), dtype=torch.bool)
-    else:
-        is_test = torch.arange(len(names)) % test_every == 0
+        where = f"{cameras_file}: camera {im.camera_id}"
+        listed.append(View(img_root / im.name, f"{images_dir}/{im.name}", rec.cameras[im.camera_id], where, vm))
+    views = drop_missing(listed, how, model_file(sparse, "images"))
+    names = [v.image.relative_to(img_root).as_posix() for v in views]
+    test = set(test_names or ())
+    for i, (v, n) in enumerate(zip(views, names)):
+        v.is_test = (n in test) if test_names is not None else (test_every is not None and i % test_every == 0)
+    views, box = use_downsampled_folder(
+        views, d, lambda v: [folder / f"{images_dir}_{d}" / v.image.relative_to(img_root)], folder
+    )
+    rgb, alphas, Ks = assemble(views, bg, box, cache_dir)
+    viewmats = torch.tensor(np.stack([v.viewmat for v in views]), dtype=torch.float32)
 
     points = colors = None
     if rec.num_points3D():
@@ -114,9 +98,9 @@ def load_colmap(
         points = torch.tensor(np.stack([p.xyz for p in pts]), dtype=torch.float32)
         colors = torch.tensor(np.stack([p.color for p in pts]), dtype=torch.float32) / 255.0
     return Scene.from_views(
-        rgb, viewmats_t, Ks_t, is_test, points=points, point_colors=colors, background=bg, name=folder.name,
-        alphas=alphas, image_names=[f"{images_dir}/{n}" for n in names],
-    )
+        rgb, viewmats, Ks, torch.tensor([v.is_test for v in views]), points=points, point_colors=colors,
+        background=bg, name=folder.name, alphas=alphas, image_names=[v.name for v in views],
+    )  # fmt: skip
 
 
 def write_colmap(
@@ -133,18 +117,40 @@ def write_colmap(
 ) -> Path:
     """Writes a COLMAP model: one PINHOLE camera (K [3,3], pixels), one image per name with its OpenCV
     world-to-camera pose (viewmats [V,4,4]), and points [P,3] with colours [P,3] in [0,1] (no tracks)."""
+    from gsworkbench.scenes.lens import make_camera
+
+    cam = make_camera("PINHOLE", width, height, [K[0, 0], K[1, 1], K[0, 2], K[1, 2]])
+    return write_colmap_model(sparse_dir, names, viewmats, [cam], [0] * len(names), points, colors, binary=binary)
+
+
+def write_colmap_model(
+    sparse_dir: str | os.PathLike[str],
+    names: Sequence[str],
+    viewmats: np.ndarray,
+    cameras: Sequence[object],
+    camera_of_image: Sequence[int],
+    points: np.ndarray,
+    colors: np.ndarray,
+    *,
+    binary: bool = True,
+) -> Path:
+    """Writes a COLMAP model: the ``pycolmap.Camera`` s ``cameras`` (ids 1, 2, ...), one image per name
+    with its OpenCV world-to-camera pose (viewmats [V,4,4]) taken by ``cameras[camera_of_image[i]]``,
+    and points [P,3] with colours [P,3] in [0,1] (no tracks)."""
     import pycolmap
 
     out = Path(sparse_dir)
     out.mkdir(parents=True, exist_ok=True)
     rec = pycolmap.Reconstruction()
-    cam = pycolmap.Camera(
-        model="PINHOLE", width=int(width), height=int(height), params=[K[0, 0], K[1, 1], K[0, 2], K[1, 2]], camera_id=1
-    )
-    rec.add_camera_with_trivial_rig(cam)
-    for i, (name, vm) in enumerate(zip(names, np.asarray(viewmats, dtype=np.float64))):
+    for c, cam in enumerate(cameras):
+        rec.add_camera_with_trivial_rig(
+            pycolmap.Camera(
+                model=cam.model_name, width=cam.width, height=cam.height, params=cam.params, camera_id=c + 1
+            )
+        )
+    for i, (name, vm, c) in enumerate(zip(names, np.asarray(viewmats, dtype=np.float64), camera_of_image)):
         pose = pycolmap.Rigid3d(pycolmap.Rotation3d(vm[:3, :3]), vm[:3, 3].copy())
-        rec.add_image_with_trivial_frame(pycolmap.Image(name=name, camera_id=1, image_id=i + 1), pose)
+        rec.add_image_with_trivial_frame(pycolmap.Image(name=name, camera_id=c + 1, image_id=i + 1), pose)
     rgb = np.clip(np.round(np.asarray(colors) * 255.0), 0, 255).astype(np.uint8)
     for p, c in zip(np.asarray(points, dtype=np.float64), rgb):
         rec.add_point3D(p, pycolmap.Track(), c)

@@ -9,6 +9,8 @@ A generated folder holds
   found by casting rays through random pixels of the train views into the Mitsuba scene;
 - ``scene.json``: the parameters, the split, the generator version and the generation times.
 
+The "capture" scene has a layout of its own, a photo capture's (:mod:`gsworkbench.scenes.capture`).
+
 Folders are cached under ``$GSW_SCENE_CACHE`` (default ``~/.cache/gsworkbench/scenes``), keyed by a hash
 of every parameter and :data:`GENERATOR_VERSION`. A folder is built in a temporary sibling and renamed
 into place, so an interrupted generation leaves no entry.
@@ -135,6 +137,13 @@ def _sample_points(
 
 def _write_scene(folder: Path, p: GeneratorParams) -> dict[str, Any]:
     """Renders and writes every file of a generated scene into ``folder``; returns the manifest."""
+    if p.name == "capture":  # its own layout: gsworkbench/scenes/capture.py
+        from gsworkbench.scenes.capture import write_capture
+
+        manifest = {"params": asdict(p), "generator_version": GENERATOR_VERSION,
+                    "samples_per_pixel": stratified_spp(p.spp), **write_capture(folder, p)}  # fmt: skip
+        write_json(folder / MANIFEST, manifest)
+        return manifest
     spec = SYNTHETIC_SCENES[p.name]
     rng = np.random.default_rng(p.seed)
     t0 = time.perf_counter()
@@ -233,6 +242,9 @@ def generate_scene(
         return final
     root.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(root)
+    from gsworkbench._libz import check_import_order
+
+    check_import_order()  # a RuntimeError now, not an abort at the first PNG write
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{p.folder_name()}.tmp-"))
     try:
         _write_scene(tmp, p)

@@ -37,10 +37,37 @@ def check_background(background: Sequence[float]) -> tuple[float, float, float]:
     return bg  # type: ignore[return-value]
 
 
+def _bomb_message(path: Path, e: Exception) -> str:
+    from PIL import Image
+
+    return (
+        f"image {path} is over Pillow's decompression-bomb limit ({e}); if the file is trusted, raise "
+        f"PIL.Image.MAX_IMAGE_PIXELS (now {Image.MAX_IMAGE_PIXELS}) or load a downsampled copy (images_2, ...)"
+    )
+
+
+def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """(W, H) of an image file from its header (nothing decoded). FileNotFoundError for a missing file,
+    ValueError naming the file for one Pillow cannot identify or one over its decompression-bomb limit."""
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"image file not found: {path}")
+    try:
+        with Image.open(path) as im:
+            return int(im.size[0]), int(im.size[1])
+    except Image.DecompressionBombError as e:
+        raise ValueError(_bomb_message(path, e)) from e
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise ValueError(f"cannot read image {path}: {e}") from e
+
+
 def read_image(path: str | os.PathLike[str]) -> np.ndarray:
     """An image file as float32 [H,W,C] in [0,1], C = 3 (RGB) or 4 (RGBA, straight alpha).
 
-    Raises FileNotFoundError for a missing file and ValueError naming the file for one Pillow cannot read.
+    Raises FileNotFoundError for a missing file and ValueError naming the file for one Pillow cannot read
+    or one over Pillow's decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``, twice it is refused).
     """
     from PIL import Image, UnidentifiedImageError
 
@@ -56,9 +83,24 @@ def read_image(path: str | os.PathLike[str]) -> np.ndarray:
                 arr = np.repeat(arr[..., None], 3, axis=2)
             else:
                 arr = np.asarray(im.convert("RGBA" if has_alpha else "RGB"), dtype=np.float32) / 255.0
+    except Image.DecompressionBombError as e:
+        raise ValueError(_bomb_message(path, e)) from e
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
         raise ValueError(f"cannot read image {path}: {e}") from e
     return np.ascontiguousarray(arr)
+
+
+def find_image(folder: Path, rel: str) -> Path:
+    """``folder / rel``, or that name with the first of the usual extensions that exists (NeRF-synthetic
+    frames name files without one); ``folder / rel`` itself, missing, when none does."""
+    base = folder / rel
+    if base.is_file():
+        return base
+    for ext in IMAGE_EXTENSIONS:
+        cand = base.with_name(base.name + ext)
+        if cand.is_file():
+            return cand
+    return base
 
 
 def resolve_image_path(folder: Path, rel: str) -> Path:

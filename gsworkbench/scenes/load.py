@@ -12,8 +12,9 @@ from gsworkbench.scenes.scene import Scene
 
 
 def detect_layout(path: str | os.PathLike[str]) -> str:
-    """ "blender" for a folder with transforms_train.json or transforms.json, "colmap" for one with a
-    sparse model; FileNotFoundError naming the folder otherwise."""
+    """ "blender" for a folder with transforms_train.json or transforms.json (NeRF-synthetic,
+    instant-ngp, nerfstudio), "colmap" for one with a sparse model; FileNotFoundError naming the folder
+    otherwise."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"scene folder not found: {folder}")

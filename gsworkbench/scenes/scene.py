@@ -26,6 +26,9 @@ class Scene:
     convention, see :func:`camera_extent`). points / point_colors: [P,3] float32 initial cloud (world)
     and its RGB in [0,1], or None. alphas: [V,H,W,1] the source's alpha where it had one.
     image_names: one name per view (the file name relative to the dataset folder), or empty.
+    bounds: [2,3] float32 world-space box (min corner, max corner) that the source states the scene lies
+    in (instant-ngp's ``aabb`` / ``aabb_scale``), or None: a hint for initialisation (for unbounded
+    captures it can be far larger than the content).
     """
 
     images: torch.Tensor
@@ -42,12 +45,14 @@ class Scene:
     name: str
     alphas: torch.Tensor | None = None
     image_names: list[str] = field(default_factory=list)
+    bounds: torch.Tensor | None = None
 
     @classmethod
     def from_views(
         cls, images: torch.Tensor, viewmats: torch.Tensor, Ks: torch.Tensor, is_test: torch.Tensor, *,
         points: torch.Tensor | None, point_colors: torch.Tensor | None, background: Color, name: str,
         alphas: torch.Tensor | None = None, image_names: list[str] | None = None,
+        bounds: torch.Tensor | None = None,
     ) -> Scene:  # fmt: skip
         """A scene from its views (``is_test`` [V] bool marks the test views); the size comes from the
         images and ``scene_scale`` from the cameras (:func:`camera_extent`). What every loader builds."""
@@ -56,6 +61,7 @@ class Scene:
             train_ids=torch.nonzero(~is_test).flatten(), test_ids=torch.nonzero(is_test).flatten(),
             scene_scale=camera_extent(viewmats), points=points, point_colors=point_colors,
             background=background, name=name, alphas=alphas, image_names=list(image_names or []),
+            bounds=bounds,
         )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -81,6 +87,12 @@ class Scene:
             raise ValueError("point_colors must have the shape of points")
         if self.image_names and len(self.image_names) != V:
             raise ValueError(f"image_names has {len(self.image_names)} names for {V} views")
+        if self.bounds is not None:
+            b = self.bounds
+            if b.shape != (2, 3):
+                raise ValueError(f"bounds must be [2,3] (min corner, max corner), got {list(b.shape)}")
+            if b.device.type != "meta" and not (torch.isfinite(b).all() and (b[0] <= b[1]).all()):
+                raise ValueError(f"bounds must be finite with min <= max, got {b.tolist()}")
 
     def __len__(self) -> int:
         """The number of views."""

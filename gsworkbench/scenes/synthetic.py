@@ -217,4 +217,6 @@ class SyntheticScene:
 SYNTHETIC_SCENES = {
     "object": SyntheticScene(object_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64),
     "room": SyntheticScene(room_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
+    # the room as a distorted JPEG photo capture with COLMAP and nerfstudio files (scenes/capture.py)
+    "capture": SyntheticScene(room_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
 }
