@@ -26,6 +26,7 @@ $(DEPS_STAMP): requirements.txt pyproject.toml
 
 $(EXT_STAMP): $(DEPS_STAMP) $(CSRC)
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/python -c "from gsworkbench._libz import install_pth; install_pth()"  # pycolmap-first safe: gsworkbench/_libz.py
 	$(BIN)/python -c "import torch, gsworkbench._C"
 	touch $@
 

@@ -14,7 +14,9 @@ pycolmap: the stdlib ``zlib`` module links it, and ``ctypes`` loads it by name w
 in. :func:`preload_libz` does both; ``import gsworkbench`` runs it, so any script that imports
 gsworkbench (or torch, which imports ``zlib``) before pycolmap is safe. A script that imports pycolmap
 before all of these cannot be repaired afterwards; :func:`libz_bound_to_pycolmap` detects that case
-(the link map shows ``libz.so.1`` loaded after pycolmap's extension) so the loaders can say so.
+(the link map shows ``libz.so.1`` loaded after pycolmap's extension) so the loaders can say so. The
+set-up therefore also installs a start-up hook (:data:`PTH_NAME`, :func:`install_pth`) that loads libz
+when the environment's interpreter starts: there, the import order does not matter at all.
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ def libz_bound_to_pycolmap() -> bool:
 IMPORT_ORDER_HINT = (
     "pycolmap was imported before gsworkbench, torch or zlib, so its bundled zlib took over the system "
     "libz and the next PNG write (Pillow, matplotlib) would abort with 'free(): invalid pointer'. "
-    "Import gsworkbench (or zlib, or torch) before pycolmap; see gsworkbench/_libz.py"
+    "Import gsworkbench (or zlib, or torch) before pycolmap, or install the start-up hook (make setup); "
+    "see gsworkbench/_libz.py"
 )
 
 
@@ -92,3 +95,26 @@ def check_import_order() -> None:
     """RuntimeError with :data:`IMPORT_ORDER_HINT` when :func:`libz_bound_to_pycolmap`."""
     if libz_bound_to_pycolmap():
         raise RuntimeError(IMPORT_ORDER_HINT)
+
+
+# A one-line startup hook for the environment's site-packages: every interpreter of the environment
+# loads the system libz before any user code, so even `import pycolmap` as a script's first line is
+# safe. `make setup` installs it (:func:`install_pth`); .pth lines that start with "import"
+# are executed by the site module at start-up.
+PTH_NAME = "gsworkbench-libz.pth"
+PTH_LINE = (
+    "import sys; exec('try:\\n import zlib, ctypes\\n ctypes.CDLL(\"libz.so.1\")\\nexcept OSError:\\n pass') "
+    "if sys.platform.startswith('linux') else None\n"
+)
+
+
+def install_pth(site_packages: str | None = None) -> str:
+    """Writes :data:`PTH_NAME` into ``site_packages`` (default: this environment's purelib); returns its path."""
+    import os
+    import sysconfig
+
+    folder = site_packages or sysconfig.get_paths()["purelib"]
+    path = os.path.join(folder, PTH_NAME)
+    with open(path, "w") as f:
+        f.write(PTH_LINE)
+    return path

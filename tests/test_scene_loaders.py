@@ -473,9 +473,36 @@ print("bound", libz_bound_to_pycolmap())
     assert "bound False" in r.stdout and out.stat().st_size > 0 and (tmp_path / "b.png").stat().st_size > 0
 
 
+def test_pycolmap_as_the_first_import_in_the_project_environment(tmp_path: Path) -> None:
+    """The issue's case: pycolmap imported first of all, then a PNG write. The set-up's start-up hook
+    (gsworkbench-libz.pth, see gsworkbench/_libz.py) makes the order irrelevant in this environment."""
+    import sysconfig
+
+    from gsworkbench._libz import PTH_LINE, PTH_NAME
+
+    hook = Path(sysconfig.get_paths()["purelib"]) / PTH_NAME
+    assert hook.is_file() and hook.read_text() == PTH_LINE, f"{hook} missing or stale: run `make setup`"
+    out = tmp_path / "first.png"
+    code = f"""
+import pycolmap
+import numpy as np
+from PIL import Image
+Image.fromarray(np.arange(48, dtype=np.uint8).reshape(4, 4, 3)).save({str(out)!r})
+"""
+    r = _run(code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert out.stat().st_size > 0
+
+
 def test_pycolmap_before_gsworkbench_is_detected() -> None:
     """pycolmap imported before anything that loads libz cannot be repaired afterwards: importing
     gsworkbench then warns with the fix instead of leaving a later PNG write to abort."""
-    r = _run("import pycolmap\nimport warnings\nwarnings.simplefilter('always')\nimport gsworkbench\n")
+    import sysconfig
+
+    # without the environment's start-up hooks (-S: no .pth files), as in an environment set up by hand
+    paths = [sysconfig.get_paths()["purelib"], str(Path(__file__).resolve().parent.parent)]
+    code = f"import sys\nsys.path[:0] = {paths!r}\nimport pycolmap\nimport warnings\nwarnings.simplefilter('always')\n"
+    r = subprocess.run([sys.executable, "-S", "-c", code + "import gsworkbench\n"], capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert "RuntimeWarning" in r.stderr and "Import gsworkbench (or zlib, or torch) before pycolmap" in r.stderr
