@@ -32,7 +32,8 @@ from gsworkbench.notebooks import ParameterGuard
 guard = ParameterGuard(
     preset={"choices": ["smoke", "micro", "short", "full7k", "full30k"], "help": "schedule and built-in scene"},
     scene={"choices": ["object", "room"], "help": "built-in scene (when scene_path is empty)"},
-    scene_path={"path": "dir", "help": "a NeRF-synthetic or COLMAP folder; '' = the built-in scene"},
+    scene_path={"path": "dir", "help": "a NeRF-synthetic, nerfstudio or COLMAP folder; '' = the built-in scene"},
+    downsample={"ge": 1, "help": "scene_path images at 1/downsample size (images_N folders, else a box filter)"},
     strategy={"choices": ["default", "mcmc"], "help": "densification: adaptive density control or MCMC"},
     backend={"choices": ["ext", "torch"]},
     device={"choices": ["cpu", "cuda"]},
@@ -46,6 +47,7 @@ guard = ParameterGuard(
 preset = "short"
 scene = "object"
 scene_path = ""
+downsample = 1
 strategy = "default"
 backend = "ext"
 device = "cpu"
@@ -90,7 +92,7 @@ print(config)
 
 # %%
 if scene_path:
-    data = load_scene(scene_path)
+    data = load_scene(scene_path, downsample=downsample)
 else:
     data = builtin_scene(**{**preset_scene(preset), "name": scene})
 fig = dataset_views(data)

@@ -282,3 +282,19 @@ def test_a_relative_out_is_the_callers_and_the_executed_notebook_is_trusted(tmp_
     assert (caller / "build" / "x" / "made.txt").is_file() and not (nb_dir / "build").exists()
     assert executed == caller / "build" / "x" / "97_writes.ipynb"
     assert NotebookNotary().check_signature(nbformat.read(executed, as_version=4))
+
+
+def test_results_dir_as_a_parameter_is_the_run_folder(tmp_path, monkeypatch):
+    """-p results_dir DIR was accepted and silently replaced by a new results/<run-id>/ folder."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('results_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    write = nbformat.v4.new_code_cell("from pathlib import Path\n(Path(results_dir) / 'made.txt').write_text('x')")
+    nb.cells = [params, write]
+    nbformat.write(nb, tmp_path / "96_dir.ipynb")
+    monkeypatch.chdir(tmp_path)
+    executed = nbs.run_notebook(tmp_path / "96_dir.ipynb", {"results_dir": "mine"})
+    assert executed == tmp_path / "mine" / "96_dir.ipynb" and (tmp_path / "mine" / "made.txt").is_file()
+    with pytest.raises(ValueError, match="results_dir mine2 and the run folder .* differ"):
+        nbs.run_notebook(tmp_path / "96_dir.ipynb", {"results_dir": "mine2"}, tmp_path / "other")

@@ -122,6 +122,11 @@ def run_notebook(
     path = Path(path)
     params = check_parameters(path, parameters)
     source_nb = load_notebook(path)
+    asked = (parameters or {}).get("results_dir")  # -p results_dir DIR: the same as --out DIR
+    if asked:
+        if run_dir is not None and Path(asked).resolve() != Path(run_dir).resolve():
+            raise ValueError(f"results_dir {asked} and the run folder {run_dir} (--out) differ: give one of them")
+        run_dir = asked
     # absolute: the kernel runs in the notebook's folder, where a relative --out would point elsewhere
     run_dir = Path(run_dir).resolve() if run_dir is not None else new_run_dir(path.stem)
     run_dir.mkdir(parents=True, exist_ok=True)
