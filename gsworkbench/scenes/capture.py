@@ -172,3 +172,32 @@ def write_capture(folder: Path, p: Any) -> dict[str, Any]:
             "total": time.perf_counter() - t0,
         },
     }
+
+
+def pinhole_twin(scene: Any, seed: int = 0, spp: int = 64, supersample: int = 2) -> Any:
+    """``scene`` (the capture scene as a loader made it: undistorted, cropped) with every image rendered
+    again by Mitsuba at its loaded camera (pose and pinhole intrinsics) over the same sky: the same views
+    with no lens and no JPEG. Training on both and comparing their test PSNR measures what the distortion
+    costs once the loader has undone it. ``seed`` is the generator's (it places the room's furniture),
+    ``spp`` its samples per pixel. The renderer draws centred square-pixel pinholes only, so each view is
+    rendered ``supersample`` x finer on a centred canvas that covers it, then resampled to its camera."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    mi_scene = load_scene_dict(room_scene(rng))
+    sky_lin = np.asarray(SKY) ** 2.2
+    images = []
+    for i in range(len(scene.viewmats)):
+        fx, fy, cx, cy = (float(scene.Ks[i, 0, 0]), float(scene.Ks[i, 1, 1]), float(scene.Ks[i, 0, 2]),
+                          float(scene.Ks[i, 1, 2]))  # fmt: skip
+        cam = make_camera("PINHOLE", scene.width, scene.height, [fx, fy, cx, cy])
+        f, Ws, Hs = source_canvas([cam])
+        f, Ws, Hs = f * supersample, Ws * supersample, Hs * supersample
+        K_src = torch.tensor([[f, 0.0, Ws / 2], [0.0, f, Hs / 2], [0.0, 0.0, 1.0]], dtype=torch.float64)
+        (img,) = render_views(mi_scene, scene.viewmats[i : i + 1].cpu(), K_src, Ws, Hs, spp, seed + 1000 + i)
+        photo = distort(img, f, cam)  # a PINHOLE "lens": only the intrinsics' resampling
+        rgb_lin = photo[..., :3] + (1.0 - np.clip(photo[..., 3:], 0, 1)) * sky_lin
+        images.append(torch.from_numpy(np.clip(linear_to_srgb(rgb_lin), 0, 1).astype(np.float32)))
+    twin = dataclasses.replace(scene, images=torch.stack(images).to(scene.images))
+    twin.name = f"{scene.name} (pinhole twin)"
+    return twin
