@@ -6,7 +6,10 @@ A generated folder holds
   images without extension, as the original dataset does);
 - ``sparse/0/``: a binary COLMAP model (one PINHOLE camera, the posed images, the point cloud);
 - ``points3D.ply``: the same point cloud, a few thousand surface points with their observed colours,
-  found by casting rays through random pixels of the train views into the Mitsuba scene;
+  found by casting rays through random pixels of the train views into the Mitsuba scene. With
+  ``n_points=0`` there is no cloud: no ``points3D.ply`` and no points in the COLMAP model (the
+  NeRF-synthetic layout as the original dataset ships it, for training from random initialisation;
+  the images are the same as with a cloud, since the points are sampled after rendering);
 - ``scene.json``: the parameters, the split, the generator version and the generation times.
 
 The "capture" scene has a layout of its own, a photo capture's (:mod:`gsworkbench.scenes.capture`).
@@ -176,7 +179,8 @@ def _write_scene(folder: Path, p: GeneratorParams) -> dict[str, Any]:
             for i in ids
         ]
         write_json(folder / f"transforms_{split}.json", {"camera_angle_x": fov_x, "frames": frames})
-    write_points_ply(folder / POINTS_FILE, points, colors)
+    if len(points):
+        write_points_ply(folder / POINTS_FILE, points, colors)
     write_colmap(
         folder / "sparse" / "0",
         [n.removeprefix("images/") for n in names],
@@ -292,7 +296,9 @@ def builtin_scene(
     background: tuple[float, float, float] = (1.0, 1.0, 1.0),
 ) -> Scene:
     """A built-in scene ("object" or "room"), generated (or reused from the cache) and loaded through
-    :func:`load_blender` or :func:`load_colmap`, which give the same views in the same order and split."""
+    :func:`load_blender` or :func:`load_colmap`, which give the same views in the same order and split.
+    ``n_points=0``: no point cloud (training starts from random points); ``scene.source`` names the
+    folder and the generator's cache key."""
     if layout not in ("blender", "colmap"):
         raise ValueError(f"layout must be 'blender' or 'colmap', got {layout!r}")
     folder = generate_scene(
@@ -312,4 +318,11 @@ def builtin_scene(
         test = [n.removeprefix("images/") for n in read_manifest(folder)["test_images"]]
         scene = load_colmap(folder, downsample=downsample, test_names=test, background=background)
     scene.name = name
+    # what a training run's fingerprint names: the folder and the generator's cache key
+    scene.source = {
+        "folder": str(folder),
+        "builtin": name,
+        "generator_key": folder.name.rsplit("-", 1)[-1],
+        "generator_version": GENERATOR_VERSION,
+    }
     return scene

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -29,6 +30,9 @@ class Scene:
     bounds: [2,3] float32 world-space box (min corner, max corner) that the source states the scene lies
     in (instant-ngp's ``aabb`` / ``aabb_scale``), or None: a hint for initialisation (for unbounded
     captures it can be far larger than the content).
+    source: where the views came from, for the fingerprint a training run records
+    (:func:`gsworkbench.train.fingerprint.scene_fingerprint`): ``folder`` (the dataset folder the
+    image names are relative to) and, for built-in scenes, ``generator_key``; empty when unknown.
     """
 
     images: torch.Tensor
@@ -46,6 +50,7 @@ class Scene:
     alphas: torch.Tensor | None = None
     image_names: list[str] = field(default_factory=list)
     bounds: torch.Tensor | None = None
+    source: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_views(

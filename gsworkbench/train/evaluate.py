@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,11 +32,12 @@ def ssim_reference(img: torch.Tensor, ref: torch.Tensor) -> float:
 
 def evaluate_views(
     render: Callable[[int], torch.Tensor],
-    images: torch.Tensor,
+    images: torch.Tensor | Mapping[int, torch.Tensor],
     view_ids: Sequence[int],
     lpips_weights: str | None = None,
 ) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
-    """Renders each view with ``render(view) -> [H,W,3]`` and scores it against ``images[view]``.
+    """Renders each view with ``render(view) -> [H,W,3]`` and scores it against ``images[view]``
+    ([V,H,W,3], or the reference [H,W,3] of each view by index).
 
     Returns a table (view, psnr_db, ssim, lpips) and the renders as uint8 arrays by view.
     """

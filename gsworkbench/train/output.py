@@ -10,6 +10,7 @@ import numpy as np
 
 from gsworkbench.io.ply import write_ply
 from gsworkbench.results import atomic_write_bytes, write_json, write_table
+from gsworkbench.train.background import over_background
 
 
 def _png(path: Path, image: np.ndarray) -> Path:
@@ -26,19 +27,25 @@ def comparison_image(truth: np.ndarray, render: np.ndarray) -> np.ndarray:
     return np.concatenate([truth, render, err], axis=1)
 
 
+def run_record(trainer: Any, config: Any) -> dict[str, Any]:
+    """What metrics.json says besides the metrics: the scene's fingerprint (which data the PSNR is of),
+    the init rule used and the config."""
+    return {"scene": trainer.scene_fingerprint, "init": trainer.init_info, "config": config.to_dict()}
+
+
 def save_run(result: Any, trainer: Any, run_dir: Path) -> dict[str, Path]:
-    """Writes history.csv, evaluation.csv, test_<view>.png, splats.ply, checkpoint.pt and metrics.json."""
+    """Writes history.csv, evaluation.csv, test_<view>.png (over the evaluation background), splats.ply,
+    checkpoint.pt and metrics.json (with :func:`run_record`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     files = {
         "history": write_table(run_dir / "history.csv", result.history),
         "evaluation": write_table(run_dir / "evaluation.csv", result.evaluation),
         "ply": write_ply(run_dir / "splats.ply", result.splats),
         "checkpoint": trainer.save_checkpoint(run_dir / "checkpoint.pt"),
-        "metrics": write_json(run_dir / "metrics.json", {**result.metrics, "config": result.config.to_dict()}),
+        "metrics": write_json(run_dir / "metrics.json", {**result.metrics, **run_record(trainer, result.config)}),
     }
-    images = trainer.scene.images
     for v, img in result.renders.items():
-        truth = (images[v].cpu().numpy() * 255 + 0.5).astype(np.uint8)
+        truth = (over_background(trainer.scene, v, trainer.eval_bg).cpu().numpy() * 255 + 0.5).astype(np.uint8)
         files[f"test_{v}"] = _png(run_dir / f"test_{v:03d}.png", comparison_image(truth, img))
     return files
 

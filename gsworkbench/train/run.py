@@ -88,6 +88,8 @@ def train(
         "iterations": trainer.step_index,
         "train_seconds": seconds,
         "median_step_ms": float(hist["t_step"].median() * 1e3) if len(hist) else float("nan"),
+        "init_rule": str(trainer.init_info.get("rule")),
+        "scene_sha256": trainer.scene_fingerprint["sha256"][:16],  # metrics.json has the whole fingerprint
     }
     result = TrainResult(trainer.splats(), hist, evaluation, renders, metrics, trainer.cfg, seconds)
     if run_dir is not None:

@@ -15,6 +15,7 @@ import io
 import os
 import pickle
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -29,10 +30,12 @@ from gsworkbench.compile import compile_step
 from gsworkbench.results import atomic_write_bytes
 from gsworkbench.splat import rasterize
 from gsworkbench.splats import SplatSet
+from gsworkbench.train.background import eval_background, over_background
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.divergence import LEARNING_RATE_OF, DivergenceMonitor
 from gsworkbench.train.evaluate import evaluate_views
-from gsworkbench.train.init import init_splats
+from gsworkbench.train.fingerprint import scene_fingerprint
+from gsworkbench.train.init_region import initial_splats
 from gsworkbench.train.losses import photometric_loss, psnr_from_mse
 from gsworkbench.train.model import NAMES, SplatModel
 from gsworkbench.train.strategy import make_strategy
@@ -44,8 +47,9 @@ CHECKPOINT_FORMAT = "gsworkbench-3dgs-checkpoint-v1"
 class Trainer:
     """Trains splats on ``scene`` (a :class:`gsworkbench.scenes.Scene`) with ``config``.
 
-    ``splats``: the starting splats (default: from the scene's point cloud, see
-    :func:`gsworkbench.train.init.init_splats`). ``ranges``: open ``torch.profiler`` ranges per stage.
+    ``splats``: the starting splats (default: the scene's point cloud or random points by
+    ``config.init_rule``, see :mod:`gsworkbench.train.init_region`; the rule used is ``init_info``).
+    ``ranges``: open ``torch.profiler`` ranges per stage.
     """
 
     clock = staticmethod(time.monotonic)  # seconds, for checkpoint_minutes (tests give a fake one)
@@ -61,18 +65,10 @@ class Trainer:
             raise ValueError(f"scene {scene.name!r} has no training views")
         self.scene = scene.to(self.device)
         self.gen = torch.Generator().manual_seed(config.seed)
-        if splats is None:
-            splats = init_splats(
-                scene.points,
-                scene.point_colors,
-                num=config.init_num,
-                random_num=config.init_random_num,
-                extent=config.init_extent * scene.scene_scale,
-                opacity=config.init_opacity,
-                scale=config.init_scale,
-                sh_degree=config.sh_degree,
-                gen=self.gen,
-            )
+        self.scene_fingerprint = scene_fingerprint(scene)  # what metrics.json and checkpoints name
+        self.init_info: dict[str, Any] = {"rule": "given splats"}
+        if splats is None:  # the scene's cloud, or random points by config.init_rule
+            splats, self.init_info = initial_splats(scene, config, self.gen)
         if splats.sh_degree < config.sh_degree:
             k = gaussians.num_sh_bases(config.sh_degree) - 1
             rest = splats.sh_rest.new_zeros(len(splats), k, 3)
@@ -86,6 +82,7 @@ class Trainer:
         self._queue: list[int] = []
         self._loss = compile_step(photometric_loss, config.compile, dynamic=False)
         self._bg = torch.tensor(scene.background, dtype=torch.float32, device=self.device)
+        self.eval_bg = torch.tensor(eval_background(scene, config.eval_background), device=self.device)
         lrs = {LEARNING_RATE_OF[n]: getattr(config, LEARNING_RATE_OF[n]) for n in NAMES}
         self.monitor = DivergenceMonitor(
             self.scene.camera_centers().float().mean(0), scene.scene_scale, self.model.means, lrs
@@ -252,8 +249,9 @@ class Trainer:
     # ---- evaluation and output ----------------------------------------------------------------------
     def evaluate(self, views: Any = None, lpips_weights: str | None = None) -> tuple[pd.DataFrame, dict]:
         """PSNR and SSIM per held-out view (default: the test views) and the renders (uint8 [H,W,3])."""
-        ids = self.scene.test_ids if views is None else torch.as_tensor(views)
-        return evaluate_views(lambda v: self.render([v])[0][0], self.scene.images, ids.tolist(), lpips_weights)
+        ids = (self.scene.test_ids if views is None else torch.as_tensor(views)).tolist()
+        refs = {v: over_background(self.scene, v, self.eval_bg) for v in ids}  # over config.eval_background
+        return evaluate_views(lambda v: self.render([v], background=self.eval_bg)[0][0], refs, ids, lpips_weights)
 
     def splats(self) -> SplatSet:
         return self.model.splats()
@@ -265,6 +263,8 @@ class Trainer:
             "step": self.step_index,
             "config": self.cfg.to_dict(),
             "scene": str(getattr(self.scene, "name", "")),
+            "scene_fingerprint": self.scene_fingerprint,
+            "init": self.init_info,
             "params": {n: self.model.params[n].detach().cpu() for n in NAMES},
             "optimizer": self.model.optimizer.state_dict(),
             "strategy": {k: v.cpu() for k, v in self.strategy.state.items()},
@@ -292,6 +292,11 @@ class Trainer:
         trainer._queue = list(state["queue"])
         trainer.rows = list(state["history"])
         trainer.step_index = int(state["step"])
+        trainer.init_info = state.get("init", trainer.init_info)
+        was = state.get("scene_fingerprint", {}).get("sha256")
+        if was and was != trainer.scene_fingerprint["sha256"]:
+            warnings.warn(f"{path} was trained on other data (scene fingerprint {was[:12]}, now "
+                          f"{trainer.scene_fingerprint['sha256'][:12]})", stacklevel=2)  # fmt: skip
         return trainer
 
 
