@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from gsworkbench.compile import COMPILE_MODES
+from gsworkbench.train.adam import OPTIMIZERS
 
 STRATEGIES = ("default", "mcmc")
 BACKGROUNDS = ("scene", "random")
@@ -53,6 +54,9 @@ class TrainConfig:
     lr_sh0: float = 2.5e-3
     lr_shN: float = 2.5e-3 / 20
     adam_eps: float = 1e-15
+    # "adam" (dense), "visible_adam" (only the Gaussians seen in the step's view move; their moments too)
+    # or "selective_adam" (gsplat's: visible_adam without bias correction); see gsworkbench.train.adam
+    optimizer: str = "adam"
     ssim_lambda: float = 0.2
     background: str = "scene"  # "scene" (the colour the images were composited over) or "random"
     # the background of the held-out evaluation: "scene", or the dataset protocol's colour ("white" for
@@ -106,6 +110,8 @@ class TrainConfig:
         _check_int("checkpoint_every", self.checkpoint_every, 0)
         if not 0 <= self.sh_degree <= 3 or isinstance(self.sh_degree, bool):
             raise ValueError(f"sh_degree must be an int in 0..3, got {self.sh_degree!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
         if self.background not in BACKGROUNDS:

@@ -2,9 +2,10 @@
 
 :class:`SplatModel` holds the Inria parameterisation (means [N,3], quats [N,4], log_scales [N,3],
 opacity_logits [N], sh_dc [N,3], sh_rest [N,K,3]) as leaf tensors, with one Adam whose parameter groups
-are named after them. Every operation that adds, removes or rewrites rows (:meth:`keep`, :meth:`append`,
-:meth:`assign`, :meth:`zero_state`) updates the parameters and Adam's moments together, so the
-optimiser state always has one row per Gaussian.
+are named after them (dense by default, or one that steps only the rows seen in a step; see
+:mod:`gsworkbench.train.adam`). Every operation that adds, removes or rewrites rows (:meth:`keep`,
+:meth:`append`, :meth:`assign`, :meth:`zero_state`) updates the parameters and Adam's moments
+together, so the optimiser state always has one row per Gaussian.
 """
 
 from __future__ import annotations
@@ -15,20 +16,28 @@ import torch
 
 from gsworkbench import gaussians
 from gsworkbench.splats import SplatSet
+from gsworkbench.train.adam import make_optimizer, optimizer_step
 
 NAMES = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")
 
 
 class SplatModel:
-    """Parameters + their Adam. ``lrs`` maps each name in :data:`NAMES` to its learning rate."""
+    """Parameters + their Adam. ``lrs`` maps each name in :data:`NAMES` to its learning rate;
+    ``optimizer`` is one of :data:`gsworkbench.train.adam.OPTIMIZERS` (dense ``"adam"`` by default)."""
 
-    def __init__(self, splats: SplatSet, lrs: Mapping[str, float], eps: float = 1e-15) -> None:
+    def __init__(
+        self, splats: SplatSet, lrs: Mapping[str, float], eps: float = 1e-15, optimizer: str = "adam"
+    ) -> None:
         self.params: dict[str, torch.Tensor] = {
             n: getattr(splats, n).detach().clone().requires_grad_(True) for n in NAMES
         }
         groups = [{"params": [self.params[n]], "lr": float(lrs[n]), "name": n} for n in NAMES]
-        fused = self.params["means"].device.type in ("cpu", "cuda")
-        self.optimizer = torch.optim.Adam(groups, eps=eps, fused=fused)
+        self.optimizer = make_optimizer(groups, eps, optimizer)
+
+    def step(self, radii: torch.Tensor | None = None) -> None:
+        """One optimiser step; a visible Adam steps only the Gaussians with ``radii`` [C,N] > 0 in some
+        camera (``rasterize``'s ``meta["radii"]``), dense Adam every row."""
+        optimizer_step(self.optimizer, radii)
 
     # ---- views ---------------------------------------------------------------------------------
     def __len__(self) -> int:

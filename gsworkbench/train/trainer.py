@@ -74,7 +74,9 @@ class Trainer:
             rest = splats.sh_rest.new_zeros(len(splats), k, 3)
             rest[:, : splats.sh_rest.shape[1]] = splats.sh_rest
             splats = replace(splats, sh_rest=rest)
-        self.model = SplatModel(splats.to(self.device, torch.float32), self._learning_rates(), config.adam_eps)
+        self.model = SplatModel(
+            splats.to(self.device, torch.float32), self._learning_rates(), config.adam_eps, config.optimizer
+        )
         self.strategy = make_strategy(config, scene.scene_scale)
         self.timer = StageTimer(self.device, ranges=ranges)
         self.step_index = 0
@@ -182,7 +184,7 @@ class Trainer:
         with stage("optimizer"):
             if cfg.check_divergence:
                 self.monitor.check_params(s, self.model.params)
-            self.model.optimizer.step()
+            self.model.step(meta["radii"])  # a visible Adam steps only the Gaussians this view sees
             self.model.optimizer.zero_grad(set_to_none=True)
         with stage("densify"):
             changes = self.strategy.step(self.model, s, meta, self.gen)
