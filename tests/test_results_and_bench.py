@@ -128,6 +128,67 @@ def test_field_suite_full_grid_compares_like_with_like():
     assert {c.params["backend"] for c in cases} == set(BACKENDS)
 
 
+
+@pytest.mark.requires_ext
+def test_train_suite_quick_runs_each_scene_and_marks_the_real_size_cases():
+    """The quick grid trains each scene kind at 2,000 Gaussians (ext, and torch on the surface case)
+    and records the stage times and the first step's memory per stage; the real-size cases are in its
+    table, skipped as full-grid only. No timing is asserted."""
+    from gsworkbench.bench.memory import rss_measurable
+    from gsworkbench.train.timers import STAGES
+
+    df = run_suite("train", quick=True, threads=1, min_run_time=0.01, progress=False)
+    ran = df[df.skipped.isna()] if "skipped" in df else df
+    assert set(ran.scene) == {"surface", "dense", "random-init"} and set(ran.backend) == {"ext", "torch"}
+    assert (ran.median_s > 0).all() and (ran.n_isects > 0).all() and (ran.gaussians == 2_000).all()
+    for s in STAGES:
+        assert f"ms_{s}" in ran and f"peak_rss_mib_{s}" in ran
+    if rss_measurable():
+        assert (ran.first_step_peak_rss_mib > 0).all()
+        stages = ran[[f"peak_rss_mib_{s}" for s in STAGES]]
+        assert (stages.max(axis=1) <= ran.first_step_peak_rss_mib + 1e-9).all()
+        assert (ran.first_step_peak_rss_total_mib > ran.first_step_peak_rss_mib).all()
+    big = df[df.num >= 100_000]
+    assert len(big) == 6 and big.skipped.str.contains("full grid only").all()
+    assert {(k, n) for k, n in zip(big.scene, big.num)} == {
+        ("surface", 300_000), ("surface", 1_000_000), ("dense", 300_000), ("random-init", 100_000)}  # fmt: skip
+    assert set(zip(big.width, big.height)) == {(800, 800)}
+
+
+def test_train_suite_full_grid_runs_the_real_size_cases():
+    """In the full grid the real-size cases run (ext): 300k and 1M on surfaces, the trained-like and
+    the random-init scenes, all at 800x800; only the torch reference is sub-sampled."""
+    cases = get_suite("train").cases(False)
+    names = [c.name for c in cases]
+    assert len(set(names)) == len(names)
+    ext = {(c.params["scene"], c.params["num"], c.params["width"]) for c in cases if c.params["backend"] == "ext"}
+    assert {("surface", 300_000, 800), ("surface", 1_000_000, 800), ("dense", 300_000, 800),
+            ("random-init", 100_000, 800)} <= ext  # fmt: skip
+    assert all(c.skip is None for c in cases if c.params["backend"] == "ext")
+    assert all("torch reference" in c.skip for c in cases if c.skip)
+
+
+def test_scaling_specs_fit_each_scene_separately():
+    """The train suite's scaling specs fit one exponent per scene kind: the surface cases from 10k to
+    1M at 800x800 form one series; a kind measured at one size is not fitted into it."""
+    from gsworkbench.bench.scaling import SPECS, scaling_fits
+
+    rows = [dict(backend="ext", scene="surface", num=n, width=800, height=800, ms_per_step=1e-3 * n)
+            for n in (10_000, 100_000, 300_000, 1_000_000)]  # fmt: skip
+    rows += [dict(backend="ext", scene="dense", num=300_000, width=800, height=800, ms_per_step=900.0)]
+    fits = scaling_fits(pd.DataFrame(rows), SPECS["train"][0])
+    assert len(fits) == 1 and "scene=surface" in fits.series[0]
+    assert fits.exponent[0] == pytest.approx(1.0)
+
+
+def test_adam_suite_quick_runs():
+    """The adam suite steps the splat groups with each implementation (no timing asserted)."""
+    df = run_suite("adam", quick=True, threads=1, min_run_time=0.01, progress=False)
+    assert set(df.backend) == {"fused", "foreach", "single", "visible"}
+    assert (df.median_s > 0).all() and (df[df.backend == "fused"].x_fused == 1.0).all()
+    assert set(df[df.backend == "visible"].visible) == {1.0, 0.5}
+
+
 def test_cli_bench_writes_results(tmp_path):
     import subprocess
     import sys

@@ -15,8 +15,13 @@ def test_render_suite_quick_runs() -> None:
     assert "speedup_vs_torch" in df
     assert set(df.backend) == {"ext", "torch"}
     assert "backward" in set(df.stage)
-    fwd = df[(df.stage == "forward") & (df.backend == "ext")]
+    fwd = df[(df.stage == "forward") & (df.backend == "ext") & df.skipped.isna()]
     assert (fwd.fps > 0).all() and (fwd.n_isects > 0).all()
+    # the real-size scenes: each kind runs small here, and its real-size cases are listed as skipped
+    assert set(fwd.scene) == {"synthetic", "surface", "dense", "random-init"}
+    big = df[df.scene.isin(["surface", "dense", "random-init"]) & (df.num >= 100_000)]
+    assert len(big) == 8 and big.skipped.str.contains("full grid only").all()
+    assert {(w, h) for w, h in zip(big.width, big.height)} == {(800, 800), (1920, 1080)}
 
 
 def test_full_grid_skips_only_the_large_end() -> None:
@@ -44,3 +49,16 @@ def test_full_grid_skips_only_the_large_end() -> None:
                 assert not c.skip, (c.name, c.skip, "skipped, though the larger", ran, "runs")
     ext_names = {n.replace("render/ext/", "") for n in names if n.startswith("render/ext/")}
     assert all(c.name.replace("render/torch/", "") in ext_names for c in torch_cases if not c.skip)
+
+
+def test_full_grid_has_the_real_size_scenes() -> None:
+    """The real-size scenes run (unskipped) in the full grid: ext forward of each kind at 800x800 and
+    1920x1080, surface at 300k and 1M Gaussians."""
+    from gsworkbench.bench import get_suite
+
+    full = [c for c in get_suite("render").cases(False) if c.params["scene"] != "synthetic"]
+    got = {(c.params["scene"], c.params["num"], c.params["width"], c.params["height"]) for c in full}
+    sizes = ((800, 800), (1920, 1080))
+    kinds = (("surface", 300_000), ("surface", 1_000_000), ("dense", 300_000), ("random-init", 100_000))
+    assert got == {(k, n, w, h) for k, n in kinds for w, h in sizes}
+    assert all(c.skip is None and c.params["stage"] == "forward" and c.params["backend"] == "ext" for c in full)

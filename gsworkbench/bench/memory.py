@@ -12,12 +12,13 @@ or no glibc) the result is NaN, never a guess.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
 import gc
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -72,3 +73,68 @@ def peak_rss_increase_mib(fn: Callable[[], Any]) -> float:
     if base is None or peak is None:
         return math.nan
     return max(0, peak - base) / 1024
+
+
+class StagePeaks:
+    """Peak resident memory per stage of one call, for code timed by a stage timer.
+
+    Wraps ``timer`` (anything with ``stage(name)`` returning a context manager, e.g.
+    :class:`gsworkbench.train.timers.StageTimer`; every other attribute is the timer's): each stage
+    still runs inside ``timer.stage(name)``, and around it the kernel's high-water mark is reset at
+    the stage's start and read at its end. :meth:`measure` runs ``fn()`` once with the baseline set as
+    :func:`peak_rss_increase_mib` sets it and returns the call's peak increase (MiB). Then ``peaks``
+    maps each stage to the highest resident set during it, in MiB above that baseline (a stage that
+    runs twice keeps its higher peak; a stage's peak includes what earlier stages still hold, e.g.
+    the forward's autograd state during the backward), and ``peak_total_mib`` is the highest resident
+    set of the whole process during the call (MiB, absolute). Memory taken between two stages counts
+    only after the last stage. Empty and NaN where RSS cannot be measured. Stages must not nest.
+    """
+
+    def __init__(self, timer: Any) -> None:
+        self.timer = timer
+        self.peaks: dict[str, float] = {}
+        self.peak_total_mib = math.nan
+        self._base_kib: int | None = None  # set while measure() runs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["timer"], name)
+
+    def _record(self, stage: str | None) -> None:
+        peak = _status_kib("VmHWM")
+        if peak is None or self._base_kib is None:
+            return
+        self.peak_total_mib = max(0.0 if math.isnan(self.peak_total_mib) else self.peak_total_mib, peak / 1024)
+        if stage is not None:
+            self.peaks[stage] = max(self.peaks.get(stage, 0.0), max(0, peak - self._base_kib) / 1024)
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        measuring = self._base_kib is not None
+        if measuring:
+            self._record(None)  # what ran since the previous stage
+            _reset_high_water_mark()
+        try:
+            with self.timer.stage(name):
+                yield
+        finally:
+            if measuring:
+                self._record(name)
+
+    def measure(self, fn: Callable[[], Any]) -> float:
+        """Runs ``fn()`` once, recording the stage peaks; returns its peak increase (MiB) or NaN."""
+        trim = _malloc_trim()
+        gc.collect()
+        if trim is not None:
+            trim(0)
+        self.peaks, self.peak_total_mib = {}, math.nan
+        base = _status_kib("VmRSS")
+        if trim is None or base is None or not _reset_high_water_mark():
+            fn()
+            return math.nan
+        self._base_kib = base
+        try:
+            fn()
+            self._record(None)  # after the last stage
+        finally:
+            self._base_kib = None
+        return max(0.0, self.peak_total_mib - base / 1024)

@@ -8,8 +8,11 @@ spec and notes where the fitted exponent departs from the expected one by more t
 a steeper growth of time than the work ("super-linear" when the work is linear) or a flatter one
 (fixed overheads still dominate at these sizes, or the hardware is not yet saturated).
 
-Rows that differ in a variant column (``compile``: eager or a torch.compile mode) are separate series
-wherever the table has more than one variant, so compiled and eager timings are never fitted as one.
+Rows that differ in a variant column (``compile``: eager or a torch.compile mode; ``scene``: the splat
+set a case renders or trains, e.g. ``surface``, ``dense``, ``random-init`` in the train and render
+suites) are separate series wherever the table has more than one variant, so compiled and eager
+timings, or different scenes, are never fitted as one. A series measured at one size only is shown
+unfitted.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ SPECS: dict[str, list[ScalingSpec]] = {
 }
 
 
-VARIANT_COLUMNS = ("compile",)
+VARIANT_COLUMNS = ("compile", "scene")
 
 
 def series_columns(df: pd.DataFrame, spec: ScalingSpec) -> list[str]:

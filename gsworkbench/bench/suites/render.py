@@ -6,14 +6,19 @@ reference runs on the small end of the grid (<= 100k Gaussians at <= 256^2, forw
 10k) and is recorded as skipped elsewhere, as is ext forward+backward for 1M Gaussians above 512^2
 (several seconds each on 2 cores). Plus the target case: 2,000 Gaussians at 128^2, SH degree 3,
 forward, forward+backward and train-step (L1 loss + backward), each eager and under torch.compile
-(aot_eager, inductor), interleaved. quick=True: 500 Gaussians at 64x48 (for tests), with the ext
-train-step also under aot_eager. External rasterizers registered with
+(aot_eager, inductor), interleaved. Plus the real-size scenes of the train suite (``scene`` column;
+gsworkbench.bench.scene_splats), ext forward at SH degree 3 at 800x800 and 1920x1080 from one of the
+object scene's train views: ``surface`` 300k and 1M, ``dense`` (a trained-like object) 300k and
+``random-init`` (a NeRF-synthetic start) 100k. quick=True: 500 Gaussians at 64x48 (for tests), with the
+ext train-step also under aot_eager, and the three kinds at 2,000 Gaussians at 64x48; the real-size
+cases are listed as skipped (full grid only). External rasterizers registered with
 ``gsworkbench.bench.lineup.register_implementation("rasterize", name, fn)`` join the forward and
 forward+backward cases (checked against the torch reference first; see that module).
 
 The cases (:func:`render_cases`, also used by the rendering notebook): every case renders one view of
-``synthetic_splats(num, sh_degree, seed=0)`` from an orbit camera at distance 3 (60 degree horizontal
-fov). ``stage`` is one of:
+``synthetic_splats(num, sh_degree, seed=0)`` (``scene`` = ``synthetic``) from an orbit camera at
+distance 3 (60 degree horizontal fov); :func:`scene_cases` renders the real-size scenes. ``stage`` is
+one of:
 
 - ``project``, ``sh``, ``isect``, ``rasterize``: that stage alone (forward, inputs precomputed);
 - ``forward``: the whole ``rasterize`` call without gradients;
@@ -40,6 +45,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from gsworkbench import gaussians
 from gsworkbench.bench.lineup import check_rasterize, implementations
 from gsworkbench.bench.memory import peak_rss_increase_mib
 from gsworkbench.bench.registry import Case, Prepared, register_suite
@@ -53,6 +59,10 @@ WHOLE_CALLS = ("forward", "forward+backward", "train-step")  # stages that can r
 EXTRA_COLUMNS = ("n_isects", "first_call_peak_rss_mib")  # each case's extras
 FULL_NUMS = (10_000, 100_000, 1_000_000)
 FULL_SIZES = ((128, 128), (256, 256), (512, 512), (800, 800))
+# the real-size scenes (issue 21): (kind, Gaussians) at each of SCENE_SIZES, ext forward, SH degree 3
+SCENE_NUMS = (("surface", 300_000), ("surface", 1_000_000), ("dense", 300_000), ("random-init", 100_000))
+SCENE_SIZES = ((800, 800), (1920, 1080))
+QUICK_SKIP = "real-size case: runs in the full grid only (skipped in --quick)"
 
 
 @functools.lru_cache(maxsize=4)
@@ -154,8 +164,8 @@ def render_cases(
                 for backend in backends:
                     for stage in stages:
                         for mode in compile_modes if stage in WHOLE_CALLS else ("eager",):
-                            params = dict(backend=backend, num=num, width=width, height=height, sh_degree=deg,
-                                          stage=stage, compile=mode)  # fmt: skip
+                            params = dict(backend=backend, scene="synthetic", num=num, width=width,
+                                          height=height, sh_degree=deg, stage=stage, compile=mode)  # fmt: skip
                             name = f"render/{backend}/n{num}/{width}x{height}/sh{deg}/{stage}"
                             name += f"/{mode}" if mode != "eager" else ""
                             setup = _make_setup(num, width, height, deg, backend, stage, mode)
@@ -190,11 +200,51 @@ def render_lineup_cases(
             for width, height in sizes:
                 for deg in sh_degrees:
                     for stage in stages:
-                        params = dict(backend=name, num=num, width=width, height=height, sh_degree=deg, stage=stage,
-                                      compile="eager")  # fmt: skip
+                        params = dict(backend=name, scene="synthetic", num=num, width=width, height=height,
+                                      sh_degree=deg, stage=stage, compile="eager")  # fmt: skip
                         case = f"render/{name}/n{num}/{width}x{height}/sh{deg}/{stage}"
                         why = skip_all or skip(params)
                         out.append(Case(case, params, _lineup_setup(fn, num, width, height, deg, stage), why))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _scene_splats(kind: str, num: int, scene_size: tuple[int, int], sh_degree: int) -> SplatSet:
+    from gsworkbench.bench.scene_splats import object_scene, scene_splats
+
+    return scene_splats(kind, object_scene(*scene_size), num, sh_degree)
+
+
+def _scene_setup(kind: str, num: int, width: int, height: int, scene_size: tuple[int, int],
+                 sh_degree: int = 3) -> Callable[[], Prepared]:  # fmt: skip
+    def setup() -> Prepared:
+        from gsworkbench.bench.scene_splats import object_scene, view_camera
+
+        s = _scene_splats(kind, num, scene_size, sh_degree)
+        vm, Ks = view_camera(object_scene(*scene_size), width, height)
+        scales, opac = gaussians.scales_from_log(s.log_scales), gaussians.opacity_from_logit(s.opacity_logits)
+        inputs = (s.means, s.quats, scales, opac, s.sh, vm)
+        rasterizer = functools.partial(rasterize, backend="ext")
+        fn = _whole_call("forward", "eager", inputs, Ks, width, height, sh_degree, rasterizer)
+        with torch.no_grad():
+            n_isects = int(rasterize(*inputs, Ks, width, height, sh_degree=sh_degree)[2]["n_isects"])
+        return Prepared(fn, {"n_isects": n_isects, "first_call_peak_rss_mib": peak_rss_increase_mib(fn)})
+
+    return setup
+
+
+def scene_cases(kinds_nums: Iterable[tuple[str, int]], sizes: Iterable[tuple[int, int]],
+                scene_size: tuple[int, int] = (800, 800), skip: str | None = None) -> list[Case]:  # fmt: skip
+    """ext forward cases (SH degree 3) of the real-size scenes (:mod:`gsworkbench.bench.scene_splats`):
+    each (kind, Gaussians) at each image size, splats built on the object scene at ``scene_size`` and
+    seen from its first train view (the vertical field of view kept at every size)."""
+    out = []
+    for kind, num in kinds_nums:
+        for width, height in sizes:
+            params = dict(backend="ext", scene=kind, num=num, width=width, height=height, sh_degree=3,
+                          stage="forward", compile="eager")  # fmt: skip
+            name = f"render/ext/{kind}/n{num}/{width}x{height}/sh3/forward"
+            out.append(Case(name, params, _scene_setup(kind, num, width, height, scene_size), skip))
     return out
 
 
@@ -204,12 +254,14 @@ def summarize_render(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     if "compile" not in df:
         df["compile"] = "eager"
+    if "scene" not in df:  # runs from before the real-size scenes
+        df["scene"] = "synthetic"
     for col in EXTRA_COLUMNS:  # absent when no case was timed
         if col not in df:
             df[col] = float("nan")
     if "median_s" not in df:
         df["median_s"] = float("nan")
-    key = ["backend", "compile", "num", "width", "height", "sh_degree"]
+    key = ["backend", "compile", "scene", "num", "width", "height", "sh_degree"]
     fwd = df[df.stage == "forward"].set_index(key)["median_s"]
     both = df[df.stage == "forward+backward"].set_index(key)["median_s"]
     bwd = (both - fwd).dropna()
@@ -256,13 +308,15 @@ def cases(quick: bool) -> list[Case]:
             render_cases([500], [(64, 48)], [0, 3], ["ext", "torch"], STAGES)
             + render_cases([500], [(64, 48)], [3], ["ext"], ("train-step",), compile_modes=("eager", "aot_eager"))
             + render_lineup_cases([500], [(64, 48)], [0, 3])
+            + scene_cases([(kind, 2_000) for kind in ("surface", "dense", "random-init")], [(64, 48)], (64, 64))
+            + scene_cases(SCENE_NUMS, SCENE_SIZES, skip=QUICK_SKIP)
         )
     target = render_cases([2_000], [(128, 128)], [3], ["ext", "torch"], WHOLE_CALLS, compile_modes=COMPILE_MODES)
     grid = render_cases(FULL_NUMS, FULL_SIZES, [0, 3], ["ext", "torch"], STAGES, skip=_skip_full)
     lineup = render_lineup_cases([2_000], [(128, 128)], [3]) + render_lineup_cases(
         FULL_NUMS, FULL_SIZES, [0, 3], skip=_skip_full
     )
-    return target + grid + lineup
+    return target + grid + lineup + scene_cases(SCENE_NUMS, SCENE_SIZES)
 
 
 register_suite("render", __doc__.split("\n\n")[0], summarize_render)(cases)

@@ -1,10 +1,18 @@
 """``train``: one 3DGS training step (render, loss, backward, Adam) per call, ext against torch.
 
-Gaussians: 10k and 100k (fixed counts, densification off); images 245x136 (the Rust CPU trainer's
-size), 400x400 and 800x800 of the built-in object scene. The torch reference runs at 10k up to 400x400.
-Each row adds the median milliseconds of every stage (``ms_<stage>``) over the timed steps, and the
-first step's peak working memory (``first_step_peak_rss_mib``, see gsworkbench.bench.memory).
-quick=True: 2,000 Gaussians at 64x64.
+Gaussians at fixed counts (densification off) on the built-in object scene, in three kinds
+(``scene`` column; see gsworkbench.bench.scene_splats): ``surface`` (splats on the surfaces,
+initialised as the trainer would) at 10k and 100k on 245x136 (the Rust CPU trainer's size), 400x400
+and 800x800, and at 300k and 1M on 800x800; ``dense`` (a stand-in for a trained NeRF-synthetic object:
+small, overlapping, mostly opaque splats), 300k at 800x800; ``random-init`` (the start of a
+NeRF-synthetic run: 100k random points in the object's bounds, the trainer's 3-NN scales), 800x800.
+The torch reference runs at 10k up to 400x400. Each row adds the median milliseconds of every stage
+(``ms_<stage>``) over the timed steps, the tile intersections of the first view (``n_isects``), and
+the first step's memory (see gsworkbench.bench.memory): its peak working memory above the RSS with
+scene and splats built (``first_step_peak_rss_mib``), the peak of each stage above that same level
+(``peak_rss_mib_<stage>``), and the process's whole peak RSS during the step
+(``first_step_peak_rss_total_mib``, to hold against a memory budget). quick=True: 2,000 Gaussians of
+each kind at 64x64; the real-size cases are listed as skipped (they run in the full grid only).
 """
 
 from __future__ import annotations
@@ -15,21 +23,37 @@ from typing import Any
 import pandas as pd
 
 from gsworkbench.bench.registry import Case, Prepared, register_suite
+from gsworkbench.bench.scene_splats import object_scene, surface_splats
 
 NUMS = (10_000, 100_000)
 SIZES = ((245, 136), (400, 400), (800, 800))
+# the real-size cases (issue 21): (scene kind, Gaussians, image size); full grid only
+LARGE = (
+    ("surface", 300_000, (800, 800)),
+    ("surface", 1_000_000, (800, 800)),
+    ("dense", 300_000, (800, 800)),
+    ("random-init", 100_000, (800, 800)),
+)
+QUICK_SKIP = "real-size case: runs in the full grid only (skipped in --quick)"
+bench_splats = surface_splats  # the name this suite's splats had before the kinds
 
 
 class TrainStep:
     """A callable running one training step of a trainer; ``extras()`` gives its stage medians over
-    the steps run so far (the runner calls it after the timing)."""
+    the steps run so far (the runner calls it after the timing) and the first step's memory."""
 
     def __init__(self, trainer: Any) -> None:
-        from gsworkbench.bench.memory import peak_rss_increase_mib
+        from gsworkbench.bench.memory import StagePeaks
 
         self.trainer = trainer
-        # the first step's working memory (MiB above the RSS with scene and splats built); NaN off Linux
-        self.peak_rss_mib = peak_rss_increase_mib(trainer.step)
+        with_peaks = StagePeaks(trainer.timer)
+        trainer.timer = with_peaks
+        try:  # the first step's working memory (MiB above the RSS with scene and splats built); NaN off Linux
+            self.peak_rss_mib = with_peaks.measure(trainer.step)
+        finally:
+            trainer.timer = with_peaks.timer
+        self.stage_peaks = with_peaks.peaks
+        self.peak_total_mib = with_peaks.peak_total_mib
 
     def __call__(self) -> None:
         self.trainer.step()
@@ -41,35 +65,28 @@ class TrainStep:
         out = {f"ms_{s}": float(rows[f"t_{s}"].median() * 1e3) for s in STAGES}
         out["gaussians"] = len(self.trainer.model)
         out["first_step_peak_rss_mib"] = self.peak_rss_mib
+        out["first_step_peak_rss_total_mib"] = self.peak_total_mib
+        out.update({f"peak_rss_mib_{s}": self.stage_peaks.get(s, float("nan")) for s in STAGES})
         return out
 
 
-def bench_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> Any:
-    """``num`` splats on the scene's surfaces: its point cloud drawn with replacement, jittered by 1% of
-    the scene scale, initialised as the trainer would (gsworkbench.train.init.init_splats), so that
-    their screen footprints resemble a trained scene's rather than a random cloud's."""
-    import torch
-
-    from gsworkbench.train.init import init_splats
-
-    gen = torch.Generator().manual_seed(seed)
-    idx = torch.randint(len(scene.points), (num,), generator=gen)
-    pts = scene.points[idx] + 0.01 * scene.scene_scale * torch.randn(num, 3, generator=gen)
-    rgb = scene.point_colors[idx] if scene.point_colors is not None else None
-    return init_splats(pts, rgb, num=None, random_num=num, extent=scene.scene_scale, opacity=0.5, scale=1.0,
-                       sh_degree=sh_degree, gen=gen)  # fmt: skip
-
-
-def step_setup(backend: str, num: int, width: int, height: int, seed: int = 0) -> Callable[[], Prepared]:
+def step_setup(
+    backend: str, num: int, width: int, height: int, seed: int = 0, kind: str = "surface"
+) -> Callable[[], Prepared]:
     def setup() -> Prepared:
-        from gsworkbench.scenes import builtin_scene
+        import torch
+
+        from gsworkbench.bench.scene_splats import scene_splats
         from gsworkbench.train import Trainer, preset
 
-        scene = builtin_scene("object", width=width, height=height, n_train=4, n_test=1)
+        scene = object_scene(width, height)
         cfg = preset("micro", backend=backend, refine_start=10**9, max_gaussians=None, progress=False,
                      iterations=10**6, sh_degree_interval=1)  # fmt: skip  # densification off: a fixed count
-        step = TrainStep(Trainer(scene, cfg, bench_splats(scene, num, seed=seed)))
-        return Prepared(step, step.extras)
+        trainer = Trainer(scene, cfg, scene_splats(kind, scene, num, seed=seed))
+        with torch.no_grad():
+            n_isects = int(trainer.render(trainer.scene.train_ids[:1].tolist())[2]["n_isects"])
+        step = TrainStep(trainer)
+        return Prepared(step, lambda: {**step.extras(), "n_isects": n_isects})
 
     return setup
 
@@ -80,21 +97,25 @@ def _skip(backend: str, num: int, size: tuple[int, int]) -> str | None:
     return None
 
 
+def _case(backend: str, kind: str, num: int, size: tuple[int, int], skip: str | None) -> Case:
+    w, h = size
+    name = f"train/{backend}/n{num}/{w}x{h}" if kind == "surface" else f"train/{backend}/{kind}/n{num}/{w}x{h}"
+    params = {"backend": backend, "scene": kind, "num": num, "width": w, "height": h}
+    return Case(name, params, step_setup(backend, num, w, h, kind=kind), skip)
+
+
 def cases(quick: bool) -> list[Case]:
-    nums, sizes = ((2_000,), ((64, 64),)) if quick else (NUMS, SIZES)
     out = []
-    for num in nums:
-        for w, h in sizes:
-            for backend in ("ext", "torch"):
-                params = {"backend": backend, "num": num, "width": w, "height": h}
-                out.append(
-                    Case(
-                        f"train/{backend}/n{num}/{w}x{h}",
-                        params,
-                        step_setup(backend, num, w, h),
-                        _skip(backend, num, (w, h)),
-                    )  # fmt: skip
-                )
+    if quick:
+        out += [_case(b, "surface", 2_000, (64, 64), None) for b in ("ext", "torch")]
+        out += [_case("ext", kind, 2_000, (64, 64), None) for kind in ("dense", "random-init")]
+    else:
+        for num in NUMS:
+            for size in SIZES:
+                out += [_case(b, "surface", num, size, _skip(b, num, size)) for b in ("ext", "torch")]
+    for kind, num, size in LARGE:
+        backends = ("ext", "torch") if kind == "surface" else ("ext",)
+        out += [_case(b, kind, num, size, QUICK_SKIP if quick else _skip(b, num, size)) for b in backends]
     return out
 
 
@@ -103,11 +124,13 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     if "median_s" not in df:
         return df
+    if "scene" not in df:  # runs from before the scene kinds: all surface
+        df["scene"] = "surface"
     df["ms_per_step"] = df["median_s"] * 1e3
     df["steps_per_s"] = 1.0 / df["median_s"]
-    ref = df[df["backend"] == "torch"].set_index(["num", "width", "height"])["median_s"]
+    ref = df[df["backend"] == "torch"].set_index(["scene", "num", "width", "height"])["median_s"]
     df["x_torch"] = [
-        ref.get((r.num, r.width, r.height), float("nan")) / r.median_s if r.backend == "ext" else float("nan")
+        ref.get((r.scene, r.num, r.width, r.height), float("nan")) / r.median_s if r.backend == "ext" else float("nan")
         for r in df.itertuples()
     ]
     return df
