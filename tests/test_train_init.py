@@ -96,6 +96,16 @@ def test_frustum_rule_keeps_what_every_view_sees(bare):
     assert float(pts.norm(dim=1).max()) < 1.3
 
 
+def test_scene_bounds_bound_the_search(bare):
+    """A loader's bounds (instant-ngp's aabb) replace the cube around the cameras as the search box."""
+    box = torch.tensor([[-0.5, -0.4, -0.3], [0.5, 0.4, 0.3]])
+    opaque = dataclasses.replace(bare, alphas=None, bounds=box)
+    pts, info = random_points(opaque, "frustum", 2000, 3.0 * bare.scene_scale, torch.Generator().manual_seed(2))
+    assert info["box_from"] == "scene bounds" and len(pts) == 2000
+    assert bool(((pts >= box[0]) & (pts <= box[1])).all())
+    assert bool((pts.max(0).values - pts.min(0).values > 0.9 * (box[1] - box[0])).all())  # and fill it
+
+
 @pytest.mark.parametrize("rule", ["hull", "cube"])
 def test_short_training_from_random_init_raises_psnr(bare, rule):
     """150 steps from 3,000 random points, fixed seed: the hull start gains several dB on the test
