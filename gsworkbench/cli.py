@@ -164,6 +164,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_quality(args: argparse.Namespace) -> int:
+    from gsworkbench.train.quality import quality_table
+
+    table, folder = quality_table(args.runs, args.out)
+    print(table.to_string(index=False))
+    print(f"table: {folder / 'quality.csv'}")
+    return 0
+
+
 def _cmd_env(args: argparse.Namespace) -> int:
     from gsworkbench.results import environment
 
@@ -254,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
     from gsworkbench.bench.cli_commands import add_compare_parsers
 
     add_compare_parsers(sub)  # compare, history, sweep
+
+    from gsworkbench.train.quality import RUNS
+
+    p = sub.add_parser("quality", help="train named runs on the built-in scenes; a table of test PSNR/SSIM")
+    p.add_argument("runs", nargs="+", choices=list(RUNS), metavar="RUN", help="one or more of: " + ", ".join(RUNS))
+    p.add_argument("--out", type=Path, default=None, help="folder for the table and runs (default: results/<run-id>/)")
+    p.set_defaults(func=_cmd_quality)
 
     p = sub.add_parser("env", help="print the environment metadata recorded with every run")
     p.set_defaults(func=_cmd_env)

@@ -237,6 +237,23 @@ PRESETS: dict[str, dict[str, Any]] = {
         ),
         scene=dict(name="object", width=200, height=200, n_train=40, n_test=8, n_points=0),
     ),  # fmt: skip
+    # The same protocol at lego's size: about 100 views rendered at 800 px, trained at 400 px (the loader's
+    # 2x box downsample, as NeRF-synthetic runs at half resolution use), 50k random points in the hull.
+    "nerf_synthetic_400": dict(
+        config=dict(
+            iterations=5000,
+            init_random_num=50_000,
+            refine_start=500,
+            refine_stop=2500,
+            refine_every=100,
+            reset_every=1000,
+            sh_degree_interval=1000,
+            max_gaussians=150_000,
+            cap_max=150_000,
+            eval_background="white",
+        ),
+        scene=dict(name="object", width=800, height=800, n_train=100, n_test=10, n_points=0, downsample=2),
+    ),  # fmt: skip
     # gsplat's schedules at 7k and 30k steps.
     "full7k": dict(
         config=dict(iterations=7000), scene=dict(name="object", width=400, height=400, n_train=80, n_test=16)

@@ -1,0 +1,100 @@
+"""The quality table: named training runs on the built-in scenes, one row each, for claims such as
+"random init reaches 30 dB" (issue 20's targets). ``gsworkbench quality NAME ...`` runs them.
+
+Each row: the run, the scene's layout, views (train + test), image size, init rule, steps, minutes,
+final Gaussians, test PSNR / SSIM (LPIPS where computed) and the scene's fingerprint. Each run keeps
+its results folder (history, checkpoint, splats, test images) beside the table. Minutes are wall
+time on the machine that ran it: compare them only within one table.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gsworkbench.results import new_run_dir, write_metadata, write_table
+
+
+@dataclass(frozen=True)
+class QualityRun:
+    """A preset (and its built-in scene) with overrides; ``scene`` builds another scene instead."""
+
+    preset: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    scene_overrides: dict[str, Any] = field(default_factory=dict)
+    scene: Callable[[], Any] | None = None
+    layout: str = "NeRF-synthetic"
+
+
+def _capture(twin: bool) -> Callable[[], Any]:
+    """The capture scene (distorted JPEGs, loaded through transforms.json and undistorted), or its
+    pinhole twin: the same cameras rendered without a lens (:func:`gsworkbench.scenes.capture.pinhole_twin`)."""
+
+    def build() -> Any:
+        from gsworkbench.scenes import load_scene
+        from gsworkbench.scenes.capture import pinhole_twin
+        from gsworkbench.scenes.generate import generate_scene, read_manifest
+
+        folder = generate_scene("capture", width=256, height=192, n_train=40, n_test=8)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the capture's listed frames without images: by design
+            scene = load_scene(folder)
+        scene.name = "capture"
+        return pinhole_twin(scene, spp=read_manifest(folder)["samples_per_pixel"]) if twin else scene
+
+    return build
+
+
+CAPTURE = dict(iterations=3000, refine_start=300, refine_stop=2500, reset_every=1000, sh_degree_interval=500)
+RUNS: dict[str, QualityRun] = {
+    "nerf_synthetic": QualityRun("nerf_synthetic"),
+    "nerf_synthetic_cloud": QualityRun("nerf_synthetic", scene_overrides={"n_points": 3000}),
+    "nerf_synthetic_cube": QualityRun("nerf_synthetic", {"init_rule": "cube"}),
+    "nerf_synthetic_400": QualityRun("nerf_synthetic_400"),
+    "capture": QualityRun("short", CAPTURE, scene=_capture(False), layout="nerfstudio OPENCV (distorted JPEG)"),
+    "capture_pinhole": QualityRun("short", CAPTURE, scene=_capture(True), layout="pinhole twin (no lens)"),
+}
+
+
+def run_quality(name: str, out: Path) -> dict[str, Any]:
+    """Trains run ``name`` into ``out/<name>/`` and returns its row."""
+    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.train import preset, preset_scene, train
+
+    if name not in RUNS:
+        raise ValueError(f"unknown quality run {name!r}; runs: {', '.join(RUNS)}")
+    spec = RUNS[name]
+    scene = spec.scene() if spec.scene is not None else builtin_scene(**{**preset_scene(spec.preset),
+                                                                          **spec.scene_overrides})  # fmt: skip
+    cfg = preset(spec.preset, progress=False, **spec.overrides)
+    t0 = time.perf_counter()
+    result = train(scene, cfg, results_dir=out / name)
+    m = result.metrics
+    return {
+        "run": name, "layout": spec.layout, "views": f"{len(scene.train_ids)} + {len(scene.test_ids)}",
+        "size": f"{scene.width}x{scene.height}", "init_rule": m["init_rule"], "steps": m["iterations"],
+        "minutes": round((time.perf_counter() - t0) / 60, 2), "gaussians": m["num_gaussians"],
+        "psnr_db": round(m["psnr_db"], 2), "ssim": round(m["ssim"], 4), "lpips": m["lpips"],
+        "scene_sha256": m["scene_sha256"],
+    }  # fmt: skip
+
+
+def quality_table(names: list[str], out: str | Path | None = None) -> tuple[pd.DataFrame, Path]:
+    """Runs ``names`` in turn into one folder (a new ``results/<run-id>/`` by default); writes
+    ``quality.csv`` after each run, so an interrupted table keeps its finished rows."""
+    unknown = [n for n in names if n not in RUNS]
+    if unknown:
+        raise ValueError(f"unknown quality run(s) {', '.join(unknown)}; runs: {', '.join(RUNS)}")
+    folder = Path(out) if out is not None else new_run_dir("quality")
+    write_metadata(folder, {"runs": names})
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        rows.append(run_quality(name, folder))
+        write_table(folder / "quality.csv", pd.DataFrame(rows))
+    return pd.DataFrame(rows), folder
