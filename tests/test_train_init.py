@@ -181,3 +181,22 @@ def test_nerf_synthetic_preset():
     scene = preset_scene("nerf_synthetic")
     assert scene["n_points"] == 0 and cfg.init_rule == "auto" and cfg.eval_background == "white"
     assert cfg.refine_start < cfg.refine_stop_step <= cfg.iterations
+
+
+def test_a_loaded_folder_is_fingerprinted_by_its_files(tmp_path):
+    """load_scene names its folder, so the fingerprint hashes the images and metadata files, and
+    changing one image's bytes changes it."""
+    import shutil
+
+    from gsworkbench.scenes import builtin_scene, load_scene
+    from gsworkbench.train.fingerprint import scene_fingerprint
+
+    built = builtin_scene("object", width=32, height=32, n_train=4, n_test=2, cache_dir=tmp_path / "c")
+    folder = tmp_path / "copy"
+    shutil.copytree(built.source["folder"], folder)
+    fp = scene_fingerprint(load_scene(folder))
+    assert fp["folder"] == str(folder.resolve()) and fp["files"]["images"]["count"] == 6
+    assert "transforms_train.json" in fp["files"]["metadata"]
+    image = folder / load_scene(folder).image_names[0]
+    image.write_bytes(image.read_bytes() + b"\0")  # same pixels, other bytes
+    assert scene_fingerprint(load_scene(folder))["sha256"] != fp["sha256"]

@@ -108,4 +108,5 @@ def load_blender(
         images, viewmats, Ks, torch.tensor([v.is_test for v in views]), points=points, point_colors=colors,
         background=bg, name=folder.name, alphas=alphas, image_names=[v.name for v in views],
         bounds=None if bounds is None else torch.tensor(bounds, dtype=torch.float32),
+        source={"folder": str(folder.resolve())},
     )  # fmt: skip

@@ -100,6 +100,7 @@ def load_colmap(
     return Scene.from_views(
         rgb, viewmats, Ks, torch.tensor([v.is_test for v in views]), points=points, point_colors=colors,
         background=bg, name=folder.name, alphas=alphas, image_names=[v.name for v in views],
+        source={"folder": str(folder.resolve())},
     )  # fmt: skip
 
 

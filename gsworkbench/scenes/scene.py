@@ -57,16 +57,17 @@ class Scene:
         cls, images: torch.Tensor, viewmats: torch.Tensor, Ks: torch.Tensor, is_test: torch.Tensor, *,
         points: torch.Tensor | None, point_colors: torch.Tensor | None, background: Color, name: str,
         alphas: torch.Tensor | None = None, image_names: list[str] | None = None,
-        bounds: torch.Tensor | None = None,
+        bounds: torch.Tensor | None = None, source: dict[str, Any] | None = None,
     ) -> Scene:  # fmt: skip
         """A scene from its views (``is_test`` [V] bool marks the test views); the size comes from the
-        images and ``scene_scale`` from the cameras (:func:`camera_extent`). What every loader builds."""
+        images and ``scene_scale`` from the cameras (:func:`camera_extent`). What every loader builds;
+        loaders give ``source={"folder": ...}`` so that a training run's fingerprint hashes the files."""
         return cls(
             images=images, viewmats=viewmats, Ks=Ks, width=images.shape[2], height=images.shape[1],
             train_ids=torch.nonzero(~is_test).flatten(), test_ids=torch.nonzero(is_test).flatten(),
             scene_scale=camera_extent(viewmats), points=points, point_colors=point_colors,
             background=background, name=name, alphas=alphas, image_names=list(image_names or []),
-            bounds=bounds,
+            bounds=bounds, source=dict(source or {}),
         )  # fmt: skip
 
     def __post_init__(self) -> None:
