@@ -261,6 +261,17 @@ def test_bad_values_are_refused_before_a_kernel_starts(failing_notebook, tmp_pat
     assert missing.stderr.strip() == f"gsworkbench: error: notebook not found: {tmp_path / '99_nope.ipynb'}"
 
 
+def _writing_notebook(path):
+    """A notebook whose one cell writes ``made.txt`` into its ``results_dir`` parameter."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('results_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    write = nbformat.v4.new_code_cell("from pathlib import Path\n(Path(results_dir) / 'made.txt').write_text('x')")
+    nb.cells = [params, write]
+    nbformat.write(nb, path)
+
+
 def test_a_relative_out_is_the_callers_and_the_executed_notebook_is_trusted(tmp_path, monkeypatch):
     """--out build/x from the caller's folder: the kernel (which runs in the notebook's folder) writes
     there, not into <notebook folder>/build/x. The executed notebook is signed as trusted, so JupyterLab
@@ -270,13 +281,7 @@ def test_a_relative_out_is_the_callers_and_the_executed_notebook_is_trusted(tmp_
     nb_dir, caller = tmp_path / "nbs", tmp_path / "caller"
     nb_dir.mkdir()
     caller.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    params = nbformat.v4.new_code_cell('results_dir = ""')
-    params.metadata["tags"] = ["parameters"]
-    write = nbformat.v4.new_code_cell("from pathlib import Path\n(Path(results_dir) / 'made.txt').write_text('x')")
-    nb.cells = [params, write]
-    nbformat.write(nb, nb_dir / "97_writes.ipynb")
+    _writing_notebook(nb_dir / "97_writes.ipynb")
     monkeypatch.chdir(caller)
     executed = nbs.run_notebook(nb_dir / "97_writes.ipynb", {}, "build/x")
     assert (caller / "build" / "x" / "made.txt").is_file() and not (nb_dir / "build").exists()
@@ -286,13 +291,7 @@ def test_a_relative_out_is_the_callers_and_the_executed_notebook_is_trusted(tmp_
 
 def test_results_dir_as_a_parameter_is_the_run_folder(tmp_path, monkeypatch):
     """-p results_dir DIR was accepted and silently replaced by a new results/<run-id>/ folder."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    params = nbformat.v4.new_code_cell('results_dir = ""')
-    params.metadata["tags"] = ["parameters"]
-    write = nbformat.v4.new_code_cell("from pathlib import Path\n(Path(results_dir) / 'made.txt').write_text('x')")
-    nb.cells = [params, write]
-    nbformat.write(nb, tmp_path / "96_dir.ipynb")
+    _writing_notebook(tmp_path / "96_dir.ipynb")
     monkeypatch.chdir(tmp_path)
     executed = nbs.run_notebook(tmp_path / "96_dir.ipynb", {"results_dir": "mine"})
     assert executed == tmp_path / "mine" / "96_dir.ipynb" and (tmp_path / "mine" / "made.txt").is_file()

@@ -100,7 +100,7 @@ def write_capture(folder: Path, p: Any) -> dict[str, Any]:
     manifest (``scene.json``'s content, without the generator's own keys)."""
     import pycolmap
 
-    from gsworkbench.scenes.generate import _sample_points
+    from gsworkbench.scenes.generate import _sample_points, stage_seconds
 
     rng = np.random.default_rng(p.seed)
     t0 = time.perf_counter()
@@ -165,12 +165,7 @@ def write_capture(folder: Path, p: Any) -> dict[str, Any]:
         "test_images": [f"images/{names[i]}" for i in sorted(test_pos)],
         "missing_images": [f"images/{names[i]}" for i in sorted(missing)],
         "num_points": len(points),
-        "seconds": {
-            "scene_load": t_load - t0,
-            "render": t_render - t_load,
-            "points": t_points - t_render,
-            "total": time.perf_counter() - t0,
-        },
+        "seconds": stage_seconds(t0, t_load, t_render, t_points),
     }
 
 

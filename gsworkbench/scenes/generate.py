@@ -202,15 +202,16 @@ def _write_scene(folder: Path, p: GeneratorParams) -> dict[str, Any]:
         "train_images": names[: p.n_train],
         "test_images": names[p.n_train :],
         "num_points": len(points),
-        "seconds": {
-            "scene_load": t_load - t0,
-            "render": t_render - t_load,
-            "points": t_points - t_render,
-            "total": time.perf_counter() - t0,
-        },
+        "seconds": stage_seconds(t0, t_load, t_render, t_points),
     }
     write_json(folder / MANIFEST, manifest)
     return manifest
+
+
+def stage_seconds(t0: float, t_load: float, t_render: float, t_points: float) -> dict[str, float]:
+    """The manifest's timings (seconds) of a generation that started at ``t0`` (``time.perf_counter``)."""
+    return {"scene_load": t_load - t0, "render": t_render - t_load, "points": t_points - t_render,
+            "total": time.perf_counter() - t0}  # fmt: skip
 
 
 def generate_scene(

@@ -104,15 +104,11 @@ def find_image(folder: Path, rel: str) -> Path:
 
 
 def resolve_image_path(folder: Path, rel: str) -> Path:
-    """``folder / rel``, trying the usual extensions when ``rel`` has none that exists (NeRF-synthetic
-    frames name files without one)."""
+    """:func:`find_image`, or FileNotFoundError naming the path and the extensions tried."""
+    path = find_image(folder, rel)
+    if path.is_file():
+        return path
     base = folder / rel
-    if base.is_file():
-        return base
-    for ext in IMAGE_EXTENSIONS:
-        cand = base.with_name(base.name + ext)
-        if cand.is_file():
-            return cand
     raise FileNotFoundError(f"image file not found: {base} (also tried the extensions {', '.join(IMAGE_EXTENSIONS)})")
 
 

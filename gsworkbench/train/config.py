@@ -170,6 +170,10 @@ def _check_int(name: str, value: object, lo: int) -> None:
 # The built-in scene each preset trains on when none is given (gsworkbench.scenes.builtin_scene keywords).
 _MCMC = dict(init_opacity=0.5, init_scale=0.1, opacity_reg=0.01, scale_reg=0.01)
 
+# The NeRF-synthetic schedule of the nerf_synthetic presets (see there for where its values come from).
+_NERF_SYNTHETIC = dict(iterations=5000, refine_start=500, refine_stop=2500, refine_every=100, reset_every=1000,
+                       sh_degree_interval=1000, eval_background="white")  # fmt: skip
+
 PRESETS: dict[str, dict[str, Any]] = {
     # CI: seconds. A tiny object scene, densification every 30 steps.
     "smoke": dict(
@@ -223,35 +227,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     # (refinement stops halfway, as 15k of 30k; opacity resets inside the refine window, at 1,000 and
     # 2,000 as at 3k..12k of 15k); growth capped at 60k Gaussians as in "short".
     "nerf_synthetic": dict(
-        config=dict(
-            iterations=5000,
-            init_random_num=30_000,
-            refine_start=500,
-            refine_stop=2500,
-            refine_every=100,
-            reset_every=1000,
-            sh_degree_interval=1000,
-            max_gaussians=60_000,
-            cap_max=60_000,
-            eval_background="white",
-        ),
+        config=dict(**_NERF_SYNTHETIC, init_random_num=30_000, max_gaussians=60_000, cap_max=60_000),
         scene=dict(name="object", width=200, height=200, n_train=40, n_test=8, n_points=0),
     ),  # fmt: skip
     # The same protocol at lego's size: about 100 views rendered at 800 px, trained at 400 px (the loader's
     # 2x box downsample, as NeRF-synthetic runs at half resolution use), 50k random points in the hull.
     "nerf_synthetic_400": dict(
-        config=dict(
-            iterations=5000,
-            init_random_num=50_000,
-            refine_start=500,
-            refine_stop=2500,
-            refine_every=100,
-            reset_every=1000,
-            sh_degree_interval=1000,
-            max_gaussians=150_000,
-            cap_max=150_000,
-            eval_background="white",
-        ),
+        config=dict(**_NERF_SYNTHETIC, init_random_num=50_000, max_gaussians=150_000, cap_max=150_000),
         scene=dict(name="object", width=800, height=800, n_train=100, n_test=10, n_points=0, downsample=2),
     ),  # fmt: skip
     # gsplat's schedules at 7k and 30k steps.
