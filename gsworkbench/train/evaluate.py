@@ -11,8 +11,8 @@ import torch
 from gsworkbench.train.losses import SSIM_SIGMA, psnr
 
 LPIPS_NOTE = (
-    "not computed: LPIPS needs pretrained network weights, which cannot be downloaded on these machines "
-    "(pass lpips_weights= a local file to compute it)"
+    "not computed: the lpips package needs torchvision, and PyPI's torchvision for torch 2.13 is a CUDA "
+    "build that does not import beside the CPU torch pinned here"
 )
 
 
@@ -42,7 +42,7 @@ def evaluate_views(
     Returns a table (view, psnr_db, ssim, lpips) and the renders as uint8 arrays by view.
     """
     if lpips_weights is not None:
-        raise NotImplementedError("LPIPS from a local weights file is not built yet; evaluation reports PSNR and SSIM")
+        raise NotImplementedError(f"LPIPS is not built: {LPIPS_NOTE.removeprefix('not computed: ')}")
     rows, renders = [], {}
     for v in view_ids:
         v = int(v)
