@@ -99,9 +99,25 @@ TORCH_LIBRARY(gsworkbench, m) {
       "Tensor last_ids, Tensor v_colors, Tensor v_alphas, bool absgrad=False) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 
+  // ---- background compositing of a render (gsworkbench/splat/rasterize.py; CPU) ----
+  // colors [C,H,W,D], alphas [C,H,W,1], backgrounds [C,nc] (nc <= D)
+  //    -> colors with (1 - alpha) backgrounds added to the first nc channels [C,H,W,D]
+  m.def("splat_composite_background(Tensor colors, Tensor alphas, Tensor backgrounds) -> Tensor");
+  //    -> v_alphas [C,H,W,1], v_backgrounds [C,nc] when bg_grad (else [0]); v_colors is v_out itself
+  m.def(
+      "splat_composite_background_backward(Tensor v_out, Tensor alphas, Tensor backgrounds, bool bg_grad) "
+      "-> (Tensor, Tensor)");
+
   // ---- fused SSIM (gsworkbench/train/losses.py; CPU) ----
   // img, ref [H,W,C] (H, W >= 11) -> mean SSIM over the valid 11x11 Gaussian windows (sigma 1.5), a scalar
   m.def("ssim(Tensor img, Tensor ref) -> Tensor");
   //    -> d(mean SSIM)/d img [H,W,C], times grad (a scalar)
   m.def("ssim_backward(Tensor grad, Tensor img, Tensor ref) -> Tensor");
+
+  // ---- the trainer's photometric loss terms in one pass (gsworkbench/train/losses.py; CPU) ----
+  // img, ref [H,W,C] (H, W >= 11) -> terms [3] = (mean |img - ref|, mean SSIM, mean (img - ref)^2), and
+  // d(mean SSIM)/d img [H,W,C] when with_grad (else an empty [0]), which the backward reuses
+  m.def("photometric_terms(Tensor img, Tensor ref, bool with_grad) -> (Tensor, Tensor)");
+  //    -> dL/d img [H,W,C] for dL/d terms = grad_terms [3], from the forward's ssim_grad
+  m.def("photometric_terms_backward(Tensor grad_terms, Tensor img, Tensor ref, Tensor ssim_grad) -> Tensor");
 }

@@ -37,7 +37,7 @@ struct BlendInputs {
 // into colour sums acc[D][kLanes], transmittance Tr and last contributor (index into fid, -1: none).
 // Lanes with done = 1 (outside the image) never change. Stops when every lane is done.
 template <typename T>
-void composite_chunk(const BlendInputs<T>& in, const int32_t* list, int64_t len, const T* px, const T* py, T* done,
+bool composite_chunk(const BlendInputs<T>& in, const int32_t* list, int64_t len, const T* px, const T* py, T* done,
                      T* acc, T* Tr, int32_t* last) {
   const int64_t D = in.D;
   alignas(64) T alpha[kLanes], vis[kLanes], w[kLanes];
@@ -73,14 +73,17 @@ void composite_chunk(const BlendInputs<T>& in, const int32_t* list, int64_t len,
     }
     if (!any_lane(actm)) break;
   }
+  T all_done = T(1);
+  for (int j = 0; j < kLanes; ++j) all_done = std::min(all_done, done[j]);
+  return all_done > T(0);
 }
 
 #if defined(__AVX512F__)
 // float: the same compositing with the chunk's state in registers and lane masks in mask registers
 // (the generic loop's 0/1-float products compile to slow mask/integer round trips).
 template <>
-void composite_chunk<float>(const BlendInputs<float>& in, const int32_t* list, int64_t len, const float* px,
-                            const float* py, float* done, float* acc, float* Tr_, int32_t* last_) {
+inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* list, int64_t len, const float* px,
+                                   const float* py, float* done, float* acc, float* Tr_, int32_t* last_) {
   const int64_t D = in.D;
   alignas(64) float alpha[kLanes], vis[kLanes];
   __m512 Tr = _mm512_load_ps(Tr_);
@@ -112,11 +115,9 @@ void composite_chunk<float>(const BlendInputs<float>& in, const int32_t* list, i
   _mm512_store_ps(Tr_, Tr);
   _mm512_store_si512(reinterpret_cast<void*>(last_), last);
   _mm512_store_ps(done, _mm512_mask_blend_ps(active, one, _mm512_setzero_ps()));
+  return active == 0;
 }
 #endif
-
-// Intersections per block of the forward's per-chunk lists (see rasterize_forward_kernel).
-constexpr int64_t kBlendBlock = 256;
 
 template <typename T>
 void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
@@ -137,9 +138,6 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
     std::vector<ILanes> s_last(nchunks);
     std::vector<uint8_t> active(nchunks);
     TileChunks tc(layout, g.ts);
-    // per chunk, the block's intersections (indices into fid) whose support meets the chunk, in order
-    std::vector<int32_t> lists(static_cast<size_t>(nchunks * kBlendBlock));
-    std::vector<int64_t> len(nchunks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
       const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
@@ -163,33 +161,23 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         }
         std::memset(static_cast<void*>(&s_acc[q * D]), 0, sizeof(Lanes) * D);
       }
-      // Blocks of the depth-sorted list: per-chunk lists of a block, then compositing of the chunks
-      // still active; a tile stops at the first block after which all its pixels are done (dense
-      // tiles never look at most of their list).
-      for (int64_t b0 = s; b0 < e && n_active > 0; b0 += kBlendBlock) {
-        const int64_t b1 = std::min(e, b0 + kBlendBlock);
-        std::fill(len.begin(), len.end(), 0);
-        for (int64_t k = b0; k < b1; ++k) {
-          const int64_t i = fid[k];
-          int64_t qlo, qhi;
-          if (!tc.chunk_rows(means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
-          // chunks still compositing, as bits (tiles of up to 64 chunks): skip Gaussians that only
-          // reach finished chunks before the (costlier) support test
-          if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
-          tc.mark_range(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi);
-          for (int64_t q = qlo; q <= qhi; ++q) {  // branch-free append
-            lists[q * kBlendBlock + len[q]] = static_cast<int32_t>(k);
-            len[q] += tc.flagged(q) ? 1 : 0;
-          }
-        }
-        for (int64_t q = 0; q < nchunks; ++q) {
-          if (!active[q] || len[q] == 0) continue;
-          T* done = s_done[q].v;
-          composite_chunk(in, lists.data() + q * kBlendBlock, len[q], s_px[q].v, s_py[q].v, done, s_acc[q * D].v,
-                          s_Tr[q].v, s_last[q].v);
-          T all_done = T(1);
-          for (int j = 0; j < kLanes; ++j) all_done = std::min(all_done, done[j]);
-          if (all_done > T(0)) {
+      // Gaussian-major: each Gaussian (front to back) is blended into every chunk it reaches that is
+      // still compositing, so consecutive blends are on different chunks and their dependency chains
+      // (transmittance -> termination test -> transmittance) overlap. The tile stops once every pixel is
+      // done (dense tiles never look at most of their list).
+      for (int64_t k = s; k < e && n_active > 0; ++k) {
+        const int64_t i = fid[k];
+        int64_t qlo, qhi;
+        if (!tc.chunk_rows(means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
+        // chunks still compositing, as bits (tiles of up to 64 chunks): skip Gaussians that only reach
+        // finished chunks before the (costlier) support test
+        if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
+        tc.mark_range(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi);
+        const int32_t kk = static_cast<int32_t>(k);
+        for (int64_t q = qlo; q <= qhi; ++q) {
+          if (!active[q] || !tc.flagged(q)) continue;
+          if (composite_chunk(in, &kk, 1, s_px[q].v, s_py[q].v, s_done[q].v, s_acc[q * D].v, s_Tr[q].v,
+                              s_last[q].v)) {
             active[q] = 0;
             --n_active;
             if (q < 64) active_bits &= ~(uint64_t(1) << q);

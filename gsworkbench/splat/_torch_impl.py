@@ -328,3 +328,13 @@ def rasterize_to_pixels(
     img_c = img_c.permute(0, 1, 3, 2, 4, 5).reshape(C, th * tile_size, tw * tile_size, D)[:, :height, :width]
     img_a = img_a.permute(0, 1, 3, 2, 4, 5).reshape(C, th * tile_size, tw * tile_size, 1)[:, :height, :width]
     return img_c, img_a
+
+
+def composite_background(colors: torch.Tensor, alphas: torch.Tensor, backgrounds: torch.Tensor) -> torch.Tensor:
+    """colors [C,H,W,D] with (1 - alphas) [C,H,W,1] x backgrounds [C,nc] added to the first nc <= D
+    channels (the reference of the ext op ``splat_composite_background``)."""
+    nc = backgrounds.shape[-1]
+    bg = (1 - alphas) * backgrounds[:, None, None, :]
+    if nc == colors.shape[-1]:
+        return colors + bg
+    return torch.cat([colors[..., :nc] + bg, colors[..., nc:]], dim=-1)

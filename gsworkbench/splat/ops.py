@@ -9,7 +9,9 @@ Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/inclu
 - ``splat_sh_colors_from_cameras``: the two above as one op (what ``rasterize`` calls: one autograd node);
 - ``splat_isect_tiles``: tile intersections sorted by tile then depth (no gradient);
 - ``splat_rasterize``: per-tile front-to-back compositing -> colours, alphas, final transmittance,
-  last contributor per pixel.
+  last contributor per pixel;
+- ``splat_composite_background``: the background behind a render, in one pass (CPU; its backward is
+  registered here, as it is a single cheap elementwise op).
 
 Each differentiable forward has an analytic ``*_backward`` op, wired to it in C++
 (csrc/splat_autograd.cpp: a Python autograd layer cost tiny calls more than the kernels). absgrad, the
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from gsworkbench._ext import has_ext, require_ext
+from gsworkbench._ext import has_ext, has_kernel, require_ext
 from gsworkbench.compile import data_dependent_size
 
 _ops = None
@@ -162,8 +164,43 @@ class _RasterizeWithAbsgrad(torch.autograd.Function):
         return gm, gc, gcol, go, None, None, None, None, None
 
 
+def _register_background() -> None:
+    @torch.library.register_fake("gsworkbench::splat_composite_background")
+    def _bg_fake(colors, alphas, backgrounds):  # noqa: ANN001, ANN202
+        return torch.empty_like(colors)
+
+    @torch.library.register_fake("gsworkbench::splat_composite_background_backward")
+    def _bg_bwd_fake(v_out, alphas, backgrounds, bg_grad):  # noqa: ANN001, ANN202
+        return torch.empty_like(alphas), (torch.empty_like(backgrounds) if bg_grad else backgrounds.new_empty(0))
+
+    def _setup(ctx, inputs, output):  # noqa: ANN001, ANN202
+        ctx.save_for_backward(inputs[1], inputs[2])
+
+    def _backward(ctx, v_out):  # noqa: ANN001, ANN202
+        alphas, backgrounds = ctx.saved_tensors
+        bg_grad = ctx.needs_input_grad[2]
+        v_alphas, v_bg = torch.ops.gsworkbench.splat_composite_background_backward(
+            v_out, alphas, backgrounds, bg_grad
+        )
+        return v_out, v_alphas, (v_bg if bg_grad else None)
+
+    torch.library.register_autograd("gsworkbench::splat_composite_background", _backward, setup_context=_setup)
+
+
 if has_ext():
     _register()
+if has_kernel("splat_composite_background", "cpu"):
+    _register_background()
+
+
+def composite_background(colors: torch.Tensor, alphas: torch.Tensor, backgrounds: torch.Tensor) -> torch.Tensor:
+    """Ext background compositing (one pass on the CPU); same contract as
+    :func:`gsworkbench.splat._torch_impl.composite_background`, which serves other devices."""
+    if colors.device.type == "cpu" and has_kernel("splat_composite_background", "cpu"):
+        return torch.ops.gsworkbench.splat_composite_background(colors, alphas, backgrounds.to(colors.dtype))
+    from gsworkbench.splat import _torch_impl
+
+    return _torch_impl.composite_background(colors, alphas, backgrounds)
 
 
 def project_gaussians(

@@ -273,9 +273,7 @@ def rasterize(
                 [render_colors[..., :-1], render_colors[..., -1:] / render_alphas.clamp_min(1e-10)], dim=-1
             )
         if backgrounds is not None:
-            nc = backgrounds.shape[-1]
-            bg = (1 - render_alphas) * backgrounds[:, None, None, :]
-            render_colors = torch.cat([render_colors[..., :nc] + bg, render_colors[..., nc:]], dim=-1)
+            render_colors = impl.composite_background(render_colors, render_alphas, backgrounds)
     meta = dict(
         radii=radii,
         means2d=means2d,

@@ -90,9 +90,31 @@ def psnr(img: torch.Tensor, ref: torch.Tensor) -> float:
 def photometric_loss(
     img: torch.Tensor, ref: torch.Tensor, ssim_lambda: float, backend: str = "ext"
 ) -> tuple[torch.Tensor, dict]:
-    """(1 - lambda) L1 + lambda (1 - SSIM), and its parts (detached floats are taken by the caller)."""
+    """(1 - lambda) L1 + lambda (1 - SSIM), and its parts ``l1``, ``ssim`` and, from the fused kernel,
+    ``mse`` (detached floats are taken by the caller).
+
+    ``backend="ext"`` takes the three terms and the SSIM gradient in one pass of the extension's kernel
+    (:func:`gsworkbench.train.ops.photometric_terms`) for single CPU images [H,W,C]; ``"torch"`` (and
+    anything the kernel does not serve) uses :func:`l1` and :func:`ssim`.
+    """
+    if backend == "ext" and ssim_lambda != 0 and _fused_terms_serve(img, ref):
+        from gsworkbench.train import ops
+
+        terms = ops.photometric_terms(img, ref)
+        l, s = terms[0], terms[1]
+        return (1 - ssim_lambda) * l + ssim_lambda * (1 - s), {"l1": l, "ssim": s, "mse": terms[2]}
     l = l1(img, ref)
     if ssim_lambda == 0:
         return l, {"l1": l}
     s = ssim(img, ref, backend)
     return (1 - ssim_lambda) * l + ssim_lambda * (1 - s), {"l1": l, "ssim": s}
+
+
+def _fused_terms_serve(img: torch.Tensor, ref: torch.Tensor) -> bool:
+    if img.dim() != 3 or img.shape != ref.shape or img.dtype != ref.dtype or ref.requires_grad:
+        return False
+    if min(img.shape[0], img.shape[1]) < SSIM_WINDOW:
+        return False  # the reference path raises the error naming the sizes
+    from gsworkbench.train import ops
+
+    return ops.has_photometric_terms(img)
