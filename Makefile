@@ -51,7 +51,7 @@ test: setup
 GENERIC := build/generic
 EXT_TESTS := tests/test_build_target.py tests/test_splat_stages.py tests/test_splat_raster.py \
 	tests/test_splat_absgrad.py tests/test_splat_edge_cases.py tests/test_field.py tests/test_field_device.py \
-	tests/test_transforms.py
+	tests/test_transforms.py tests/test_train_losses.py
 .PHONY: test-generic
 test-generic: setup
 	rm -rf $(GENERIC)/gsworkbench && mkdir -p $(GENERIC)
