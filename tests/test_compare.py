@@ -191,6 +191,13 @@ def test_compare_two_git_revisions_in_worktrees(tmp_path):
         assert all(min(row.samples_s) >= delay and len(row.samples_s) == row.runs for _, row in run.table.iterrows())
     assert base.commit != cand.commit
     assert (repo / "build" / "revisions").is_dir()
+    # --cases: only the matching cases are timed; a pattern matching none is refused
+    base_dir, cand_dir = compare_revisions("HEAD~1", "HEAD", "tiny", min_run_time=0.1, build=False, repo=repo,
+                                           root=tmp_path / "results", progress=False, cases="/y$")  # fmt: skip
+    assert list(compare_runs(base_dir, cand_dir).table.case) == ["tiny/y"]
+    with pytest.raises(ValueError, match="matches no case"):
+        compare_revisions("HEAD~1", "HEAD", "tiny", build=False, repo=repo, root=tmp_path / "results",
+                          progress=False, cases="nothing")  # fmt: skip
     with pytest.raises(ValueError, match="unknown git revision 'nope'"):
         compare_revisions("nope", "HEAD", "tiny", build=False, repo=repo, root=tmp_path / "results")
 

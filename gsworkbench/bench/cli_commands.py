@@ -26,7 +26,7 @@ def compare_command(args: argparse.Namespace) -> int:
             raise ValueError("comparing git revisions needs --suite NAME")
         base_dir, cand_dir = compare_revisions(
             args.baseline, args.candidate, args.suite, quick=args.quick, threads=args.threads or 1,
-            min_run_time=args.min_run_time, build=not args.no_build,
+            min_run_time=args.min_run_time, build=not args.no_build, cases=args.cases,
         )  # fmt: skip
     backends = None
     if args.backends:
@@ -109,6 +109,8 @@ def add_compare_parsers(sub: Any) -> None:
                    "(the same run folder twice compares two backends timed in the same rounds)")
     p.add_argument("--suite", help="the suite to run at both revisions (revisions only)")
     p.add_argument("--quick", action="store_true", help="the suite's small cases (revisions only)")
+    p.add_argument("--cases", default=None, metavar="REGEX",
+                   help="only the matching cases (revisions only; e.g. 'ext/n10000/800x800')")  # fmt: skip
     p.add_argument("--threads", type=int, default=None, help="threads per revision worker (default 1)")
     p.add_argument("--min-run-time", type=float, default=0.5, help="seconds of timing per case and revision")
     p.add_argument("--no-build", action="store_true", help="do not build the revisions' extensions")

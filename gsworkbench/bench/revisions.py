@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,13 +98,20 @@ class _Worker:
 
 
 def time_revisions(
-    workers: list[_Worker], *, min_run_time: float = 0.5, rounds: int = ROUNDS, progress: bool = True
-) -> list[list[dict[str, Any]]]:
-    """Rows (case, params, timings, samples) per worker, every case timed in ABBA-interleaved rounds."""
+    workers: list[_Worker], *, min_run_time: float = 0.5, rounds: int = ROUNDS, progress: bool = True,
+    cases: str | None = None,
+) -> list[list[dict[str, Any]]]:  # fmt: skip
+    """Rows (case, params, timings, samples) per worker, every case timed in ABBA-interleaved rounds;
+    ``cases``: a regular expression, only the cases whose name it matches (re.search)."""
     replies = [w.ask(op="list") for w in workers]
     for w, reply in zip(workers, replies):
         w.extension = reply.get("extension")
     listed = [{c["name"]: c for c in reply["cases"]} for reply in replies]
+    if cases is not None:
+        pattern = re.compile(cases)
+        listed = [{n: c for n, c in by_name.items() if pattern.search(n)} for by_name in listed]
+        if not listed[0]:
+            raise ValueError(f"--cases {cases!r} matches no case of the suite")
     names = list(listed[0])
     for w, cases in zip(workers[1:], listed[1:]):
         if list(cases) != names:
@@ -149,14 +157,16 @@ def compare_revisions(
     cache: str | os.PathLike[str] | None = None,
     root: str | os.PathLike[str] | None = None,
     progress: bool = True,
+    cases: str | None = None,
 ) -> tuple[Path, Path]:
-    """Times ``suite`` at both revisions, interleaved case by case; returns the two run folders."""
+    """Times ``suite`` (its cases matching the regular expression ``cases``, or all) at both revisions,
+    interleaved case by case; returns the two run folders."""
     trees = [prepare_revision(rev, repo, cache, build) for rev in (baseline, candidate)]
     shas = [resolve_revision(rev, repo) for rev in (baseline, candidate)]
     labels = [f"baseline {baseline}", f"candidate {candidate}"]
     workers = [_Worker(label, tree, suite, quick, threads) for label, tree in zip(labels, trees)]
     try:
-        tables = time_revisions(workers, min_run_time=min_run_time, progress=progress)
+        tables = time_revisions(workers, min_run_time=min_run_time, progress=progress, cases=cases)
     finally:
         for w in workers:
             w.close()
@@ -164,7 +174,8 @@ def compare_revisions(
     run_dirs = []
     for rev, sha, tree, rows, worker in zip((baseline, candidate), shas, trees, tables, workers):
         run_dir = new_run_dir(f"bench-{suite}-rev", root)
-        params = {"suite": suite, "quick": quick, "threads": threads, "min_run_time": min_run_time, "revision": rev}
+        params = {"suite": suite, "quick": quick, "threads": threads, "min_run_time": min_run_time, "revision": rev,
+                  "cases": cases}  # fmt: skip
         ext = {"built": bool(list((tree / "gsworkbench").glob("_C*.so"))), "loaded_from": worker.extension}
         meta = {**env, "parameters": params, "suite": suite, "git_commit": sha, "git_dirty": False, "extension": ext}
         if worker.extension and not Path(worker.extension).resolve().is_relative_to(tree.resolve()):
