@@ -159,7 +159,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             params["cases"] = args.cases
         run_dir = save_run(name, table, params)
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 250):
-            print(table.drop(columns=[c for c in ("case", "samples_s") if c in table]).to_string(index=False))
+            shown = table.drop(columns=[c for c in ("case", "samples_s", "curve") if c in table])  # long: CSV only
+            print(shown.to_string(index=False))
         print(f"\nwritten: {run_dir}")
     return 0
 
@@ -188,11 +189,18 @@ def _version() -> str:
     return f"gsworkbench {__version__}" + (f" (commit {commit})" if commit else "")
 
 
-def _cmd_profile(args: argparse.Namespace) -> int:
+def profile_params(pairs: list[list[str]] | None) -> dict[str, object]:
+    """``profile``'s ``-p NAME VALUE`` pairs: numbers, YAML, and a ``resolution_schedule`` kept as text
+    (``1000:4`` would read as YAML's base-60 integer 60004; TrainConfig parses the text)."""
     from gsworkbench.notebooks import parse_cli_value
+
+    return {name: value if name == "resolution_schedule" else parse_cli_value(value) for name, value in pairs or []}
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
     from gsworkbench.profiling.command import profile_command
 
-    return profile_command(args.target, {name: parse_cli_value(value) for name, value in (args.p or [])}, vars(args))
+    return profile_command(args.target, profile_params(args.p), vars(args))
 
 
 def _add_profile_parser(sub: argparse._SubParsersAction) -> None:

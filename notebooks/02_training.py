@@ -43,6 +43,7 @@ guard = ParameterGuard(
     iterations={"ge": 0, "help": "0 = the preset's"},
     seed={"ge": 0},
     checkpoint_every={"ge": 0, "help": "write checkpoint.pt every this many steps; 0 = only at the end"},
+    resolution_schedule={"help": "coarse-to-fine 'until_step:factor,...' (e.g. '1000:4,2000:2'); '' = full size"},
     resume={"path": "dir", "help": "a results folder of an interrupted run to go on from; '' = start afresh"},
 )
 
@@ -57,6 +58,7 @@ device = "cpu"
 iterations = 0
 seed = 0
 checkpoint_every = 0
+resolution_schedule = ""
 resume = ""
 results_dir = ""
 
@@ -85,6 +87,8 @@ if iterations:
     overrides["iterations"] = iterations
 if checkpoint_every:
     overrides["checkpoint_every"] = checkpoint_every
+if resolution_schedule:
+    overrides["resolution_schedule"] = resolution_schedule
 config = train_preset(preset, **overrides)
 display(result_link(run_dir, results_dir, "results"))
 print("threads:", torch.get_num_threads())

@@ -47,7 +47,11 @@ class Case:
     ``skip`` holds a reason when the case cannot run here (e.g. over a memory budget); it is then
     recorded in the table, not timed. ``single_calls=K`` times K single calls (median and spread of
     individual calls, for microsecond calls) instead of blocks sized by the run time
-    (:func:`gsworkbench.bench.runner.time_interleaved`).
+    (:func:`gsworkbench.bench.runner.time_interleaved`). ``measured=True``: the case measures itself
+    (work of minutes, e.g. the ``converge`` suite's training runs to a target PSNR): its ``fn()`` does
+    one slice of the work and returns True once the case is finished, the runner interleaves the slices
+    of comparable cases (:func:`gsworkbench.bench.runner.run_measured`) and times nothing itself; the
+    row's results are the extras.
     """
 
     name: str
@@ -55,6 +59,7 @@ class Case:
     setup: Callable[[], Prepared | Callable[[], Any]]
     skip: str | None = None
     single_calls: int | None = None
+    measured: bool = False
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """Times benchmark cases with ``torch.utils.benchmark``: warm-up, then median, IQR and count.
 
-Cases that differ only in their ``backend`` or ``compile`` mode (the comparisons the suites make, e.g.
-``ext`` against the ``torch`` reference on one input, eager against torch.compile) are timed together
-in interleaved rounds: round r times a block of calls of each in turn. A drift in the machine's speed
+Cases that differ only in their ``backend``, ``compile`` mode or ``schedule`` (the comparisons the
+suites make, e.g. ``ext`` against the ``torch`` reference on one input, eager against torch.compile,
+training with and without a resolution schedule) are timed together in interleaved rounds: round r
+times a block of calls of each in turn. A drift in the machine's speed
 during the run (frequency, neighbours on a shared host) then affects each alike, so their ratio stays
-meaningful.
+meaningful. Cases that measure themselves (``Case.measured``, runs of minutes) are interleaved slice
+by slice instead (:func:`run_measured`).
 
 Counts (``threads``, ``runs``, ``calls_per_run``) are integer columns (empty for skipped cases). A case
 slow enough to get a single round has no spread: its ``iqr_s`` is empty (NaN), not 0.
@@ -103,7 +105,17 @@ def time_interleaved(
     return [timing_stats(times, numbers[k]) for k, times in enumerate(per_call)]
 
 
-COMPARED = ("backend", "compile")  # params whose values are timed against each other, interleaved
+COMPARED = ("backend", "compile", "schedule")  # params whose values are timed against each other, interleaved
+
+
+def run_measured(fns: list[Callable[[], bool]]) -> list[dict[str, Any]]:
+    """Runs cases that measure themselves (:attr:`~gsworkbench.bench.registry.Case.measured`): calls each
+    ``fn()`` in turn, one slice of its work per call, until every one has returned True, so that a drift
+    in the machine's speed hits each alike. Returns an empty result per fn: their columns are their extras."""
+    active = list(range(len(fns)))
+    while active:
+        active = [k for k in active if not fns[k]()]
+    return [{} for _ in fns]
 
 
 def _comparison_groups(cases: list[Case]) -> list[list[int]]:
@@ -130,10 +142,16 @@ def run_cases(
     try:
         for group in _comparison_groups(cases):
             timed = [i for i in group if not cases[i].skip]
+            measured = {cases[i].measured for i in timed}
+            if len(measured) > 1:
+                raise ValueError(f"cases {[cases[i].name for i in timed]} mix measured and timed cases")
             preps = [prepared(cases[i].setup()) for i in timed]
             single = cases[group[0]].single_calls
-            results = time_interleaved([p.fn for p in preps], threads=threads, min_run_time=min_run_time,
-                                       single_calls=single, warmup=20 if single else 2, clock=clock)  # fmt: skip
+            if measured == {True}:
+                results = run_measured([p.fn for p in preps])
+            else:
+                results = time_interleaved([p.fn for p in preps], threads=threads, min_run_time=min_run_time,
+                                           single_calls=single, warmup=20 if single else 2, clock=clock)  # fmt: skip
             for prep, res in zip(preps, results):  # the case's extra columns (after the timing: they may
                 res.update(prep.extra_columns())  # summarise the timed calls, e.g. stage medians)
             del preps
@@ -151,6 +169,7 @@ def run_cases(
                 if progress:
                     t = row.get("median_s")
                     shown = f"{t * 1e3:10.3f} ms" if t is not None else f"skipped: {row.get('skipped')}"
+                    shown = "measured" if case.measured and not case.skip else shown
                     print(f"[{done}/{len(cases)}] {case.name:<60} {shown}", file=sys.stderr, flush=True)
     finally:
         torch.set_num_threads(prev)

@@ -13,7 +13,7 @@ with a fixed seed; lengths in world units (the object is about 1.5 wide, the cam
   log-normal noise (sigma 0.3). Opacity is bimodal, as trained opacities are: 80% in [0.85, 0.99] and
   20% in [0.02, 0.4]. Colours are the cloud's, with small higher SH bands.
 - ``"random-init"``: the start of a NeRF-synthetic run from random initialisation: uniform random
-  points in the bounding box of the object (its cloud), random colours, and the trainer's
+  points in the bounding box of the object (its cloud; without one, its visual hull), random colours, and the trainer's
   initialisation (:func:`gsworkbench.train.init.init_splats` with ``TrainConfig``'s ``init_opacity``
   and ``init_scale``: 3-NN scales, 0.1 opacity). 100k points in this box give 3-NN scales of about
   1.5% of the object's width, as 100k points in lego's box do (median 0.04 for 2.6 wide). Large,
@@ -107,13 +107,29 @@ def dense_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> Spl
     )
 
 
+def object_box(scene: Any, gen: torch.Generator, probes: int = 20_000) -> tuple[torch.Tensor, torch.Tensor]:
+    """The object's bounding box lo, hi [3] (world units): of the scene's point cloud, or, for a scene
+    without one (a NeRF-synthetic layout), of ``probes`` random points in the visual hull that its train
+    views' alpha masks carve (:func:`gsworkbench.train.init_region.random_points`)."""
+    if scene.points is not None and len(scene.points):
+        pts = scene.points
+    else:
+        from gsworkbench.train.init_region import random_points
+
+        if scene.alphas is None:
+            raise ValueError(f"scene {scene.name!r} has neither a point cloud nor alpha masks to bound its object")
+        pts, _ = random_points(scene, "hull", probes, 3.0 * float(scene.scene_scale), gen)
+    return pts.min(0).values.float().cpu(), pts.max(0).values.float().cpu()
+
+
 def random_init_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> SplatSet:
-    """``num`` random points in the object's bounding box, initialised as the trainer would (module doc)."""
+    """``num`` random points in the object's bounding box (:func:`object_box`), initialised as the
+    trainer would (module doc)."""
     from gsworkbench.train.config import TrainConfig
     from gsworkbench.train.init import init_splats
 
     gen = torch.Generator().manual_seed(seed)
-    lo, hi = scene.points.min(0).values.float(), scene.points.max(0).values.float()
+    lo, hi = object_box(scene, gen)
     pts = lo + (hi - lo) * torch.rand(num, 3, generator=gen)
     rgb = torch.rand(num, 3, generator=gen)
     cfg = TrainConfig()

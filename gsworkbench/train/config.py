@@ -16,6 +16,7 @@ from typing import Any
 
 from gsworkbench.compile import COMPILE_MODES
 from gsworkbench.train.adam import OPTIMIZERS
+from gsworkbench.train.resolution import check_schedule
 
 STRATEGIES = ("default", "mcmc")
 BACKGROUNDS = ("scene", "random")
@@ -64,6 +65,11 @@ class TrainConfig:
     eval_background: str = "scene"
     opacity_reg: float = 0.0
     scale_reg: float = 0.0
+    # coarse-to-fine (gsworkbench.train.resolution): ((until_step, factor), ...) renders and compares at
+    # 1/factor of the image size for steps < until_step (the first entry that applies), full size after;
+    # ((1000, 4), (2000, 2)): 1/4 before step 1000, 1/2 before 2000. Text "1000:4,2000:2" is accepted;
+    # () = full size throughout. Held-out evaluation is always at full size.
+    resolution_schedule: tuple[tuple[int, int], ...] = ()
     # ---- densification: adaptive density control ("default") ----
     refine_start: int = 500
     refine_stop: int | None = None  # None: 15,000 (default) or 25,000 (mcmc)
@@ -96,6 +102,8 @@ class TrainConfig:
     far_plane: float = 1e10
 
     def __post_init__(self) -> None:
+        # normalised (text, lists read back from JSON -> a tuple of int pairs) and checked
+        object.__setattr__(self, "resolution_schedule", check_schedule(self.resolution_schedule))
         for name in ("iterations", "seed", "sh_degree_interval", "refine_every", "reset_every", "init_random_num"):
             _check_int(name, getattr(self, name), 0 if name in ("iterations", "seed") else 1)
         _check_int("refine_start", self.refine_start, 0)

@@ -1,0 +1,104 @@
+"""``converge``: time to a held-out PSNR from random init, with and without a coarse-to-fine schedule.
+
+Each case trains from random initialisation until the mean PSNR of the held-out views (rendered at
+full size) reaches a target, or a step or time cap (:class:`gsworkbench.bench.converge.ConvergeRun`):
+``seconds_to_target`` counts the training steps only (not the evaluations, every ``eval_every`` steps,
+nor the set-up), ``steps_to_target`` the steps; ``final_test_psnr_db``, ``ms_per_step`` (mean over the
+run) and ``ms_step_f<k>`` (median per resolution factor) follow, and ``curve`` lists every evaluation
+(steps, training seconds, dB). The cases of one size differ only in ``schedule`` (``off``, or a
+:attr:`gsworkbench.train.TrainConfig.resolution_schedule` as text) and run interleaved, a slice of
+``eval_every`` steps each in turn, so the machine's drift hits both alike; the summary adds
+``x_time_to_target``, the time to target without the schedule over the time with it (same run).
+
+The scene is the start of a NeRF-synthetic-like run: the built-in object with 100 train and 10 test
+views rendered at 800 px without a point cloud (``nerf_synthetic_400``'s source), trained at 800x800
+(100k points) and, box-downsampled, at 400x400 (30k points); the points are the train suite's
+``random-init`` splats (uniform in the object's bounding box, here its visual hull's; the trainer's
+3-NN scales). The schedule is ``nerf_synthetic``'s (densification up to 3x the initial count), capped
+at :data:`MAX_STEPS` steps and the case's ``max_minutes`` of training. Generating the 800 px scene takes
+tens of minutes once (then it is cached). quick=True: the smoke scene (64x64, 24 + 4 views) from 300
+points to 19 dB.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from gsworkbench.bench.registry import Case, Prepared, register_suite
+
+SCHEDULE = "500:4,1000:2"  # the coarse-to-fine schedule the full grid compares with full size throughout
+QUICK_SCHEDULE = "40:4,80:2"
+MAX_STEPS = 5000  # nerf_synthetic's iterations: the learning-rate decay follows them
+# (width, height, downsample of the 800 px renders, random points, target dB, max minutes of training)
+SIZES = ((800, 800, 1, 100_000, 25.0, 45.0), (400, 400, 2, 30_000, 25.0, 30.0))
+EVAL_EVERY = 100
+
+
+@functools.lru_cache(maxsize=1)
+def converge_scene(downsample: int, quick: bool) -> Any:
+    """The NeRF-synthetic-like object scene (100 + 10 views at 800 px, no cloud) at 800 / ``downsample``
+    px, or with ``quick`` the smoke preset's scene (64x64, 24 + 4 views). Cached: the cases of a size share it."""
+    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.train import preset_scene
+
+    if quick:
+        return builtin_scene(**preset_scene("smoke"))
+    return builtin_scene("object", width=800, height=800, n_train=100, n_test=10, n_points=0, downsample=downsample)
+
+
+def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: str) -> Callable[[], Prepared]:
+    def setup() -> Prepared:
+        from gsworkbench.bench.converge import ConvergeRun, stderr_log
+        from gsworkbench.bench.scene_splats import random_init_splats
+        from gsworkbench.train import Trainer, preset
+
+        scene = converge_scene(downsample, quick)
+        num, schedule = params["num"], "" if params["schedule"] == "off" else params["schedule"]
+        base = "smoke" if quick else "nerf_synthetic"
+        cfg = preset(base, iterations=params["max_steps"], max_gaussians=3 * num, cap_max=3 * num, progress=False,
+                     resolution_schedule=schedule)  # fmt: skip
+        trainer = Trainer(scene, cfg, random_init_splats(scene, num, seed=0))
+        run = ConvergeRun(trainer, params["target_db"], eval_every=params["eval_every"],
+                          max_steps=params["max_steps"], max_seconds=60 * params["max_minutes"],
+                          log=stderr_log(name))  # fmt: skip
+        return Prepared(run, run.extras)
+
+    return setup
+
+
+def _case(width: int, height: int, downsample: int, num: int, target: float, minutes: float, schedule: str,
+          quick: bool) -> Case:  # fmt: skip
+    steps, every = (200, 10) if quick else (MAX_STEPS, EVAL_EVERY)
+    params = {"scene": "object-smoke" if quick else "object-nerf", "width": width, "height": height, "num": num,
+              "schedule": schedule, "target_db": target, "max_steps": steps, "max_minutes": minutes,
+              "eval_every": every}  # fmt: skip
+    name = f"converge/{width}x{height}/n{num}/{schedule}"
+    return Case(name, params, converge_setup(params, downsample, quick, name), measured=True)
+
+
+def cases(quick: bool) -> list[Case]:
+    if quick:
+        return [_case(64, 64, 1, 300, 19.0, 5.0, s, True) for s in ("off", QUICK_SCHEDULE)]
+    return [_case(w, h, d, n, t, m, s, False) for w, h, d, n, t, m in SIZES for s in ("off", SCHEDULE)]
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Adds ``x_time_to_target``: the seconds to target of the ``off`` case of the same size over each
+    case's (measured in the same run); NaN where either did not reach the target."""
+    df = df.copy()
+    if "seconds_to_target" not in df or "schedule" not in df:
+        return df
+    keys = ["width", "height", "num", "target_db"]
+    off = df[df["schedule"] == "off"].set_index(keys)["seconds_to_target"]
+    df["x_time_to_target"] = [
+        off.get(tuple(getattr(r, k) for k in keys), math.nan) / r.seconds_to_target for r in df.itertuples()
+    ]
+    return df
+
+
+register_suite("converge", __doc__.split("\n\n")[0], summarize)(cases)

@@ -1,0 +1,241 @@
+"""Coarse-to-fine training (TrainConfig.resolution_schedule) and the converge bench suite.
+
+No timing is asserted: the time-to-target logic runs on a fake clock."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import ext_built, requires_ext
+
+from gsworkbench import gaussians
+from gsworkbench.splats import SplatSet
+from gsworkbench.train import TrainConfig, Trainer, preset, preset_scene
+from gsworkbench.train.resolution import downsample, factor_at, parse_schedule, reduced_size, scale_intrinsics
+
+
+@pytest.fixture(scope="module")
+def scene():
+    from gsworkbench.scenes import builtin_scene
+
+    return builtin_scene(**preset_scene("smoke"))  # 64x64, 24 + 4 views, RGBA (alphas), cached
+
+
+def _backend() -> str:
+    return "ext" if ext_built() else "torch"
+
+
+def _smooth_splats(n: int = 12, seed: int = 0) -> SplatSet:
+    """A few large, smooth, half-transparent Gaussians around the object scene's origin (sh degree 0)."""
+    g = torch.Generator().manual_seed(seed)
+    means = (torch.rand(n, 3, generator=g) - 0.5) * 1.0
+    quats = torch.randn(n, 4, generator=g)
+    log_scales = torch.log(torch.full((n, 3), 0.18) * torch.exp(0.2 * torch.randn(n, 3, generator=g)))
+    opac = gaussians.logit_from_opacity(torch.full((n,), 0.5))
+    rgb = torch.rand(n, 3, generator=g)
+    return SplatSet(means, quats, log_scales, opac, gaussians.rgb_to_sh_dc(rgb), torch.zeros(n, 0, 3))
+
+
+# ---- the schedule -----------------------------------------------------------------------------------
+
+
+def test_factor_at_follows_the_schedule():
+    s = ((1000, 4), (2000, 2))
+    assert [factor_at(s, k) for k in (0, 999, 1000, 1999, 2000, 10**6)] == [4, 4, 2, 2, 1, 1]
+    assert factor_at((), 0) == factor_at((), 5000) == 1
+    assert factor_at(((10, 3),), 9) == 3 and factor_at(((10, 3),), 10) == 1
+
+
+def test_config_normalises_text_and_lists():
+    assert TrainConfig().resolution_schedule == ()
+    cfg = TrainConfig(resolution_schedule="1000:4, 2000:2")
+    assert cfg.resolution_schedule == ((1000, 4), (2000, 2))
+    assert parse_schedule("") == ()
+    # a config read back from JSON (metrics.json) has lists: it comes back equal
+    again = TrainConfig(**json.loads(json.dumps(cfg.to_dict())))
+    assert again == cfg and again.resolution_schedule == ((1000, 4), (2000, 2))
+    assert cfg.to_dict()["resolution_schedule"] == ((1000, 4), (2000, 2))  # recorded with the config
+
+
+def test_command_line_text_reaches_the_config():
+    from gsworkbench import cli
+
+    params = cli.profile_params([["resolution_schedule", "1000:4"], ["iterations", "20"]])
+    assert params == {"resolution_schedule": "1000:4", "iterations": 20}  # not YAML's base-60 60004
+    assert preset("smoke", **params).resolution_schedule == ((1000, 4),)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [((1000, 0),), ((1000, 4), (500, 2)), ((1000, 4), (1000, 2)), ((1000, 2.0),), ((True, 2),), ((0, 2),),
+     ((1000,),), (1000, 4), 5, "1000-4", "1000:x", "4"],
+)  # fmt: skip
+def test_bad_schedules_raise(bad):
+    with pytest.raises(ValueError, match="resolution_schedule"):
+        TrainConfig(resolution_schedule=bad)
+
+
+def test_a_factor_below_the_ssim_window_is_refused(scene):
+    with pytest.raises(ValueError, match="SSIM window"):
+        Trainer(scene, preset("smoke", resolution_schedule=((10, 8),)))  # 64 / 8 = 8 px < 11
+
+
+# ---- images and intrinsics --------------------------------------------------------------------------
+
+
+def test_downsample_is_the_box_average():
+    g = torch.Generator().manual_seed(0)
+    img = torch.rand(2, 8, 12, 3, generator=g)
+    want = F.avg_pool2d(img.permute(0, 3, 1, 2), 4).permute(0, 2, 3, 1)
+    torch.testing.assert_close(downsample(img, 3, 2), want)
+    odd = torch.rand(10, 14, 1, generator=g)  # sizes that do not divide: area interpolation
+    w, h = reduced_size(14, 10, 4)
+    assert (w, h) == (4, 3)
+    got = downsample(odd, w, h)
+    want = F.interpolate(odd.permute(2, 0, 1)[None], size=(h, w), mode="area")[0].permute(1, 2, 0)
+    torch.testing.assert_close(got, want)
+    assert downsample(img, 12, 8) is img
+
+
+def test_scale_intrinsics_keeps_pixel_corners():
+    K = torch.tensor([[100.0, 0.0, 32.0], [0.0, 90.0, 24.0], [0.0, 0.0, 1.0]])
+    half = scale_intrinsics(K, 64, 48, 32, 24)
+    torch.testing.assert_close(half, torch.tensor([[50.0, 0.0, 16.0], [0.0, 45.0, 12.0], [0.0, 0.0, 1.0]]))
+
+
+@pytest.mark.parametrize("background", ["scene", "random"])
+def test_targets_are_the_avg_pooled_images(scene, background):
+    """The step's target at factor 2 is the box average of the full-size target, alpha masks included
+    (a random background recomposites with the reduced masks)."""
+    cfg = preset("smoke", background=background, resolution_schedule=((100, 2),))
+    trainer = Trainer(scene, cfg)
+    view = int(scene.train_ids[3])
+    state = trainer.gen.get_state()
+    full, bg_full = trainer._target(view, 1)
+    trainer.gen.set_state(state)  # the same random background colour
+    half, bg_half = trainer._target(view, 2)
+    torch.testing.assert_close(bg_half, bg_full)
+    assert half.shape == (32, 32, 3)
+    want = F.avg_pool2d(full.permute(2, 0, 1)[None], 2)[0].permute(1, 2, 0)
+    torch.testing.assert_close(half, want, atol=1e-6, rtol=1e-5)
+    assert trainer._target(view, 1)[0].data_ptr() == scene.images[view].data_ptr() or background == "random"
+
+
+def test_reduced_renders_match_the_full_render(scene):
+    """At factor 2 the projected means are the full-size ones / 2 (exactly, up to float rounding), and
+    the render of smooth Gaussians is close to the box average of the full-size render."""
+    trainer = Trainer(scene, preset("smoke", backend=_backend(), sh_degree=0), _smooth_splats())
+    view = int(scene.train_ids[0])
+    with torch.no_grad():
+        full, _, meta_full = trainer.render([view], sh_degree=0)
+        half, _, meta_half = trainer.render([view], sh_degree=0, factor=2)
+    assert (meta_half["width"], meta_half["height"]) == (32, 32) and half.shape == (1, 32, 32, 3)
+    visible = (meta_full["radii"] > 0) & (meta_half["radii"] > 0)
+    assert int(visible.sum()) >= 6
+    torch.testing.assert_close(meta_half["means2d"][visible], meta_full["means2d"][visible] / 2, atol=1e-3, rtol=1e-5)
+    pooled = F.avg_pool2d(full.permute(0, 3, 1, 2), 2).permute(0, 2, 3, 1)
+    err = (half - pooled).abs()
+    assert float(err.mean()) < 0.01 and float(err.max()) < 0.08, (float(err.mean()), float(err.max()))
+
+
+# ---- training -----------------------------------------------------------------------------------------
+
+
+def test_training_with_a_schedule_records_the_factor(scene):
+    cfg = preset("smoke", iterations=30, refine_start=4, refine_every=5, refine_stop=28, sh_degree_interval=10,
+                 backend=_backend(), resolution_schedule="10:4,20:2")  # fmt: skip
+    trainer = Trainer(scene, cfg)
+    hist = trainer.run()
+    assert hist["resolution_factor"].tolist() == [4] * 10 + [2] * 10 + [1] * 10
+    assert torch.isfinite(torch.tensor(hist["loss"].to_numpy())).all()
+    evaluation, renders = trainer.evaluate()  # held-out views: always at full size
+    assert all(img.shape == (64, 64, 3) for img in renders.values())
+    assert evaluation["psnr_db"].notna().all()
+
+
+def test_schedule_off_is_the_full_size_step(scene):
+    """Off (the default) and a schedule of factor 1 train identically (same losses, same parameters),
+    and the off path trains on the scene's own images at full size."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)  # the ext backward sums per thread: one thread makes runs bit-reproducible
+    try:
+        cfg = preset("smoke", iterations=8, refine_start=2, refine_every=3, seed=5, backend=_backend())
+        runs = [Trainer(scene, c) for c in (cfg, replace(cfg, resolution_schedule=((6, 1),)))]
+        hists = [t.run() for t in runs]
+    finally:
+        torch.set_num_threads(prev)
+    assert hists[0]["loss"].tolist() == hists[1]["loss"].tolist()
+    assert (hists[0]["resolution_factor"] == 1).all()
+    for name, p in runs[0].model.params.items():
+        assert torch.equal(p, runs[1].model.params[name]), name
+    view = int(scene.train_ids[0])
+    assert runs[0]._target(view)[0].data_ptr() == scene.images[view].data_ptr()
+
+
+# ---- the converge suite ---------------------------------------------------------------------------------
+
+
+class _Clock:
+    """Seconds that only the wrapped training steps (1 s each) and evaluations (100 s each) advance."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_converge_run_counts_training_time_only(scene):
+    from gsworkbench.bench.converge import ConvergeRun
+
+    clock = _Clock()
+    trainer = Trainer(scene, preset("smoke", iterations=40, backend=_backend()))
+    step = trainer.step
+
+    def timed_step():
+        clock.now += 1.0
+        return step()
+
+    trainer.step = timed_step
+    run = ConvergeRun(trainer, target_db=-1.0, eval_every=5, max_steps=40, clock=clock)  # reached at once
+    evaluate = run.test_psnr
+
+    def slow_eval():
+        clock.now += 100.0
+        return evaluate()
+
+    run.test_psnr = slow_eval
+    out = run.run()
+    assert out["reached"] and out["steps_to_target"] == 5 and out["seconds_to_target"] == 5.0
+    assert out["train_seconds"] == 5.0 and out["steps"] == 5
+    capped = ConvergeRun(Trainer(scene, preset("smoke", backend=_backend())), 99.0, eval_every=4, max_steps=10)
+    res = capped.run()
+    assert not res["reached"] and res["steps"] == 10 and res["steps_to_target"] != res["steps_to_target"]
+    assert [c[0] for c in json.loads(res["curve"])] == [4, 8, 10]
+    with pytest.raises(ValueError, match="eval_every"):
+        ConvergeRun(trainer, 25.0, eval_every=0, max_steps=10)
+
+
+@requires_ext  # the suite trains with the ext backend
+def test_converge_suite_quick_runs():
+    from gsworkbench.bench import run_suite
+
+    df = run_suite("converge", quick=True, threads=1, progress=False)
+    assert len(df) == 2 and set(df["schedule"]) == {"off", "40:4,80:2"}
+    for col in ("seconds_to_target", "steps_to_target", "final_test_psnr_db", "ms_per_step", "reached",
+                "x_time_to_target", "threads", "curve", "gaussians"):  # fmt: skip
+        assert col in df, col
+    assert (df["threads"] == 1).all()
+    for r in df.itertuples():
+        curve = json.loads(r.curve)
+        assert curve and all(s % 10 == 0 or s == r.max_steps for s, _, _ in curve)
+        assert r.final_test_psnr_db == pytest.approx(curve[-1][2], abs=1e-3)
+        if r.reached:
+            assert r.steps_to_target == curve[-1][0] and r.final_test_psnr_db >= r.target_db
+            assert r.seconds_to_target > 0
+    off = df[df["schedule"] == "off"].iloc[0]
+    assert off["x_time_to_target"] == 1.0 or not off["reached"]
