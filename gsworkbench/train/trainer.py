@@ -3,9 +3,11 @@
 One step: pick the next training view (a shuffled pass over the train views), render it with
 :func:`gsworkbench.splat.rasterize` (backend ``ext`` or ``torch``), take the photometric loss
 (0.8 L1 + 0.2 (1 - SSIM), plus the MCMC regularisers), back-propagate, step Adam, then densify
-(:mod:`gsworkbench.train.strategy`). Each stage is timed (:data:`gsworkbench.train.timers.STAGES`);
-:attr:`Trainer.history` has one row per step with the loss, the PSNR of the step's view, the Gaussian
-count and the stage times in seconds.
+(:mod:`gsworkbench.train.strategy`). With ``resolution_schedule`` the early steps render and compare
+at a reduced size (:mod:`gsworkbench.train.resolution`; evaluation stays at full size). Each stage is
+timed (:data:`gsworkbench.train.timers.STAGES`); :attr:`Trainer.history` has one row per step with the
+loss, the PSNR of the step's view, the Gaussian count, the resolution factor and the stage times in
+seconds.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from gsworkbench.train.divergence import LEARNING_RATE_OF, DivergenceMonitor
 from gsworkbench.train.evaluate import evaluate_views
 from gsworkbench.train.fingerprint import scene_fingerprint
 from gsworkbench.train.init_region import initial_splats
-from gsworkbench.train.losses import photometric_loss, psnr_from_mse
+from gsworkbench.train.losses import SSIM_WINDOW, photometric_loss, psnr_from_mse
 from gsworkbench.train.model import NAMES, SplatModel
+from gsworkbench.train.resolution import ReducedViews, check_fits, factor_at
 from gsworkbench.train.strategy import make_strategy
 from gsworkbench.train.timers import STAGES, StageTimer
 
@@ -79,6 +82,8 @@ class Trainer:
         )
         self.strategy = make_strategy(config, scene.scene_scale)
         self.timer = StageTimer(self.device, ranges=ranges)
+        check_fits(config.resolution_schedule, scene.width, scene.height, SSIM_WINDOW if config.ssim_lambda else 1)
+        self.reduced = ReducedViews(self.scene)  # train views at the schedule's reduced sizes, cached
         self.step_index = 0
         self.rows: list[dict[str, Any]] = []
         self._queue: list[int] = []
@@ -108,15 +113,14 @@ class Trainer:
             self._queue = ids[torch.randperm(len(ids), generator=self.gen)].tolist()
         return self._queue.pop()
 
-    def _target(self, view: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The view's image over this step's background, and the background [3]."""
-        img = self.scene.images[view]
+    def _target(self, view: int, factor: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        """The view's image [H/factor,W/factor,3] over this step's background, and the background [3]."""
+        img, a = self.reduced.image(view, factor)
         if self.cfg.background != "random":
             return img, self._bg
-        if self.scene.alphas is None:
+        if a is None:
             raise ValueError("background 'random' needs a scene with alpha masks (an RGBA source)")
         bg = torch.rand(3, generator=self.gen).to(self.device)
-        a = self.scene.alphas[view]
         return img - (1 - a) * self._bg + (1 - a) * bg, bg
 
     def sh_degree_at(self, step: int) -> int:
@@ -124,14 +128,17 @@ class Trainer:
 
     def render(
         self, views: torch.Tensor | list[int], sh_degree: int | None = None, background: torch.Tensor | None = None,
-        absgrad: bool = False, timed: bool = False,
+        absgrad: bool = False, timed: bool = False, factor: int = 1,
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:  # fmt: skip
-        """Renders ``views`` (indices into the scene) -> colours [C,H,W,3], alphas [C,H,W,1], meta."""
+        """Renders ``views`` (indices into the scene) at 1/``factor`` of the image size (see
+        :mod:`gsworkbench.train.resolution`) -> colours [C,h,w,3], alphas [C,h,w,1], meta."""
         m = self.model
         with self.timer.stage("prepare") if timed else contextlib.nullcontext():
             views = torch.as_tensor(views, dtype=torch.long, device=self.device)
             bg = (self._bg if background is None else background).expand(len(views), 3)
             scales, opacities = gaussians.scales_from_log(m.log_scales), gaussians.opacity_from_logit(m.opacity_logits)
+            width, height = (self.scene.width, self.scene.height) if factor == 1 else self.reduced.size(factor)
+            Ks = self.reduced.Ks(views, factor)
         return rasterize(
             m.means,
             m.quats,
@@ -139,9 +146,9 @@ class Trainer:
             opacities,
             m.sh,
             self.scene.viewmats[views],
-            self.scene.Ks[views],
-            self.scene.width,
-            self.scene.height,
+            Ks,
+            width,
+            height,
             sh_degree=self.cfg.sh_degree if sh_degree is None else sh_degree,
             near_plane=self.cfg.near_plane,
             far_plane=self.cfg.far_plane,
@@ -161,21 +168,23 @@ class Trainer:
             decay = cfg.lr_means_final ** (s / max(cfg.iterations, 1))
             self.model.set_lr("means", self._learning_rates()["means"] * decay)
             view = self._next_view()
-            gt, bg = self._target(view)
+            factor = factor_at(cfg.resolution_schedule, s)
+            gt, bg = self._target(view, factor)
             sh_deg = self.sh_degree_at(s)
         try:
-            colors, _, meta = self.render([view], sh_deg, bg, absgrad=cfg.absgrad, timed=True)
+            colors, _, meta = self.render([view], sh_deg, bg, absgrad=cfg.absgrad, timed=True, factor=factor)
         except ValueError:  # e.g. "scales contains non-finite values": say which parameter blew up, and when
             self.monitor.check_params(s, self.model.params, force=True)
             raise
         meta["means2d"].retain_grad()
         with stage("loss"):
-            loss, parts = self._loss(colors[0], gt, cfg.ssim_lambda, cfg.backend)
+            # the one view as a view of [1,H,W,3] (its backward reshapes; colors[0]'s would zero-fill and copy)
+            loss, parts = self._loss(colors.view(colors.shape[1:]), gt, cfg.ssim_lambda, cfg.backend)
             if cfg.opacity_reg > 0:
                 loss = loss + cfg.opacity_reg * gaussians.opacity_from_logit(self.model.opacity_logits).mean()
             if cfg.scale_reg > 0:
                 loss = loss + cfg.scale_reg * gaussians.scales_from_log(self.model.log_scales).mean()
-            mse = float(((colors.detach()[0] - gt) ** 2).mean())
+            mse = float(parts["mse"].detach() if "mse" in parts else ((colors.detach()[0] - gt) ** 2).mean())
             loss_value = float(loss.detach())
             if cfg.check_divergence or not np.isfinite(loss_value):
                 self.monitor.check_loss(s, loss_value)
@@ -197,6 +206,7 @@ class Trainer:
             "psnr_db": psnr_from_mse(mse),
             "num_gaussians": len(self.model),
             "sh_degree": sh_deg,
+            "resolution_factor": factor,
             **changes,
         }
         times = self.timer.reset()
@@ -208,8 +218,9 @@ class Trainer:
 
     @property
     def history(self) -> pd.DataFrame:
-        """One row per step: step, view, loss, l1, ssim, psnr_db, num_gaussians, sh_degree, densify counts,
-        t_<stage> (seconds), t_step (the step's wall time), test_psnr_db where evaluated."""
+        """One row per step: step, view, loss, l1, ssim, psnr_db (of the step's view, at its resolution),
+        num_gaussians, sh_degree, resolution_factor, densify counts, t_<stage> (seconds), t_step (the
+        step's wall time), test_psnr_db where evaluated."""
         return pd.DataFrame(self.rows)
 
     def run(
