@@ -29,9 +29,20 @@ def _reference(img: torch.Tensor, ref: torch.Tensor, g: torch.Tensor) -> tuple[t
     c=st.integers(1, 4),
     dtype=st.sampled_from([torch.float32, torch.float64]),
     seed=st.integers(0, 2**31 - 1),
+    threads=st.sampled_from([1, 2]),  # one thread: every band after the first reuses its predecessor's rows
 )
-def test_terms_and_gradient_match_the_torch_reference(h, w, c, dtype, seed):
+def test_terms_and_gradient_match_the_torch_reference(h, w, c, dtype, seed, threads):
     from gsworkbench.train import ops
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        _check_terms(h, w, c, dtype, seed, ops)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _check_terms(h: int, w: int, c: int, dtype: torch.dtype, seed: int, ops) -> None:  # noqa: ANN001
 
     gen = torch.Generator().manual_seed(seed)
     img, ref = torch.rand(2, h, w, c, generator=gen, dtype=torch.float64).unbind(0)

@@ -50,7 +50,7 @@ std::array<double, 3> terms_kernel(const Dims& d, const T* x, const T* y, T* g) 
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * kBand, r1 = std::min(d.H, r0 + kBand), q1 = std::min(r1, d.Hv);
       if (g != nullptr)
-        ssim[b] = band_grad(d, x, y, win, r0, r1, scale, s, g);
+        ssim[b] = band_grad(d, x, y, win, r0, r1, scale, s, g, b > b0);  // carry: rows shared with band b - 1
       else if (q1 > r0)
         ssim[b] = band_sum(d, x, y, win, r0, q1, s);
       band_errors(d, x, y, r0, r1, l1[b], sq[b]);

@@ -8,11 +8,13 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "gsw/parallel.h"
 #include "gsw/splat_op.h"
 #include "splat_rasterize_backward.h"
+#include "splat_pixels.h"
 #include "splat_simd.h"
 #include "splat_tiles.h"
 
@@ -65,6 +67,24 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
       for (int64_t q = 0; q < nchunks; ++q) {
         const ChunkGeom& cg = tc.geo(q);
         int32_t cl = -1;
+        if (cg.full_row) {  // one contiguous run of a row: whole-vector loads
+          const int64_t pix = (c * g.H + cg.y[0]) * g.W + cg.x[0];
+          load_interleaved(v_color + pix * D, D, s_vr[q * D].v);
+#pragma omp simd reduction(max : cl)
+          for (int j = 0; j < kLanes; ++j) {
+            s_px[q].v[j] = T(cg.x[j]) + T(0.5);
+            s_py[q].v[j] = T(cg.y[j]) + T(0.5);
+            s_Tr[q].v[j] = Tfinal[pix + j];
+            s_Tf[q].v[j] = Tfinal[pix + j];
+            s_last[q].v[j] = lastids[pix + j];
+            s_va[q].v[j] = v_alpha[pix + j];
+            cl = std::max(cl, lastids[pix + j]);
+          }
+          std::memset(static_cast<void*>(s_buf[q * D].v), 0, sizeof(Lanes) * D);
+          chunk_last[q] = cl;
+          maxlast = cl > maxlast ? cl : maxlast;
+          continue;
+        }
         for (int j = 0; j < kLanes; ++j) {
           s_px[q].v[j] = T(cg.x[j]) + T(0.5);
           s_py[q].v[j] = T(cg.y[j]) + T(0.5);

@@ -15,6 +15,7 @@
 #include "gsw/blend.h"
 #include "gsw/parallel.h"
 #include "gsw/splat_op.h"
+#include "splat_pixels.h"
 #include "splat_simd.h"
 #include "splat_tiles.h"
 
@@ -188,6 +189,18 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         const ChunkGeom& cg = tc.geo(q);
         if (!cg.any_inside) continue;
         const T* acc = s_acc[q * D].v;
+        if (cg.full_row) {  // one contiguous run of a row: whole-vector stores
+          const int64_t pix = (c * g.H + cg.y[0]) * g.W + cg.x[0];
+          const T* Tr = s_Tr[q].v;
+          store_interleaved(acc, D, out_color + pix * D);
+#pragma omp simd
+          for (int j = 0; j < kLanes; ++j) {
+            out_alpha[pix + j] = T(1) - Tr[j];
+            out_T[pix + j] = Tr[j];
+            out_last[pix + j] = s_last[q].v[j];
+          }
+          continue;
+        }
         for (int j = 0; j < kLanes; ++j) {
           if (!cg.in[j]) continue;
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];

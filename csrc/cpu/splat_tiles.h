@@ -87,6 +87,7 @@ struct ChunkLayout {
 struct alignas(64) ChunkGeom {
   int32_t x[kLanes], y[kLanes], in[kLanes];
   bool any_inside;
+  bool full_row;  // every lane inside, lanes j = pixels (x[0] + j, y[0]): one contiguous run of a row
 };
 
 // The chunks of one tile: lane geometry, and per chunk the box of its inside pixel centres (double,
@@ -121,6 +122,9 @@ class TileChunks {
         y1 = std::max(y1, in ? y : INT32_MIN);
       }
       cg.any_inside = any != 0;
+      int32_t all = 1;
+      for (int j = 0; j < kLanes; ++j) all &= cg.in[j] & (cg.y[j] == cg.y[0] ? 1 : 0) & (cg.x[j] == cg.x[0] + j ? 1 : 0);
+      cg.full_row = all != 0;
       in_[q] = any ? 1.0f : 0.0f;
       xmid_[q] = any ? 0.5f * (float(x0) + float(x1)) + 0.5f : 0.0f;  // pixel centres x0 + 0.5 .. x1 + 0.5
       xhw_[q] = any ? 0.5f * (float(x1) - float(x0)) : 0.0f;

@@ -52,7 +52,8 @@ Tensor ssim_backward_cpu(const Tensor& grad, const Tensor& img_, const Tensor& r
     T* o = out.data_ptr<T>();
     at::parallel_for(0, num_bands(d.H), 1, [&](int64_t b0, int64_t b1) {
       Scratch<T> s;
-      for (int64_t b = b0; b < b1; ++b) band_grad(d, x, y, win, b * kBand, std::min(d.H, (b + 1) * kBand), T(g), s, o);
+      for (int64_t b = b0; b < b1; ++b)
+        band_grad(d, x, y, win, b * kBand, std::min(d.H, (b + 1) * kBand), T(g), s, o, b > b0);
     });
   });
   return out;

@@ -134,16 +134,24 @@ double band_sum(const Dims& d, const T* x, const T* y, const Window<T>& win_, in
 
 // One band of output rows [r0, r1): writes out[r][:] = scale * dS_sum/d x[r][:] (S_sum the sum of S
 // over all valid windows) and returns the sum of S over the valid rows in [r0, r1). The windows that
-// reach these rows start at valid rows [r0 - kWin + 1, r1).
+// reach these rows start at valid rows [r0 - kWin + 1, r1); with carry (the previous band of this
+// thread was [r0 - kBand, r0), in the same scratch) the first kWin - 1 of them are taken from it
+// instead of being computed again.
 template <typename T>
 double band_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t r0, int64_t r1, T scale,
-                 Scratch<T>& s, T* out) {
+                 Scratch<T>& s, T* out, bool carry = false) {
   const Window<T> win = win_;
   const int64_t vr = d.vrow(), C = d.C, row = d.row();
-  const int64_t q0 = std::max<int64_t>(0, r0 - (kWin - 1)), q1 = std::min(d.Hv, r1), n = q1 - q0;
+  const int64_t q0 = carry ? r0 : std::max<int64_t>(0, r0 - (kWin - 1)), q1 = std::min(d.Hv, r1), n = q1 - q0;
   const int64_t pad = (kWin - 1) * C, pr = vr + 2 * pad;  // dm rows: kWin - 1 pixels of zeros per side
-  const int64_t nr = r1 - r0, tn = nr + kWin - 1;         // tb rows: valid rows [r0 - kWin + 1, r1), zeros outside
-  s.tb.assign(static_cast<size_t>(3 * tn * row), T(0));
+  // tb: per plane kBand + kWin - 1 rows, row t holding valid row r0 - (kWin - 1) + t (zeros outside)
+  const int64_t tn = kBand + kWin - 1, keep = carry ? kWin - 1 : 0;
+  s.tb.resize(static_cast<size_t>(3 * tn * row));
+  for (int c = 0; c < 3; ++c) {
+    T* plane = s.tb.data() + c * tn * row;
+    if (carry) std::copy(plane + kBand * row, plane + tn * row, plane);  // rows r0 - kWin + 1 .. r0 - 1
+    std::fill(plane + keep * row, plane + tn * row, T(0));
+  }
   double total = 0;
   if (n > 0) {
     const int64_t hn = n + kWin - 1, plane = hn * vr;
@@ -170,7 +178,7 @@ double band_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, i
         dm[2 * pr + pad + j] = scale * (2 * t.a1 * inv);
       }
       if (own) total += acc;
-      // transposed blur along x of this row into tb row (q0 + i) - (r0 - kWin + 1)
+      // transposed blur along x of this row into its tb row
       const int64_t tr = q0 + i - (r0 - (kWin - 1));
       for (int c = 0; c < 3; ++c) {
         const T* src = dm + c * pr;
