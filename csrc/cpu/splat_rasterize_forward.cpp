@@ -168,6 +168,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
       // done (dense tiles never look at most of their list).
       for (int64_t k = s; k < e && n_active > 0; ++k) {
         const int64_t i = fid[k];
+        if (k + kPrefetchAhead < e) prefetch_gaussian(sp, means2d, conics, opac, colors, D, fid[k + kPrefetchAhead]);
         int64_t qlo, qhi;
         if (!tc.chunk_rows(means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
         // chunks still compositing, as bits (tiles of up to 64 chunks): skip Gaussians that only reach
