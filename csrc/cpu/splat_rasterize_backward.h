@@ -146,17 +146,21 @@ void backward_gaussian(const GaussIn<T>& p, const TileBwd<T>& tb, const TileChun
 
 #if defined(__AVX512F__)
 // float: the same, with the lane masks in mask registers (see composite_chunk<float>) and the
-// Gaussian's gradient sums in registers across its chunks.
-template <>
-inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
-                              const int32_t* chunk_last, int64_t qlo, int64_t qhi, GaussGrad<float>&, float* acc,
-                              bool absgrad) {
-  const int64_t D = p.D;
+// Gaussian's gradient sums in registers across its chunks; DC = 3 keeps the colour-gradient sums in
+// registers too (RGB, the trainer's case), DC = 0 keeps them in tb.gcol for any D.
+template <int DC>
+inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
+                                  const int32_t* chunk_last, int64_t qlo, int64_t qhi, float* acc, bool absgrad) {
+  const int64_t D = DC > 0 ? DC : p.D;
   const __m512 one = _mm512_set1_ps(1.0f), amin = _mm512_set1_ps(kAlphaMin), amax = _mm512_set1_ps(kAlphaMax);
   const __m512 opv = _mm512_set1_ps(p.op), mxv = _mm512_set1_ps(p.mx), myv = _mm512_set1_ps(p.my);
   const __m512i kkv = _mm512_set1_epi32(p.kk);
   F16 gmx(0.0f), gmy(0.0f), gca(0.0f), gcb(0.0f), gcc(0.0f), gop(0.0f), gax(0.0f), gay(0.0f);
-  bool touched = false;
+  __m512 gc[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};  // DC = 3
+  __m512 colv[3];
+  for (int ch = 0; ch < (DC > 0 ? DC : 0); ++ch) colv[ch] = _mm512_set1_ps(p.col[ch]);
+  if (DC == 0) std::fill(tb.gcol, tb.gcol + D * kLanes, 0.0f);
+  __mmask16 touched = 0;
   alignas(64) float alpha[kLanes], vis[kLanes];
   for (int64_t q = qlo; q <= qhi; ++q) {
     if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
@@ -167,10 +171,7 @@ inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<floa
         _mm512_cmp_ps_mask(a, amin, _CMP_GE_OQ) &
         _mm512_cmp_epi32_mask(kkv, _mm512_load_si512(reinterpret_cast<const void*>(st.last)), _MM_CMPINT_LE);
     if (!valid) continue;
-    if (!touched) {
-      std::fill(tb.gcol, tb.gcol + D * kLanes, 0.0f);
-      touched = true;
-    }
+    touched |= valid;
     // 1 / (1 - alpha) by the 14-bit reciprocal and one Newton step (relative error ~1e-7, about an ulp):
     // a 16-lane division's latency was the largest single stall of this loop
     const __m512 om = _mm512_sub_ps(one, a);
@@ -182,12 +183,16 @@ inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<floa
     const __m512 fac = _mm512_maskz_mul_ps(valid, a, tbf);
     __m512 va = _mm512_maskz_mul_ps(valid, _mm512_mul_ps(_mm512_load_ps(st.Tf), r), _mm512_load_ps(st.va));
     for (int64_t ch = 0; ch < D; ++ch) {
-      const __m512 col = _mm512_set1_ps(p.col[ch]);
+      const __m512 col = DC > 0 ? colv[ch] : _mm512_set1_ps(p.col[ch]);
       float* bp = st.buf + ch * kLanes;
-      float* gp = tb.gcol + ch * kLanes;
       const __m512 b = _mm512_load_ps(bp), v = _mm512_load_ps(st.vr + ch * kLanes);
       va = _mm512_mask3_fmadd_ps(_mm512_fmsub_ps(col, tbf, _mm512_mul_ps(b, r)), v, va, valid);
-      _mm512_store_ps(gp, _mm512_fmadd_ps(fac, v, _mm512_load_ps(gp)));
+      if (DC > 0) {
+        gc[ch] = _mm512_fmadd_ps(fac, v, gc[ch]);
+      } else {
+        float* gp = tb.gcol + ch * kLanes;
+        _mm512_store_ps(gp, _mm512_fmadd_ps(fac, v, _mm512_load_ps(gp)));
+      }
       _mm512_store_ps(bp, _mm512_fmadd_ps(col, fac, b));
     }
     const __m512 visv = _mm512_load_ps(vis);
@@ -214,11 +219,22 @@ inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<floa
   acc[3] += reduce_add(gcb.v);
   acc[4] += reduce_add(gcc.v);
   acc[5] += reduce_add(gop.v);
-  for (int64_t ch = 0; ch < D; ++ch) acc[6 + ch] += reduce_add(_mm512_load_ps(tb.gcol + ch * kLanes));
+  for (int64_t ch = 0; ch < D; ++ch)
+    acc[6 + ch] += reduce_add(DC > 0 ? gc[ch] : _mm512_load_ps(tb.gcol + ch * kLanes));
   if (absgrad) {
     acc[6 + D] += reduce_add(gax.v);
     acc[7 + D] += reduce_add(gay.v);
   }
+}
+
+template <>
+inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
+                                     const int32_t* chunk_last, int64_t qlo, int64_t qhi, GaussGrad<float>&,
+                                     float* acc, bool absgrad) {
+  if (p.D == 3)
+    backward_gaussian_f32<3>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
+  else
+    backward_gaussian_f32<0>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
 }
 #endif
 
