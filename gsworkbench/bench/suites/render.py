@@ -8,7 +8,7 @@ reference runs on the small end of the grid (<= 100k Gaussians at <= 256^2, forw
 forward, forward+backward and train-step (L1 loss + backward), each eager and under torch.compile
 (aot_eager, inductor), interleaved. Plus the real-size scenes of the train suite (``scene`` column;
 gsworkbench.bench.scene_splats), ext forward at SH degree 3 at 800x800 and 1920x1080 from one of the
-object scene's train views: ``surface`` 300k and 1M, ``dense`` (a trained-like object) 300k and
+object scene's train views: ``surface`` 300k and 1M, ``dense`` (a trained-like object) 100k and 300k, and
 ``random-init`` (a NeRF-synthetic start) 100k. quick=True: 500 Gaussians at 64x48 (for tests), with the
 ext train-step also under aot_eager, and the three kinds at 2,000 Gaussians at 64x48; the real-size
 cases are listed as skipped (full grid only). External rasterizers registered with
@@ -60,7 +60,9 @@ EXTRA_COLUMNS = ("n_isects", "first_call_peak_rss_mib")  # each case's extras
 FULL_NUMS = (10_000, 100_000, 1_000_000)
 FULL_SIZES = ((128, 128), (256, 256), (512, 512), (800, 800))
 # the real-size scenes (issue 21): (kind, Gaussians) at each of SCENE_SIZES, ext forward, SH degree 3
-SCENE_NUMS = (("surface", 300_000), ("surface", 1_000_000), ("dense", 300_000), ("random-init", 100_000))
+SCENE_NUMS = (
+    ("surface", 300_000), ("surface", 1_000_000), ("dense", 100_000), ("dense", 300_000), ("random-init", 100_000)
+)
 SCENE_SIZES = ((800, 800), (1920, 1080))
 QUICK_SKIP = "real-size case: runs in the full grid only (skipped in --quick)"
 
