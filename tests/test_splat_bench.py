@@ -20,7 +20,7 @@ def test_render_suite_quick_runs() -> None:
     # the real-size scenes: each kind runs small here, and its real-size cases are listed as skipped
     assert set(fwd.scene) == {"synthetic", "surface", "dense", "random-init"}
     big = df[df.scene.isin(["surface", "dense", "random-init"]) & (df.num >= 100_000)]
-    assert len(big) == 8 and big.skipped.str.contains("full grid only").all()
+    assert len(big) == 10 and big.skipped.str.contains("full grid only").all()  # 5 scenes x 2 sizes
     assert {(w, h) for w, h in zip(big.width, big.height)} == {(800, 800), (1920, 1080)}
 
 
@@ -53,12 +53,14 @@ def test_full_grid_skips_only_the_large_end() -> None:
 
 def test_full_grid_has_the_real_size_scenes() -> None:
     """The real-size scenes run (unskipped) in the full grid: ext forward of each kind at 800x800 and
-    1920x1080, surface at 300k and 1M Gaussians."""
+    1920x1080, surface at 300k and 1M Gaussians, dense at 100k (issue 21's render target) and 300k."""
     from gsworkbench.bench import get_suite
 
     full = [c for c in get_suite("render").cases(False) if c.params["scene"] != "synthetic"]
     got = {(c.params["scene"], c.params["num"], c.params["width"], c.params["height"]) for c in full}
     sizes = ((800, 800), (1920, 1080))
-    kinds = (("surface", 300_000), ("surface", 1_000_000), ("dense", 300_000), ("random-init", 100_000))
+    kinds = (
+        ("surface", 300_000), ("surface", 1_000_000), ("dense", 100_000), ("dense", 300_000), ("random-init", 100_000)
+    )  # fmt: skip
     assert got == {(k, n, w, h) for k, n in kinds for w, h in sizes}
     assert all(c.skip is None and c.params["stage"] == "forward" and c.params["backend"] == "ext" for c in full)
