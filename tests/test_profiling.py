@@ -271,6 +271,11 @@ def test_mismatched_runs_are_refused(render_run: profiling.ProfileRun, tmp_path)
     (copy / "metadata.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=r"differ in parameters: num: before 1500, after 3000$"):
         profiling.diff(render_run.run_dir, copy)
+    # a setting only one revision has (e.g. a new training option) is a warning naming it, not a refusal
+    meta["parameters"]["num"] = 1500
+    meta["parameters"]["new_option"] = []
+    (copy / "metadata.json").write_text(json.dumps(meta))
+    assert any("parameter new_option only after ([])" in w for w in profiling.diff(render_run.run_dir, copy).warnings)
 
 
 def test_cli_profile_and_errors(render_run: profiling.ProfileRun, tmp_path, capsys) -> None:

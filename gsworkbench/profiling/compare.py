@@ -54,18 +54,22 @@ class ProfileDiff:
 
 def check_comparable(before: ProfileRun, after: ProfileRun) -> list[str]:
     """ValueError naming the difference when the workloads or parameters differ; otherwise the warnings
-    (machine, threads, device, py-spy settings)."""
+    (machine, threads, device, py-spy settings, and parameters only one side has: a revision that added
+    a setting, e.g. a training option, is compared with one that lacked it, and the warning names it)."""
     if before.workload != after.workload:
         raise ValueError(f"different workloads: before {before.workload!r}, after {after.workload!r}")
     pb, pa = before.metadata["parameters"], after.metadata["parameters"]
-    diffs = [f"{k}: before {pb.get(k)!r}, after {pa.get(k)!r}"
-             for k in sorted(set(pb) | set(pa)) if k not in MAY_DIFFER and pb.get(k) != pa.get(k)]  # fmt: skip
+    shared = sorted((set(pb) & set(pa)) - set(MAY_DIFFER))
+    diffs = [f"{k}: before {pb[k]!r}, after {pa[k]!r}" for k in shared if pb[k] != pa[k]]
     if diffs:
         raise ValueError(f"the two profiles of {before.workload} differ in parameters: " + "; ".join(diffs))
     from gsworkbench.bench.compare import environment_warnings
 
     # the machine, threads, versions and extension as `gsworkbench compare` checks them; then the profile's own
     warnings = environment_warnings(before.metadata, after.metadata, ("before", "after"))
+    for side, mine, other in (("before", pb, pa), ("after", pa, pb)):
+        for k in sorted((set(mine) - set(other)) - set(MAY_DIFFER)):
+            warnings.append(f"parameter {k} only {side} ({mine[k]!r}): the other revision has no such setting")
     if before.metadata.get("platform") != after.metadata.get("platform"):
         warnings.append(f"different platform: before {before.metadata.get('platform')!r}, after "
                         f"{after.metadata.get('platform')!r}")  # fmt: skip
