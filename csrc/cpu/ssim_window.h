@@ -100,6 +100,10 @@ void blur_x(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_
   }
 }
 
+// The vertical pass (five window statistics from the horizontal sums, 11 taps) is written out in both
+// band_sum and band_grad: moved into a helper taking the statistics by pointer, GCC 12 no longer
+// vectorized the loops around it (the gradient pass took 2.5x as long).
+
 // Per band: the horizontal sums of its input rows and the padded dS/d(statistic) rows.
 template <typename T>
 struct Scratch {
