@@ -149,14 +149,12 @@ def load_images(
     images = torch.stack(rgbs)
     alpha = torch.stack(alphas)
     if downsample > 1:
-        images, alpha = (
-            F.avg_pool2d(t.permute(0, 3, 1, 2), downsample).permute(0, 2, 3, 1).contiguous() for t in (images, alpha)
-        )
+        images, alpha = (box_pool(t, (downsample, downsample)) for t in (images, alpha))
     return images.clamp_(0, 1), (alpha if any_alpha else None), size
 
 
-def scale_intrinsics(Ks: torch.Tensor, downsample: int) -> torch.Tensor:
-    """Intrinsics [V,3,3] for images box-downsampled by ``downsample`` (pixel corners stay corners)."""
-    out = Ks.clone()
-    out[:, :2, :] /= downsample
-    return out
+def box_pool(images: torch.Tensor, kernel: tuple[int, int]) -> torch.Tensor:
+    """Box average of images [N,H,W,C] over ``kernel`` = (rows, columns) pixel blocks -> [N, H // rows,
+    W // columns, C] (a partial last block is dropped, as ``avg_pool2d`` does). The loaders' downsample
+    and the trainer's coarse-to-fine targets (gsworkbench/train/resolution.py) use it."""
+    return F.avg_pool2d(images.permute(0, 3, 1, 2), kernel).permute(0, 2, 3, 1).contiguous()

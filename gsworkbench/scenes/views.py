@@ -31,9 +31,8 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from gsworkbench.scenes.images import image_size, read_image
+from gsworkbench.scenes.images import box_pool, image_size, read_image
 from gsworkbench.scenes.lens import PINHOLE_MODELS, check_camera, fit_to_image, pinhole_K
 from gsworkbench.scenes.undistort import undistorted_view
 
@@ -164,8 +163,6 @@ def assemble(
     rgb, alpha = torch.stack(rgbs), torch.stack(alphas)
     Ks_t = torch.tensor(Ks_np, dtype=torch.float32)
     if downsample > 1:
-        rgb, alpha = (
-            F.avg_pool2d(t.permute(0, 3, 1, 2), downsample).permute(0, 2, 3, 1).contiguous() for t in (rgb, alpha)
-        )
+        rgb, alpha = (box_pool(t, (downsample, downsample)) for t in (rgb, alpha))
         Ks_t[:, :2, :] /= downsample
     return rgb.clamp_(0, 1), (alpha if any_alpha else None), Ks_t

@@ -9,7 +9,7 @@ size after. Empty (the default): full size throughout. As text (the command line
 At factor f an image of W x H pixels becomes w x h = round(W / f) x round(H / f): its box average
 (:func:`torch.nn.functional.avg_pool2d` when f divides both sides, else ``interpolate(mode="area")``),
 and the alpha masks alike. The intrinsics follow the pixel-corner convention of the rasterizer and the
-loaders (pixel i covers [i, i+1), its centre at i + 0.5; :func:`gsworkbench.scenes.images.scale_intrinsics`):
+loaders (pixel i covers [i, i+1), its centre at i + 0.5; the loaders' downsample in gsworkbench/scenes/views.py):
 fx, cx are multiplied by w / W and fy, cy by h / H, so the reduced image sees exactly the same field of
 view. Held-out evaluation always renders at full size.
 """
@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from gsworkbench.scenes.images import box_pool
 
 Schedule = tuple[tuple[int, int], ...]
 
@@ -97,12 +99,12 @@ def downsample(images: torch.Tensor, width: int, height: int) -> torch.Tensor:
     H, W, C = images.shape[-3:]
     if (W, H) == (width, height):
         return images
-    x = images.reshape(-1, H, W, C).permute(0, 3, 1, 2)
+    x = images.reshape(-1, H, W, C)
     if H % height == 0 and W % width == 0:
-        y = F.avg_pool2d(x, kernel_size=(H // height, W // width))
+        y = box_pool(x, (H // height, W // width))
     else:
-        y = F.interpolate(x, size=(height, width), mode="area")
-    return y.permute(0, 2, 3, 1).reshape(*images.shape[:-3], height, width, C).contiguous()
+        y = F.interpolate(x.permute(0, 3, 1, 2), size=(height, width), mode="area").permute(0, 2, 3, 1)
+    return y.reshape(*images.shape[:-3], height, width, C).contiguous()
 
 
 def scale_intrinsics(Ks: torch.Tensor, width: int, height: int, new_width: int, new_height: int) -> torch.Tensor:
