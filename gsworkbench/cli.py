@@ -190,11 +190,11 @@ def _version() -> str:
 
 
 def profile_params(pairs: list[list[str]] | None) -> dict[str, object]:
-    """``profile``'s ``-p NAME VALUE`` pairs: numbers, YAML, and a ``resolution_schedule`` kept as text
-    (``1000:4`` would read as YAML's base-60 integer 60004; TrainConfig parses the text)."""
+    """``profile``'s ``-p NAME VALUE`` pairs: numbers, else YAML (``1000:4`` stays text, which
+    TrainConfig parses as a resolution schedule)."""
     from gsworkbench.notebooks import parse_cli_value
 
-    return {name: value if name == "resolution_schedule" else parse_cli_value(value) for name, value in pairs or []}
+    return {name: parse_cli_value(value) for name, value in pairs or []}
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:

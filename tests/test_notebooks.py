@@ -204,6 +204,7 @@ def test_numbers_parse_as_numbers_and_lists_take_single_values():
     assert nbs.parse_cli_value("1e4", 512) == 10000.0 and nbs.coerce_parameter("n", 512, 1e4) == 10000
     assert nbs.parse_cli_value("true", False) is True
     assert nbs.parse_cli_value("123", "name") == "123"  # a string parameter keeps the text
+    assert nbs.parse_cli_value("1000:4") == "1000:4"  # not YAML 1.1's base-60 number 60004
     assert nbs.parse_cli_value("1000", [128, 256]) == [1000]
     assert nbs.parse_cli_value("1000,2000", [128]) == [1000, 2000]
     assert nbs.parse_cli_value("[1000, 2000]", [128]) == [1000, 2000]

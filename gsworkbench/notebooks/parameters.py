@@ -149,7 +149,8 @@ def validate_parameters(
 
 
 def parse_cli_value(text: str, default: Any = None) -> Any:
-    """A ``-p name value`` string: a number when it reads as one (``5e-2`` -> 0.05), else YAML.
+    """A ``-p name value`` string: a number when it reads as one (``5e-2`` -> 0.05), else YAML (but
+    ``a:b`` stays text, not YAML 1.1's base-60 number: e.g. a resolution schedule ``1000:4``).
 
     With the parameter's ``default``: text stays text for a string parameter, and a list parameter
     takes ``a,b,c`` or ``[a, b, c]`` or a single value.
@@ -167,7 +168,10 @@ def parse_cli_value(text: str, default: Any = None) -> Any:
             return number(text)
         except ValueError:
             pass
-    return yaml.safe_load(text)
+    value = yaml.safe_load(text)
+    if isinstance(value, (int, float)) and ":" in text:
+        return text  # YAML 1.1 reads 1000:4 as the base-60 number 60004; nobody means that: text
+    return value
 
 
 def describe_rule(default: Any, rule: Mapping[str, Any]) -> str:
