@@ -49,7 +49,7 @@ def ssim(img: torch.Tensor, ref: torch.Tensor, backend: str = "ext") -> torch.Te
     reference elsewhere: CUDA, batches, a ref that needs gradients); ``"torch"`` is the reference.
     """
     _check(img, ref)
-    if backend == "ext" and img.dim() == 3 and img.dtype == ref.dtype and not ref.requires_grad:
+    if backend == "ext" and _one_pair(img, ref):
         from gsworkbench.train import ops
 
         if ops.has_fused_ssim(img):
@@ -97,9 +97,9 @@ def photometric_loss(
     (:func:`gsworkbench.train.ops.photometric_terms`) for single CPU images [H,W,C]; ``"torch"`` (and
     anything the kernel does not serve) uses :func:`l1` and :func:`ssim`.
     """
-    if backend == "ext" and ssim_lambda != 0 and _fused_terms_serve(img, ref):
-        from gsworkbench.train import ops
+    from gsworkbench.train import ops
 
+    if backend == "ext" and ssim_lambda != 0 and _one_pair(img, ref) and ops.has_photometric_terms(img):
         terms = ops.photometric_terms(img, ref)
         l, s = terms[0], terms[1]
         return (1 - ssim_lambda) * l + ssim_lambda * (1 - s), {"l1": l, "ssim": s, "mse": terms[2]}
@@ -110,11 +110,10 @@ def photometric_loss(
     return (1 - ssim_lambda) * l + ssim_lambda * (1 - s), {"l1": l, "ssim": s}
 
 
-def _fused_terms_serve(img: torch.Tensor, ref: torch.Tensor) -> bool:
+def _one_pair(img: torch.Tensor, ref: torch.Tensor) -> bool:
+    """True for what the extension's loss kernels take: one image pair [H,W,C] of one shape and dtype,
+    H, W >= 11, and a ref that needs no gradient (anything else takes the torch reference, which raises
+    the errors naming wrong sizes)."""
     if img.dim() != 3 or img.shape != ref.shape or img.dtype != ref.dtype or ref.requires_grad:
         return False
-    if min(img.shape[0], img.shape[1]) < SSIM_WINDOW:
-        return False  # the reference path raises the error naming the sizes
-    from gsworkbench.train import ops
-
-    return ops.has_photometric_terms(img)
+    return min(img.shape[0], img.shape[1]) >= SSIM_WINDOW
