@@ -105,10 +105,21 @@ class LocalKernelManager(AsyncKernelManager):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         LocalKernelManager.live.add(self)
+        self.interrupted = False  # set by interrupt_kernels
         folder = tempfile.mkdtemp(prefix="gsw-kernel-")
         weakref.finalize(self, shutil.rmtree, folder, True)  # removed with the manager, or at exit
         self.transport = "ipc"
         self.ip = os.path.join(folder, "ipc")
+
+    async def _async_interrupt_kernel(self) -> None:
+        # jupyter_client sends SIGINT before every shutdown request. After a Ctrl-C that this process
+        # already passed on (the cell has stopped), a second SIGINT can reach the kernel while it is
+        # still finishing that execution, and ipykernel then logs "KeyboardInterrupt caught in kernel"
+        # under the one-line message. Such a kernel gets the shutdown request without it (and SIGTERM,
+        # then SIGKILL, if it does not stop).
+        if self.shutting_down and self.interrupted:
+            return
+        await super()._async_interrupt_kernel()
 
 
 def interrupt_kernels() -> int:
@@ -126,6 +137,7 @@ def interrupt_kernels() -> int:
                 os.kill(pid, signal.SIGINT)
             else:
                 continue
+            km.interrupted = True
             sent += 1
         except (ProcessLookupError, PermissionError):
             pass
