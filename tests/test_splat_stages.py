@@ -186,6 +186,29 @@ def test_isect_tiles_ext_matches_torch_and_is_sorted(device: str) -> None:
 
 
 @requires_ext
+@pytest.mark.parametrize("depths_kind", ["spread", "ties", "one_depth"])
+def test_isect_tiles_ext_matches_torch_at_scale(device: str, depths_kind: str) -> None:
+    """Enough visible Gaussians (over 2^19) that the depth sort runs on two threads where two are
+    available; depths with many exact ties (the sort must keep index order) and all equal."""
+    from gsworkbench.splat import ops
+
+    g = torch.Generator().manual_seed(3)
+    C, N, tw, th, ts = 1, 640_000, 9, 7, 16  # about 587k visible: more than 2^19
+    m2 = torch.rand(C, N, 2, generator=g) * torch.tensor([tw * ts, th * ts], dtype=torch.float32)
+    radii = torch.randint(0, 12, (C, N), generator=g, dtype=torch.int32)  # 0: not visible
+    depths = {
+        "spread": 0.1 + 50 * torch.rand(C, N, generator=g),
+        "ties": (torch.randint(1, 64, (C, N), generator=g) / 8.0),
+        "one_depth": torch.full((C, N), 2.5),
+    }[depths_kind]
+    args = (m2, radii, depths, ts, tw, th)
+    ref = _torch_impl.isect_tiles(*args)
+    out = to_device(ops.isect_tiles(*to_device(args, device)), "cpu")
+    for r, o in zip(ref, out, strict=True):
+        assert torch.equal(r, o)
+
+
+@requires_ext
 def test_rasterize_stage_gradients_match(device: str) -> None:
     from gsworkbench.splat import ops
 

@@ -108,6 +108,12 @@ inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* 
     Tr = _mm512_mask_mov_ps(Tr, con, nT);
     last = _mm512_mask_mov_epi32(last, con, _mm512_set1_epi32(kk));
     const float* col = in.colors + D * i;
+    if (D == 3) {  // RGB, unrolled
+      _mm512_store_ps(acc, _mm512_fmadd_ps(w, _mm512_set1_ps(col[0]), _mm512_load_ps(acc)));
+      _mm512_store_ps(acc + kLanes, _mm512_fmadd_ps(w, _mm512_set1_ps(col[1]), _mm512_load_ps(acc + kLanes)));
+      _mm512_store_ps(acc + 2 * kLanes, _mm512_fmadd_ps(w, _mm512_set1_ps(col[2]), _mm512_load_ps(acc + 2 * kLanes)));
+      continue;
+    }
     for (int64_t ch = 0; ch < D; ++ch) {
       float* ap = acc + ch * kLanes;
       _mm512_storeu_ps(ap, _mm512_fmadd_ps(w, _mm512_set1_ps(col[ch]), _mm512_loadu_ps(ap)));

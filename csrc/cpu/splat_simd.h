@@ -112,6 +112,46 @@ inline void chunk_alpha_vis(const T* px, const T* py, T mx, T my, T ca, T cb, T 
   }
 }
 
+#if defined(__AVX512F__)
+// exp(-s) on 16 lanes for 0 <= s <= 200: 2^t with t = -s log2(e) = n + f, n = round(t), |f| <= 1/2;
+// 2^f by a degree-6 polynomial (relative error 2e-9 in exact arithmetic, 1e-7 in float, fitted to
+// minimise the relative error on [-1/2, 1/2]) and 2^n by vscalefps, which also takes the result to 0
+// (FTZ) for large s with no exponent-field arithmetic. f is formed with FMAs from log2(e) split into
+// two floats, so the reduction adds no error of its own. About half the instructions of exp_nonpos.
+inline __m512 exp_neg16(__m512 s) {
+  const __m512 hi = _mm512_set1_ps(-1.44269502162933349609375f), lo = _mm512_set1_ps(-1.925963033500011079e-8f);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(s, hi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_fmadd_ps(s, lo, _mm512_fmadd_ps(s, hi, _mm512_sub_ps(_mm512_setzero_ps(), n)));
+  __m512 p = _mm512_set1_ps(1.5345811606834423e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3399931216301808e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618488958593335e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5503287769744364e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022646890620264e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472057372619e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000000554169f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// chunk_alpha_vis for float on AVX-512 registers: the same sigma and clamps, exp by exp_neg16. A NaN
+// sigma gives vis 1 and alpha 0, as in the generic body.
+template <>
+inline void chunk_alpha_vis<float>(const float* px, const float* py, float mx, float my, float ca, float cb, float cc,
+                                   float op, float* alpha, float* vis) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 dx = _mm512_sub_ps(_mm512_set1_ps(mx), _mm512_load_ps(px));
+  const __m512 dy = _mm512_sub_ps(_mm512_set1_ps(my), _mm512_load_ps(py));
+  const __m512 quad = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(ca), dx), dx,
+                                     _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(cc), dy), dy));
+  const __m512 sg = _mm512_fmadd_ps(_mm512_set1_ps(0.5f), quad, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(cb), dx), dy));
+  const __mmask16 nonneg = _mm512_cmp_ps_mask(sg, zero, _CMP_GE_OQ);
+  // max(sg, 0) is 0 for a NaN sg (the second operand is returned), then capped where exp_neg16 holds
+  const __m512 v = exp_neg16(_mm512_min_ps(_mm512_max_ps(sg, zero), _mm512_set1_ps(200.0f)));
+  const __m512 a = _mm512_min_ps(_mm512_mul_ps(_mm512_set1_ps(op), v), _mm512_set1_ps(kAlphaMax));
+  _mm512_store_ps(alpha, _mm512_maskz_mov_ps(nonneg, a));
+  _mm512_store_ps(vis, v);
+}
+#endif
+
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
