@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
@@ -18,11 +19,10 @@ namespace {
 
 using at::Tensor;
 
-// Sums over the band's rows [r0, r1) of |x - y| and (x - y)^2.
+// Per row r in [r0, r1): l1[r] = sum |x - y| and sq[r] = sum (x - y)^2 over the row.
 template <typename T>
-void band_errors(const Dims& d, const T* x, const T* y, int64_t r0, int64_t r1, double& l1, double& sq) {
+void row_errors(const Dims& d, const T* x, const T* y, int64_t r0, int64_t r1, double* l1, double* sq) {
   const int64_t row = d.row();
-  l1 = sq = 0;
   for (int64_t r = r0; r < r1; ++r) {
     const T* xr = x + r * row;
     const T* yr = y + r * row;
@@ -33,8 +33,8 @@ void band_errors(const Dims& d, const T* x, const T* y, int64_t r0, int64_t r1, 
       ar += e < T(0) ? -e : e;
       qr += e * e;
     }
-    l1 += ar;
-    sq += qr;
+    l1[r] = ar;
+    sq[r] = qr;
   }
 }
 
@@ -42,22 +42,21 @@ void band_errors(const Dims& d, const T* x, const T* y, int64_t r0, int64_t r1, 
 template <typename T>
 std::array<double, 3> terms_kernel(const Dims& d, const T* x, const T* y, T* g) {
   const Window<T> win;
-  const int64_t nb = num_bands(d.H);
-  std::vector<double> l1(nb, 0.0), sq(nb, 0.0), ssim(nb, 0.0);
+  // per row, summed in row order below: the same sums whatever the split over threads
+  std::vector<double> l1(d.H, 0.0), sq(d.H, 0.0), ssim(d.H, 0.0);
   const T scale = T(1.0 / double(d.windows()));
-  at::parallel_for(0, nb, 1, [&](int64_t b0, int64_t b1) {
+  at::parallel_for(0, d.H, kBand, [&](int64_t r0, int64_t r1) {
     Scratch<T> s;
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t r0 = b * kBand, r1 = std::min(d.H, r0 + kBand), q1 = std::min(r1, d.Hv);
-      if (g != nullptr)
-        ssim[b] = band_grad(d, x, y, win, r0, r1, scale, s, g, b > b0);  // carry: rows shared with band b - 1
-      else if (q1 > r0)
-        ssim[b] = band_sum(d, x, y, win, r0, q1, s);
-      band_errors(d, x, y, r0, r1, l1[b], sq[b]);
+    if (g != nullptr) {
+      rows_grad(d, x, y, win, r0, r1, scale, s, g, ssim.data());
+    } else {
+      for (int64_t b0 = r0; b0 < std::min(r1, d.Hv); b0 += kBand)
+        band_sum(d, x, y, win, b0, std::min({r1, d.Hv, b0 + kBand}), s, ssim.data());
     }
+    row_errors(d, x, y, r0, r1, l1.data(), sq.data());
   });
   std::array<double, 3> out{0, 0, 0};
-  for (int64_t b = 0; b < nb; ++b) out[0] += l1[b], out[1] += ssim[b], out[2] += sq[b];
+  for (int64_t r = 0; r < d.H; ++r) out[0] += l1[r], out[1] += ssim[r], out[2] += sq[r];
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Fused SSIM of two images [H,W,C] and its gradient (torch reference: gsworkbench/train/losses.py
-// ssim_torch). The window math and the banded passes: ssim_window.h. The forward goes band by band of
-// valid rows; the backward band by band of image rows (each recomputing the statistics it needs).
+// ssim_torch). The window math and the passes: ssim_window.h. The forward goes band by band of valid rows;
+// the backward streams down each thread's share of image rows.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -50,10 +50,10 @@ Tensor ssim_backward_cpu(const Tensor& grad, const Tensor& img_, const Tensor& r
     const Window<T> win;
     const T *x = img.data_ptr<T>(), *y = ref.data_ptr<T>();
     T* o = out.data_ptr<T>();
-    at::parallel_for(0, num_bands(d.H), 1, [&](int64_t b0, int64_t b1) {
+    std::vector<double> row_s(static_cast<size_t>(d.H));  // not needed here
+    at::parallel_for(0, d.H, kBand, [&](int64_t r0, int64_t r1) {
       Scratch<T> s;
-      for (int64_t b = b0; b < b1; ++b)
-        band_grad(d, x, y, win, b * kBand, std::min(d.H, (b + 1) * kBand), T(g), s, o, b > b0);
+      rows_grad(d, x, y, win, r0, r1, T(g), s, o, row_s.data());
     });
   });
   return out;

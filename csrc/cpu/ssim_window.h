@@ -1,4 +1,4 @@
-// The windowed SSIM of two images [H,W,C], in bands of rows: shared by the SSIM ops (ssim.cpp) and the
+// The windowed SSIM of two images [H,W,C], row by row: shared by the SSIM ops (ssim.cpp) and the
 // fused photometric loss (photometric_loss.cpp). Torch reference: gsworkbench/train/losses.py ssim_torch.
 //
 // SSIM over an 11 x 11 Gaussian window (sigma 1.5), valid region, K1 = 0.01, K2 = 0.03, data range 1:
@@ -6,8 +6,8 @@
 // with mx = G*x, sxx = G*(x^2) - mx^2, sxy = G*(xy) - mx my (G the window). The blur is separable: a
 // horizontal pass over one contiguous image row of W*C values, then a vertical pass, each loop over a
 // row's elements keeping the 11 taps in registers (one store per output). The gradient scatters
-// dS/d(mx, G*x^2, G*xy) back through the transposed blur. Work goes in bands of kBand rows whose buffers
-// stay in cache; a band's gradient recomputes the window statistics of the kWin - 1 rows above it.
+// dS/d(mx, G*x^2, G*xy) back through the transposed blur. The value alone goes in bands of kBand rows
+// whose buffers stay in cache; the gradient streams down a thread's rows with kWin-row rings (rows_grad).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -101,19 +101,20 @@ void blur_x(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_
 }
 
 // The vertical pass (five window statistics from the horizontal sums, 11 taps) is written out in both
-// band_sum and band_grad: moved into a helper taking the statistics by pointer, GCC 12 no longer
+// band_sum and rows_grad: moved into a helper taking the statistics by pointer, GCC 12 no longer
 // vectorized the loops around it (the gradient pass took 2.5x as long).
 
-// Per band: the horizontal sums of its input rows and the padded dS/d(statistic) rows.
+// Per thread: the horizontal sums (band_sum: of a band's input rows; rows_grad: a ring of them), the
+// padded dS/d(statistic) rows, and rows_grad's ring of their transposed x blurs.
 template <typename T>
 struct Scratch {
   std::vector<T> hb, dm, tb;
 };
 
-// Sum of S over valid rows [q0, q1) (no gradient).
+// Sum of S over valid rows [q0, q1) (no gradient); with row_s, also each row's sum at row_s[q].
 template <typename T>
 double band_sum(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t q0, int64_t q1,
-                Scratch<T>& s) {
+                Scratch<T>& s, double* row_s = nullptr) {
   const Window<T> win = win_;
   const int64_t vr = d.vrow(), n = q1 - q0, hn = n + kWin - 1, plane = hn * vr;
   s.hb.resize(static_cast<size_t>(5 * plane));
@@ -132,47 +133,80 @@ double band_sum(const Dims& d, const T* x, const T* y, const Window<T>& win_, in
       acc += t.a1 * t.a2 / (t.b1 * t.b2);
     }
     total += acc;
+    if (row_s != nullptr) row_s[q0 + i] = acc;
   }
   return total;
 }
 
-// One band of output rows [r0, r1): writes out[r][:] = scale * dS_sum/d x[r][:] (S_sum the sum of S
-// over all valid windows) and returns the sum of S over the valid rows in [r0, r1). The windows that
-// reach these rows start at valid rows [r0 - kWin + 1, r1); with carry (the previous band of this
-// thread was [r0 - kBand, r0), in the same scratch) the first kWin - 1 of them are taken from it
-// instead of being computed again.
+// The horizontal sums of input row i (the five planes of blur_x, each vr values) written to o and o2.
 template <typename T>
-double band_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t r0, int64_t r1, T scale,
-                 Scratch<T>& s, T* out, bool carry = false) {
+inline void blur_row(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t i, T* o, T* o2) {
+  const Window<T> win = win_;  // a local copy: the stores below cannot alias it
+  const int64_t vr = d.vrow(), C = d.C;
+  const T* xr = x + i * d.row();
+  const T* yr = y + i * d.row();
+#pragma omp simd
+  for (int64_t j = 0; j < vr; ++j) {
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+#pragma GCC unroll 11
+    for (int k = 0; k < kWin; ++k) {
+      const T a = xr[j + k * C], b = yr[j + k * C], wa = win.w[k] * a, wb = win.w[k] * b;
+      s0 += wa;
+      s1 += wb;
+      s2 += wa * a;
+      s3 += wb * b;
+      s4 += wa * b;
+    }
+    o[j] = o2[j] = s0;
+    o[vr + j] = o2[vr + j] = s1;
+    o[2 * vr + j] = o2[2 * vr + j] = s2;
+    o[3 * vr + j] = o2[3 * vr + j] = s3;
+    o[4 * vr + j] = o2[4 * vr + j] = s4;
+  }
+}
+
+// Image rows [r0, r1) (one thread's contiguous share): writes out[r][:] = scale * dS_sum/d x[r][:]
+// (S_sum the sum of S over all valid windows) and row_s[v] = the sum of S over valid row v, for the
+// valid rows v in [r0, r1) (per row, so that totals summed in row order do not depend on the split). It streams down the rows, keeping only the last kWin rows of each intermediate in cache:
+//   - the horizontal sums of input rows (blur_row), needed by the vertical pass of valid rows v..v+10;
+//   - per valid row v, dS/d(statistic) (3 rows), blurred back along x into the row's tb slot;
+//   - image row r then takes the transposed vertical blur of the tb rows of valid rows r-10..r.
+// Both row stores are rings of kWin slots written twice (slot s and s + kWin), so any kWin
+// consecutive rows lie at consecutive slots and the 11-tap loops index them with fixed strides.
+// Valid rows outside [0, Hv) have zero tb rows. The windows that reach row r0 start at valid row
+// r0 - 10: those 10 rows are computed again (as the share before computes them).
+template <typename T>
+void rows_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t r0, int64_t r1, T scale,
+               Scratch<T>& s, T* out, double* row_s) {
   const Window<T> win = win_;
   const int64_t vr = d.vrow(), C = d.C, row = d.row();
-  const int64_t q0 = carry ? r0 : std::max<int64_t>(0, r0 - (kWin - 1)), q1 = std::min(d.Hv, r1), n = q1 - q0;
   const int64_t pad = (kWin - 1) * C, pr = vr + 2 * pad;  // dm rows: kWin - 1 pixels of zeros per side
-  // tb: per plane kBand + kWin - 1 rows, row t holding valid row r0 - (kWin - 1) + t (zeros outside)
-  const int64_t tn = kBand + kWin - 1, keep = carry ? kWin - 1 : 0;
-  s.tb.resize(static_cast<size_t>(3 * tn * row));
-  for (int c = 0; c < 3; ++c) {
-    T* plane = s.tb.data() + c * tn * row;
-    if (carry) std::copy(plane + kBand * row, plane + tn * row, plane);  // rows r0 - kWin + 1 .. r0 - 1
-    std::fill(plane + keep * row, plane + tn * row, T(0));
-  }
-  double total = 0;
-  if (n > 0) {
-    const int64_t hn = n + kWin - 1, plane = hn * vr;
-    s.hb.resize(static_cast<size_t>(5 * plane));
-    blur_x(d, x, y, win, q0, hn, s.hb.data());
-    s.dm.assign(static_cast<size_t>(3 * pr), T(0));
-    T* dm = s.dm.data();
-    for (int64_t i = 0; i < n; ++i) {
-      const T* h = s.hb.data() + i * vr;
-      const bool own = q0 + i >= r0;
+  const int64_t hslot = 5 * vr, tslot = 3 * row;
+  s.hb.resize(static_cast<size_t>(2 * kWin * hslot));
+  s.tb.resize(static_cast<size_t>(2 * kWin * tslot));
+  s.dm.assign(static_cast<size_t>(3 * pr), T(0));
+  T* dm = s.dm.data();
+  auto slot = [](int64_t v) { return ((v % kWin) + kWin) % kWin; };
+  int64_t next_in = std::max<int64_t>(0, r0 - (kWin - 1));  // first input row without horizontal sums
+  for (int64_t v = r0 - (kWin - 1); v < r1; ++v) {
+    T* t0 = s.tb.data() + slot(v) * tslot;
+    T* t1 = t0 + kWin * tslot;
+    if (v < 0 || v >= d.Hv) {
+      std::fill(t0, t0 + tslot, T(0));
+      std::fill(t1, t1 + tslot, T(0));
+    } else {
+      for (; next_in <= v + kWin - 1; ++next_in) {
+        T* o = s.hb.data() + slot(next_in) * hslot;
+        blur_row(d, x, y, win, next_in, o, o + kWin * hslot);
+      }
+      const T* h = s.hb.data() + slot(v) * hslot;  // input rows v .. v + 10 at consecutive slots
       T acc = 0;
 #pragma omp simd reduction(+ : acc)
       for (int64_t j = 0; j < vr; ++j) {
         T m[5] = {0, 0, 0, 0, 0};
 #pragma GCC unroll 11
         for (int k = 0; k < kWin; ++k)
-          for (int c = 0; c < 5; ++c) m[c] += win.w[k] * h[c * plane + k * vr + j];
+          for (int c = 0; c < 5; ++c) m[c] += win.w[k] * h[k * hslot + c * vr + j];
         const T mx = m[0], my = m[1];
         const Terms<T> t = ssim_terms(mx, my, m[2], m[3], m[4]);
         const T ib1 = T(1) / t.b1, ib2 = T(1) / t.b2, inv = ib1 * ib2, S = t.a1 * t.a2 * inv;
@@ -181,44 +215,41 @@ double band_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, i
         dm[pr + pad + j] = scale * (-S * ib2);
         dm[2 * pr + pad + j] = scale * (2 * t.a1 * inv);
       }
-      if (own) total += acc;
-      // transposed blur along x of this row into its tb row
-      const int64_t tr = q0 + i - (r0 - (kWin - 1));
+      if (v >= r0) row_s[v] = acc;
+      // transposed blur along x of this row into its tb slot (both copies)
       for (int c = 0; c < 3; ++c) {
         const T* src = dm + c * pr;
-        T* o = s.tb.data() + (c * tn + tr) * row;
+        T *o = t0 + c * row, *o2 = t1 + c * row;
 #pragma omp simd
         for (int64_t j = 0; j < row; ++j) {
-          T v = 0;
+          T a = 0;
 #pragma GCC unroll 11
-          for (int k = 0; k < kWin; ++k) v += win.w[k] * src[j + (kWin - 1 - k) * C];
-          o[j] = v;
+          for (int k = 0; k < kWin; ++k) a += win.w[k] * src[j + (kWin - 1 - k) * C];
+          o[j] = o2[j] = a;
         }
       }
     }
-  }
-  // transposed blur along y (tb is zero outside the valid rows), then the chain rule to the pixels
-  for (int64_t r = r0; r < r1; ++r) {
+    if (v < r0) continue;
+    // image row r = v: transposed blur along y over valid rows r - 10 .. r (consecutive slots, the
+    // first being that of r - 10), then the chain rule to the pixels
+    const int64_t r = v;
     const T* xr = x + r * row;
     const T* yr = y + r * row;
-    const T* t0 = s.tb.data() + (r - r0) * row;  // tb row of valid row r - (kWin - 1), i.e. k = kWin - 1
-    const T* t1 = t0 + tn * row;
-    const T* t2 = t1 + tn * row;
+    const T* tr = s.tb.data() + slot(r - (kWin - 1)) * tslot;  // k = kWin - 1 at slot offset 0
     T* o = out + r * row;
 #pragma omp simd
     for (int64_t j = 0; j < row; ++j) {
       T a0 = 0, a1 = 0, a2 = 0;
 #pragma GCC unroll 11
-      for (int k = 0; k < kWin; ++k) {  // valid row r - k is tb row (r - r0) + (kWin - 1 - k)
-        const int64_t o2 = (kWin - 1 - k) * row + j;
-        a0 += win.w[k] * t0[o2];
-        a1 += win.w[k] * t1[o2];
-        a2 += win.w[k] * t2[o2];
+      for (int k = 0; k < kWin; ++k) {  // valid row r - k is at slot offset kWin - 1 - k
+        const int64_t o2 = (kWin - 1 - k) * tslot + j;
+        a0 += win.w[k] * tr[o2];
+        a1 += win.w[k] * tr[row + o2];
+        a2 += win.w[k] * tr[2 * row + o2];
       }
       o[j] = a0 + 2 * xr[j] * a1 + yr[j] * a2;
     }
   }
-  return total;
 }
 
 }  // namespace ssim
