@@ -53,6 +53,43 @@ inline void load_interleaved(const T* in, int64_t D, T* rows) {
 }
 
 #if defined(__AVX512F__)
+// The inverse permutes: output row ch, lane j takes element 3 j + ch of the 48 input values (vectors
+// k = 0, 1, 2 of 16); first gather from vectors 0 and 1, then fill the rest from vector 2.
+struct Rgb16Inv {
+  __m512i first[3], second[3];
+  Rgb16Inv() {
+    alignas(64) int32_t f[16], s[16];
+    for (int ch = 0; ch < 3; ++ch) {
+      for (int j = 0; j < 16; ++j) {
+        const int e = 3 * j + ch;  // in vector e / 16, position e % 16
+        f[j] = e < 32 ? e : 0;
+        s[j] = e < 32 ? j : 16 + (e - 32);
+      }
+      first[ch] = _mm512_load_si512(reinterpret_cast<const void*>(f));
+      second[ch] = _mm512_load_si512(reinterpret_cast<const void*>(s));
+    }
+  }
+};
+inline const Rgb16Inv& rgb16_inv() {
+  static const Rgb16Inv t;
+  return t;
+}
+
+template <>
+inline void load_interleaved<float>(const float* in, int64_t D, float* rows) {
+  if (D != 3) {
+    for (int j = 0; j < kLanes; ++j)
+      for (int64_t ch = 0; ch < D; ++ch) rows[ch * kLanes + j] = in[j * D + ch];
+    return;
+  }
+  const Rgb16Inv& t = rgb16_inv();
+  const __m512 v0 = _mm512_loadu_ps(in), v1 = _mm512_loadu_ps(in + 16), v2 = _mm512_loadu_ps(in + 32);
+  for (int ch = 0; ch < 3; ++ch) {
+    const __m512 a = _mm512_permutex2var_ps(v0, t.first[ch], v1);
+    _mm512_store_ps(rows + ch * kLanes, _mm512_permutex2var_ps(a, t.second[ch], v2));
+  }
+}
+
 template <>
 inline void store_interleaved<float>(const float* rows, int64_t D, float* out) {
   if (D != 3) {
