@@ -76,11 +76,17 @@ TORCH_LIBRARY(gsworkbench, m) {
   m.def("splat_view_dirs_backward(Tensor v_dirs, Tensor means, Tensor viewmats) -> (Tensor, Tensor)");
   //    SH colours seen from the cameras, sh_to_color(coeffs, view_dirs(means, viewmats), degree) as one op
   //    (one autograd node, csrc/splat_autograd.cpp): coeffs [N,K,3], means [N,3], viewmats [C,4,4] -> [C,N,3]
-  m.def("splat_sh_colors_from_cameras(Tensor coeffs, Tensor means, Tensor viewmats, int degree) -> Tensor");
-  //    SH to colour: coeffs [N,K,3], dirs [C,N,3] (camera centre to mean) -> colors [C,N,3]
-  m.def("splat_sh_to_color(Tensor coeffs, Tensor dirs, int degree) -> Tensor");
-  //    -> (v_coeffs [N,K,3], v_dirs [C,N,3])
-  m.def("splat_sh_to_color_backward(Tensor v_colors, Tensor coeffs, Tensor dirs, int degree) -> (Tensor, Tensor)");
+  m.def(
+      "splat_sh_colors_from_cameras(Tensor coeffs, Tensor means, Tensor viewmats, int degree, "
+      "Tensor? coeffs_rest=None) -> Tensor");
+  //    SH to colour: coeffs [N,K,3], dirs [C,N,3] (camera centre to mean) -> colors [C,N,3]. With
+  //    coeffs_rest [N,K-1,3], coeffs is the DC row [N,1,3] (3DGS's sh0 and shN kept apart: no
+  //    concatenation per step; the coefficients are the two along dim 1)
+  m.def("splat_sh_to_color(Tensor coeffs, Tensor dirs, int degree, Tensor? coeffs_rest=None) -> Tensor");
+  //    -> (v_coeffs [N,K,3] (or [N,1,3]), v_dirs [C,N,3], v_coeffs_rest [N,K-1,3] (or [0] without coeffs_rest))
+  m.def(
+      "splat_sh_to_color_backward(Tensor v_colors, Tensor coeffs, Tensor dirs, int degree, "
+      "Tensor? coeffs_rest=None) -> (Tensor, Tensor, Tensor)");
   // 3. tile intersection: -> (tiles_per_gauss int32 [C,N], isect_ids int64 [M] (tile << 32 | depth bits),
   //    flatten_ids int32 [M] (c*N + n, sorted by tile then depth), tile_offsets int32 [C,th,tw])
   m.def(

@@ -39,16 +39,25 @@ Tensors4 call_project_backward(const variable_list& s, int64_t width, int64_t he
                  v_depths, v_conics, v_comps);
 }
 
-Tensor call_sh(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
-  static const auto op = op_handle<Tensor(const Tensor&, const Tensor&, int64_t)>("gsworkbench::splat_sh_to_color");
-  return op.call(coeffs, dirs, degree);
+using OptTensor = c10::optional<Tensor>;
+using Tensors3 = std::tuple<Tensor, Tensor, Tensor>;
+
+Tensor call_sh(const Tensor& coeffs, const Tensor& dirs, int64_t degree, const OptTensor& rest) {
+  static const auto op = op_handle<Tensor(const Tensor&, const Tensor&, int64_t, const OptTensor&)>(
+      "gsworkbench::splat_sh_to_color");
+  return op.call(coeffs, dirs, degree, rest);
 }
 
-Tensors2 call_sh_backward(const Tensor& v_colors, const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
-  static const auto op = op_handle<Tensors2(const Tensor&, const Tensor&, const Tensor&,
-                                            int64_t)>("gsworkbench::splat_sh_to_color_backward");
-  return op.call(v_colors, coeffs, dirs, degree);
+Tensors3 call_sh_backward(const Tensor& v_colors, const Tensor& coeffs, const Tensor& dirs, int64_t degree,
+                          const OptTensor& rest) {
+  static const auto op = op_handle<Tensors3(const Tensor&, const Tensor&, const Tensor&, int64_t, const OptTensor&)>(
+      "gsworkbench::splat_sh_to_color_backward");
+  return op.call(v_colors, coeffs, dirs, degree, rest);
 }
+
+// The optional coefficient rows as saved (an undefined tensor for none) and back.
+Tensor saved_or_undefined(const OptTensor& t) { return t.has_value() ? *t : Tensor(); }
+OptTensor optional_of(const Tensor& t) { return t.defined() ? OptTensor(t) : c10::nullopt; }
 
 Tensor call_view_dirs(const Tensor& means, const Tensor& viewmats) {
   static const auto op = op_handle<Tensor(const Tensor&, const Tensor&)>("gsworkbench::splat_view_dirs");
@@ -111,19 +120,21 @@ class Project : public torch::autograd::Function<Project> {
 
 class ShToColor : public torch::autograd::Function<ShToColor> {
  public:
-  static Tensor forward(AutogradContext* ctx, const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& coeffs, const Tensor& dirs, int64_t degree,
+                        const OptTensor& rest) {
     ctx->saved_data["degree"] = degree;
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({coeffs, dirs});
+    ctx->save_for_backward({coeffs, dirs, saved_or_undefined(rest)});
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_sh(coeffs, dirs, degree);
+    return call_sh(coeffs, dirs, degree, rest);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};
     const variable_list s = ctx->get_saved_variables();
-    auto [gc, gd] = call_sh_backward(grads[0], s[0], s[1], ctx->saved_data["degree"].toInt());
-    return {gc, gd, Tensor()};
+    const OptTensor rest = optional_of(s[2]);
+    auto [gc, gd, gr] = call_sh_backward(grads[0], s[0], s[1], ctx->saved_data["degree"].toInt(), rest);
+    return {gc, gd, Tensor(), rest.has_value() ? gr : Tensor()};
   }
 };
 
@@ -149,21 +160,22 @@ class ViewDirs : public torch::autograd::Function<ViewDirs> {
 class ShColorsFromCameras : public torch::autograd::Function<ShColorsFromCameras> {
  public:
   static Tensor forward(AutogradContext* ctx, const Tensor& coeffs, const Tensor& means, const Tensor& viewmats,
-                        int64_t degree) {
+                        int64_t degree, const OptTensor& rest) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const Tensor dirs = call_view_dirs(means, viewmats);
     ctx->saved_data["degree"] = degree;
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({coeffs, means, viewmats, dirs});
-    return call_sh(coeffs, dirs, degree);
+    ctx->save_for_backward({coeffs, means, viewmats, dirs, saved_or_undefined(rest)});
+    return call_sh(coeffs, dirs, degree, rest);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     const variable_list s = ctx->get_saved_variables();
-    auto [gc, gd] = call_sh_backward(grads[0], s[0], s[3], ctx->saved_data["degree"].toInt());
+    const OptTensor rest = optional_of(s[4]);
+    auto [gc, gd, gr] = call_sh_backward(grads[0], s[0], s[3], ctx->saved_data["degree"].toInt(), rest);
     auto [gm, gv] = call_view_dirs_backward(gd, s[1], s[2]);
-    return {gc, gm, gv, Tensor()};
+    return {gc, gm, gv, Tensor(), rest.has_value() ? gr : Tensor()};
   }
 };
 
@@ -179,12 +191,12 @@ Tensors5 project_autograd(const Tensor& means, const Tensor& quats, const Tensor
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 
-Tensor sh_to_color_autograd(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
-  if (!records_grad(coeffs, dirs)) {
+Tensor sh_to_color_autograd(const Tensor& coeffs, const Tensor& dirs, int64_t degree, const OptTensor& rest) {
+  if (!records_grad(coeffs, dirs) && !(rest.has_value() && records_grad(*rest))) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_sh(coeffs, dirs, degree);
+    return call_sh(coeffs, dirs, degree, rest);
   }
-  return ShToColor::apply(coeffs, dirs, degree);
+  return ShToColor::apply(coeffs, dirs, degree, rest);
 }
 
 Tensor view_dirs_autograd(const Tensor& means, const Tensor& viewmats) {
@@ -196,12 +208,12 @@ Tensor view_dirs_autograd(const Tensor& means, const Tensor& viewmats) {
 }
 
 Tensor sh_colors_from_cameras_autograd(const Tensor& coeffs, const Tensor& means, const Tensor& viewmats,
-                                       int64_t degree) {
-  if (!records_grad(coeffs, means, viewmats)) {
+                                       int64_t degree, const OptTensor& rest) {
+  if (!records_grad(coeffs, means, viewmats) && !(rest.has_value() && records_grad(*rest))) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_sh(coeffs, call_view_dirs(means, viewmats), degree);
+    return call_sh(coeffs, call_view_dirs(means, viewmats), degree, rest);
   }
-  return ShColorsFromCameras::apply(coeffs, means, viewmats, degree);
+  return ShColorsFromCameras::apply(coeffs, means, viewmats, degree, rest);
 }
 
 }  // namespace

@@ -43,6 +43,32 @@ def test_colors_and_sh_degrees_match(sh_degree: int | None, device: str) -> None
     _compare(random_scene(40, sh_degree=sh_degree, channels=5), device)
 
 
+@pytest.mark.parametrize("backend", ["torch", "ext"])
+def test_sh_rest_apart_equals_one_block(backend: str, device: str) -> None:
+    """colors = the DC row [N,1,3] with sh_rest [N,K-1,3] renders what the concatenated [N,K,3] block
+    renders, and the gradients of the two pieces are the block's gradient split in two."""
+    from gsworkbench.splat import rasterize
+
+    dev = "cpu" if backend == "torch" else device
+    scene = to_device(random_scene(40, sh_degree=3), dev)
+    full = scene["colors"]
+    args = [scene[k] for k in ("means", "quats", "scales", "opacities")]
+    cams = (scene["viewmats"], scene["Ks"], scene["width"], scene["height"])
+    a = full.clone().requires_grad_()
+    img_a, alpha_a, _ = rasterize(*args, a, *cams, sh_degree=3, backend=backend)
+    dc, rest = full[:, :1].clone().requires_grad_(), full[:, 1:].clone().requires_grad_()
+    img_b, alpha_b, _ = rasterize(*args, dc, *cams, sh_degree=3, backend=backend, sh_rest=rest)
+    assert torch.equal(img_a, img_b) and torch.equal(alpha_a, alpha_b)
+    w = torch.randn(img_a.shape, generator=torch.Generator().manual_seed(1), dtype=img_a.dtype).to(dev)
+    (ga,) = torch.autograd.grad((img_a * w).sum(), a)
+    g_dc, g_rest = torch.autograd.grad((img_b * w).sum(), (dc, rest))
+    assert rel_err(torch.cat([g_dc, g_rest], 1), ga) < 1e-13
+    with pytest.raises(ValueError, match="DC coefficients"):
+        rasterize(*args, full, *cams, sh_degree=3, backend=backend, sh_rest=rest)
+    with pytest.raises(ValueError, match="needs sh_degree"):
+        rasterize(*args, full[:, 0], *cams, backend=backend, sh_rest=rest)
+
+
 def test_antialiased_backgrounds_tile_size_match(device: str) -> None:
     scene = random_scene(50, cameras=3, width=37, height=21, sh_degree=1)
     bg = torch.rand(3, 3, dtype=torch.float64)

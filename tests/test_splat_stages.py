@@ -151,6 +151,58 @@ def test_sh_colors_from_cameras_matches_torch(device: str, seed: int) -> None:
 
 
 @requires_ext
+@pytest.mark.parametrize("degree", [0, 2, 3])
+def test_sh_split_coefficients_match_one_block(device: str, seed: int, degree: int) -> None:
+    """3DGS's SH parameters passed apart (the DC row [N,1,3] and coeffs_rest [N,15,3], no concatenation)
+    against the same coefficients as one [N,16,3] block through the torch reference, two cameras:
+    colours and gradients to both pieces (zero for rows above the degree), the means and the viewmats;
+    gradcheck and opcheck of the split form, forward and backward."""
+    from gsworkbench.splat import ops
+
+    s = random_scene(30, cameras=2, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    full = 0.3 * torch.randn(30, 16, 3, generator=g, dtype=torch.float64)
+    leaves = (full[:, :1].clone(), full[:, 1:].clone(), s["means"], s["viewmats"])
+    ref_in = [t.clone().requires_grad_() for t in leaves]
+    dev_in = [t.to(device).requires_grad_() for t in leaves]
+    ref = _torch_impl.sh_colors_from_cameras(torch.cat(ref_in[:2], 1), *ref_in[2:], degree)
+    out = ops.sh_colors_from_cameras(dev_in[0], dev_in[2], dev_in[3], degree, dev_in[1])
+    assert rel_err(to_device(out.detach(), "cpu"), ref.detach()) < 1e-13
+    w = torch.randn(ref.shape, generator=g, dtype=torch.float64)
+    gr = torch.autograd.grad((ref * w).sum(), ref_in, allow_unused=True, materialize_grads=True)
+    go = to_device(torch.autograd.grad((out * w.to(device)).sum(), dev_in), "cpu")
+    for a, b in zip(go, gr, strict=True):
+        assert a.shape == b.shape and rel_err(a, b) < 1e-12
+    k = (degree + 1) ** 2
+    assert bool((go[1][:, k - 1 :] == 0).all())  # rows above the degree: no gradient
+    small = [t[:4].detach().to(device).requires_grad_() for t in leaves[:3]] + [dev_in[3].detach().requires_grad_()]
+    op = torch.ops.gsworkbench.splat_sh_colors_from_cameras
+    assert torch.autograd.gradcheck(lambda c, r, m, v: op(c, m, v, degree, r), small)
+    torch.library.opcheck(op, (small[0], small[2], small[3], degree, small[1]))
+    c0, rest = (t.detach() for t in small[:2])
+    dirs = torch.randn(2, 4, 3, dtype=torch.float64, device=device)
+    torch.library.opcheck(torch.ops.gsworkbench.splat_sh_to_color, (c0, dirs, degree, rest))
+    v = torch.randn(2, 4, 3, dtype=torch.float64, device=device)
+    torch.library.opcheck(torch.ops.gsworkbench.splat_sh_to_color_backward, (v, c0, dirs, degree, rest))
+
+
+@requires_ext
+def test_sh_split_form_rejects_bad_shapes(device: str) -> None:
+    """A short error naming the problem, never a bad read: a DC piece of more than one row, a rest of
+    another N, too few rows for the degree."""
+    c0 = torch.randn(5, 1, 3, device=device)
+    rest = torch.randn(5, 15, 3, device=device)
+    dirs = torch.randn(1, 5, 3, device=device)
+    op = torch.ops.gsworkbench.splat_sh_to_color
+    with pytest.raises(RuntimeError, match="DC row"):
+        op(torch.randn(5, 2, 3, device=device), dirs, 3, rest)
+    with pytest.raises(RuntimeError, match="coeffs_rest must be"):
+        op(c0, dirs, 3, torch.randn(4, 15, 3, device=device))
+    with pytest.raises(RuntimeError, match="K >= "):
+        op(c0, dirs, 3, rest[:, :8])
+
+
+@requires_ext
 @pytest.mark.parametrize("degree", [0, 1, 2, 3])
 def test_sh_ext_matches_gaussians_module(degree: int, device: str) -> None:
     from gsworkbench.splat import ops

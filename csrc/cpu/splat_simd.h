@@ -120,7 +120,9 @@ inline void chunk_alpha_vis(const T* px, const T* py, T mx, T my, T ca, T cb, T 
 // two floats, so the reduction adds no error of its own. About half the instructions of exp_nonpos.
 inline __m512 exp_neg16(__m512 s) {
   const __m512 hi = _mm512_set1_ps(-1.44269502162933349609375f), lo = _mm512_set1_ps(-1.925963033500011079e-8f);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(s, hi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // maskz forms with a full mask throughout: GCC 12's plain max/min/roundscale/scalef take an undefined
+  // pass-through operand, reported as "may be used uninitialized" once inlined (see reduce_add)
+  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(s, hi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_fmadd_ps(s, lo, _mm512_fmadd_ps(s, hi, _mm512_sub_ps(_mm512_setzero_ps(), n)));
   __m512 p = _mm512_set1_ps(1.5345811606834423e-4f);
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3399931216301808e-3f));
@@ -129,7 +131,7 @@ inline __m512 exp_neg16(__m512 s) {
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022646890620264e-1f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472057372619e-1f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000000554169f));
-  return _mm512_scalef_ps(p, n);
+  return _mm512_maskz_scalef_ps(0xFFFF, p, n);
 }
 
 // chunk_alpha_vis for float on AVX-512 registers: the same sigma and clamps, exp by exp_neg16. A NaN
@@ -145,8 +147,8 @@ inline void chunk_alpha_vis<float>(const float* px, const float* py, float mx, f
   const __m512 sg = _mm512_fmadd_ps(_mm512_set1_ps(0.5f), quad, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(cb), dx), dy));
   const __mmask16 nonneg = _mm512_cmp_ps_mask(sg, zero, _CMP_GE_OQ);
   // max(sg, 0) is 0 for a NaN sg (the second operand is returned), then capped where exp_neg16 holds
-  const __m512 v = exp_neg16(_mm512_min_ps(_mm512_max_ps(sg, zero), _mm512_set1_ps(200.0f)));
-  const __m512 a = _mm512_min_ps(_mm512_mul_ps(_mm512_set1_ps(op), v), _mm512_set1_ps(kAlphaMax));
+  const __m512 v = exp_neg16(_mm512_maskz_min_ps(0xFFFF, _mm512_maskz_max_ps(0xFFFF, sg, zero), _mm512_set1_ps(200.0f)));
+  const __m512 a = _mm512_maskz_min_ps(0xFFFF, _mm512_mul_ps(_mm512_set1_ps(op), v), _mm512_set1_ps(kAlphaMax));
   _mm512_store_ps(alpha, _mm512_maskz_mov_ps(nonneg, a));
   _mm512_store_ps(vis, v);
 }

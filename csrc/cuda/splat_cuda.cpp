@@ -80,12 +80,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cuda(
   return {v_means, v_quats, v_scales, v_view};
 }
 
-Tensor sh_to_color_cuda(const Tensor& coeffs, const Tensor& dirs, int64_t degree) {
-  check_sh_inputs(coeffs, dirs, degree);
+// The CUDA kernels read one [N,K,3] block: the split form (coeffs_rest given) is concatenated here.
+Tensor sh_block(const Tensor& coeffs, const c10::optional<Tensor>& rest) {
+  return rest.has_value() ? at::cat({coeffs, *rest}, 1) : coeffs.contiguous();
+}
+
+Tensor sh_to_color_cuda(const Tensor& coeffs, const Tensor& dirs, int64_t degree,
+                        const c10::optional<Tensor>& rest) {
+  check_sh_inputs(coeffs, dirs, degree, rest);
   check_cuda(coeffs, "splat_sh_to_color");
   const auto dt = coeffs.scalar_type();
   const c10::cuda::CUDAGuard guard(coeffs.device());
-  const auto co = coeffs.contiguous(), d = dirs.contiguous();
+  const auto co = sh_block(coeffs, rest), d = dirs.contiguous();
   const int64_t C = d.size(0), N = d.size(1), K = co.size(1);
   auto out = at::empty({C, N, 3}, co.options());
   const auto stream = c10::cuda::getCurrentCUDAStream().stream();
@@ -97,14 +103,15 @@ Tensor sh_to_color_cuda(const Tensor& coeffs, const Tensor& dirs, int64_t degree
   return out;
 }
 
-std::tuple<Tensor, Tensor> sh_to_color_backward_cuda(const Tensor& v_colors, const Tensor& coeffs,
-                                                     const Tensor& dirs, int64_t degree) {
-  check_sh_inputs(coeffs, dirs, degree);
+std::tuple<Tensor, Tensor, Tensor> sh_to_color_backward_cuda(const Tensor& v_colors, const Tensor& coeffs,
+                                                             const Tensor& dirs, int64_t degree,
+                                                             const c10::optional<Tensor>& rest) {
+  check_sh_inputs(coeffs, dirs, degree, rest);
   check_sh_grads(v_colors, coeffs, dirs);
   check_cuda(coeffs, "splat_sh_to_color_backward");
   const auto dt = coeffs.scalar_type();
   const c10::cuda::CUDAGuard guard(coeffs.device());
-  const auto co = coeffs.contiguous(), d = dirs.contiguous(), vc = v_colors.to(dt).contiguous();
+  const auto co = sh_block(coeffs, rest), d = dirs.contiguous(), vc = v_colors.to(dt).contiguous();
   const int64_t C = d.size(0), N = d.size(1), K = co.size(1);
   auto v_coeffs = at::zeros_like(co);
   auto v_dirs = at::zeros_like(d);
@@ -115,7 +122,8 @@ std::tuple<Tensor, Tensor> sh_to_color_backward_cuda(const Tensor& v_colors, con
                           stream);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {v_coeffs, v_dirs};
+  if (!rest.has_value()) return {v_coeffs, v_dirs, at::empty({0}, co.options())};
+  return {v_coeffs.narrow(1, 0, 1).contiguous(), v_dirs, v_coeffs.narrow(1, 1, K - 1).contiguous()};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2d, const Tensor& radii,

@@ -110,16 +110,26 @@ def view_dirs(means: torch.Tensor, viewmats: torch.Tensor) -> torch.Tensor:
     return means + top.narrow(2, 3, 1).mT @ top.narrow(2, 0, 3)  # [N,3] + [C,1,3] -> [C,N,3]
 
 
-def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
-    """Colours [C,N,3] of SH coefficients [N,K,3] seen along dirs [C,N,3] (camera to mean)."""
+def sh_to_color(
+    coeffs: torch.Tensor, dirs: torch.Tensor, degree: int, coeffs_rest: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Colours [C,N,3] of SH coefficients [N,K,3] seen along dirs [C,N,3] (camera to mean); with
+    coeffs_rest [N,K-1,3], coeffs is the DC row [N,1,3] and the coefficients are the two along dim 1."""
+    if coeffs_rest is not None:
+        coeffs = torch.cat([coeffs, coeffs_rest], dim=1)
     return gaussians.sh_to_color(coeffs[None].expand(dirs.shape[0], *coeffs.shape), dirs, degree)
 
 
 def sh_colors_from_cameras(
-    coeffs: torch.Tensor, means: torch.Tensor, viewmats: torch.Tensor, degree: int
+    coeffs: torch.Tensor,
+    means: torch.Tensor,
+    viewmats: torch.Tensor,
+    degree: int,
+    coeffs_rest: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Colours [C,N,3] of SH coefficients [N,K,3] at means [N,3] seen from the cameras viewmats [C,4,4]."""
-    return sh_to_color(coeffs, view_dirs(means, viewmats), degree)
+    """Colours [C,N,3] of SH coefficients [N,K,3] (or the DC row [N,1,3] and coeffs_rest [N,K-1,3]) at
+    means [N,3] seen from the cameras viewmats [C,4,4]."""
+    return sh_to_color(coeffs, view_dirs(means, viewmats), degree, coeffs_rest)
 
 
 def tile_bounds(

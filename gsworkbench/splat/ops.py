@@ -70,12 +70,13 @@ def _register() -> None:
 
 
     @torch.library.register_fake(lib + "splat_sh_to_color")
-    def _sh_fake(coeffs, dirs, degree):  # noqa: ANN001, ANN202
+    def _sh_fake(coeffs, dirs, degree, coeffs_rest=None):  # noqa: ANN001, ANN202
         return dirs.new_empty(dirs.shape[0], dirs.shape[1], 3)
 
     @torch.library.register_fake(lib + "splat_sh_to_color_backward")
-    def _sh_bwd_fake(v_colors, coeffs, dirs, degree):  # noqa: ANN001, ANN202
-        return torch.empty_like(coeffs), torch.empty_like(dirs)
+    def _sh_bwd_fake(v_colors, coeffs, dirs, degree, coeffs_rest=None):  # noqa: ANN001, ANN202
+        rest = coeffs.new_empty(0) if coeffs_rest is None else torch.empty_like(coeffs_rest)
+        return torch.empty_like(coeffs), torch.empty_like(dirs), rest
 
 
     @torch.library.register_fake(lib + "splat_isect_tiles")
@@ -237,19 +238,26 @@ def view_dirs(means: torch.Tensor, viewmats: torch.Tensor) -> torch.Tensor:
     return torch.ops.gsworkbench.splat_view_dirs(means, viewmats)
 
 
-def sh_to_color(coeffs: torch.Tensor, dirs: torch.Tensor, degree: int) -> torch.Tensor:
-    """Ext SH to colour: coeffs [N,K,3], dirs [C,N,3] -> colours [C,N,3]."""
+def sh_to_color(
+    coeffs: torch.Tensor, dirs: torch.Tensor, degree: int, coeffs_rest: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Ext SH to colour: coeffs [N,K,3] (or the DC row [N,1,3] and coeffs_rest [N,K-1,3]), dirs [C,N,3]
+    -> colours [C,N,3]."""
     require_ext()
-    return torch.ops.gsworkbench.splat_sh_to_color(coeffs, dirs, int(degree))
+    return torch.ops.gsworkbench.splat_sh_to_color(coeffs, dirs, int(degree), coeffs_rest)
 
 
 def sh_colors_from_cameras(
-    coeffs: torch.Tensor, means: torch.Tensor, viewmats: torch.Tensor, degree: int
+    coeffs: torch.Tensor,
+    means: torch.Tensor,
+    viewmats: torch.Tensor,
+    degree: int,
+    coeffs_rest: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Ext :func:`sh_to_color` of :func:`view_dirs` as one op (one autograd node); same contract as
     :func:`gsworkbench.splat._torch_impl.sh_colors_from_cameras`."""
     require_ext()
-    return torch.ops.gsworkbench.splat_sh_colors_from_cameras(coeffs, means, viewmats, int(degree))
+    return torch.ops.gsworkbench.splat_sh_colors_from_cameras(coeffs, means, viewmats, int(degree), coeffs_rest)
 
 
 def isect_tiles(

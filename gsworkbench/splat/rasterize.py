@@ -69,6 +69,7 @@ def check_rasterize_inputs(
     rasterize_mode: str,
     tile_size: int,
     backend: str,
+    sh_rest: torch.Tensor | None = None,
 ) -> None:
     """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad sizes or modes.
 
@@ -90,14 +91,22 @@ def check_rasterize_inputs(
     check_tensor("opacities", opacities, (None,), finite=False)
     check_tensor("viewmats", viewmats, (None, 4, 4), finite=False)
     check_tensor("Ks", Ks, (None, 3, 3), finite=False)
+    if sh_rest is not None and sh_degree is None:
+        raise ValueError("sh_rest (the SH coefficients after the first) needs sh_degree")
     if sh_degree is not None:
         _check_int("sh_degree", sh_degree, 0)
         check_tensor("colors", colors, (None, None, 3), finite=False)
         k = gaussians.num_sh_bases(sh_degree)
-        if colors.shape[1] < k:
-            raise ValueError(
-                f"sh_degree {sh_degree} needs colors [N,K,3] with K >= {k}, got {list(colors.shape)}"
-            )
+        n_rows = colors.shape[1]
+        if sh_rest is not None:
+            if colors.shape[1] != 1:
+                raise ValueError(f"with sh_rest, colors must be the DC coefficients [N,1,3], got {list(colors.shape)}")
+            check_tensor("sh_rest", sh_rest, (None, None, 3), finite=False)
+            check_same_size("N (number of Gaussians)", ("colors", colors, 0), ("sh_rest", sh_rest, 0))
+            n_rows += sh_rest.shape[1]
+        if n_rows < k:
+            got = list(colors.shape) if sh_rest is None else f"{n_rows} (colors and sh_rest)"
+            raise ValueError(f"sh_degree {sh_degree} needs colors [N,K,3] with K >= {k}, got {got}")
         n_colors = ("colors", colors, 0)
     elif colors.dim() == 3:
         check_tensor("colors", colors, (None, None, None), finite=False)
@@ -122,6 +131,8 @@ def check_rasterize_inputs(
     tensors = dict(
         means=means, quats=quats, scales=scales, opacities=opacities, colors=colors, viewmats=viewmats, Ks=Ks
     )
+    if sh_rest is not None:
+        tensors["sh_rest"] = sh_rest
     if backgrounds is not None:
         if render_mode in ("D", "ED"):
             raise ValueError(f"backgrounds apply to colour channels; render_mode {render_mode!r} has none")
@@ -181,13 +192,17 @@ def rasterize(
     absgrad: bool = False,
     backend: str = "ext",
     stages: Callable[[str], AbstractContextManager[Any]] | None = None,
+    sh_rest: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """Renders N Gaussians into C pinhole cameras (gsplat's ``rasterization`` conventions).
 
     Args:
         means [N,3] (world), quats [N,4] (wxyz, unnormalised), scales [N,3] (linear, world units),
         opacities [N] in [0,1]; colors [N,D] or [C,N,D] (any D), or SH coefficients [N,K,3] with
-        ``sh_degree`` (colour = SH(dir) + 0.5 clamped at 0, dir = mean - camera centre);
+        ``sh_degree`` (colour = SH(dir) + 0.5 clamped at 0, dir = mean - camera centre); with
+        ``sh_rest`` [N,K-1,3], colors holds only the DC coefficients [N,1,3] and the coefficients are
+        the two along dim 1 (3DGS's sh0 and shN parameters passed apart: the ext backend reads and
+        differentiates them where they lie, with no [N,K,3] concatenation per call);
         viewmats [C,4,4] world-to-camera (x right, y down, z forward); Ks [C,3,3] pinhole
         intrinsics (pixels); width, height (pixels).
         backgrounds: [C,D] colours composited behind the Gaussians (colour channels only).
@@ -226,6 +241,7 @@ def rasterize(
             rasterize_mode,
             tile_size,
             backend,
+            sh_rest,
         )
         if absgrad and torch.compiler.is_compiling():
             raise NotImplementedError(
@@ -237,7 +253,9 @@ def rasterize(
         # refuse a render that cannot fit before allocating any of it (small images skip the estimate)
         if checking_values() and (C * width * height >= BIG_PIXELS or "GSW_MEMORY_LIMIT" in os.environ):
             D = 1 if render_mode in ("D", "ED") else colors.shape[-1] + (render_mode in ("RGB+D", "RGB+ED"))
-            grad = torch.is_grad_enabled() and any(t.requires_grad for t in (means, quats, scales, opacities, colors))
+            grad = torch.is_grad_enabled() and any(
+                t is not None and t.requires_grad for t in (means, quats, scales, opacities, colors, sh_rest)
+            )
             check_rasterize_memory(C, width, height, D, means.dtype, means.device, backend, tile_size,
                                    backgrounds is not None, grad)  # fmt: skip
         radii, means2d, depths, conics, comps = impl.project_gaussians(
@@ -251,7 +269,7 @@ def rasterize(
     else:
         if sh_degree is not None:
             with stage("sh"):
-                feats = impl.sh_colors_from_cameras(colors, means, viewmats, sh_degree)
+                feats = impl.sh_colors_from_cameras(colors, means, viewmats, sh_degree, sh_rest)
         elif colors.dim() == 2:
             feats = colors.expand(C, N, colors.shape[-1])
         else:

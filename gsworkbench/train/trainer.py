@@ -139,12 +139,13 @@ class Trainer:
             scales, opacities = gaussians.scales_from_log(m.log_scales), gaussians.opacity_from_logit(m.opacity_logits)
             width, height = (self.scene.width, self.scene.height) if factor == 1 else self.reduced.size(factor)
             Ks = self.reduced.Ks(views, factor)
+        sh_dc, sh_rest = m.sh_pieces
         return rasterize(
             m.means,
             m.quats,
             scales,
             opacities,
-            m.sh,
+            sh_dc,
             self.scene.viewmats[views],
             Ks,
             width,
@@ -156,6 +157,7 @@ class Trainer:
             absgrad=absgrad,
             backend=self.cfg.backend,
             stages=self.timer.stage if timed else None,
+            sh_rest=sh_rest,
         )
 
     # ---- one step -----------------------------------------------------------------------------------

@@ -71,9 +71,18 @@ GSW_HD void sh_basis(int degree, T x, T y, T z, T* b, T* g) {
   }
 }
 
-// colour[3] from coeffs[K*3] (row k = coefficient k, 3 channels; the first (d+1)^2 rows are used).
+// The coefficients of one Gaussian as two pieces: row 0 (the DC term) at c0[0..3), rows i >= 1 at
+// cr[3 (i - 1) ..]. One [K,3] block is c0 = coeffs, cr = coeffs + 3; 3DGS's two parameters (sh0 [N,1,3],
+// shN [N,K-1,3]) are read where they lie, with no concatenation. The loops below are fully unrolled,
+// so the row choice is resolved at compile time.
 template <typename T>
-GSW_HD void sh_to_color_forward(int degree, const T* coeffs, const T* dir, T* color) {
+GSW_HD const T* sh_row(const T* c0, const T* cr, int i) {
+  return i == 0 ? c0 : cr + 3 * (i - 1);
+}
+
+// colour[3] from the coefficients (c0, cr) (row k = coefficient k, 3 channels; the first (d+1)^2 rows are used).
+template <typename T>
+GSW_HD void sh_to_color_forward(int degree, const T* c0, const T* cr, const T* dir, T* color) {
   T n = sqrt(dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]);
   n = n < T(1e-12) ? T(1e-12) : n;
   T b[16];
@@ -83,18 +92,24 @@ GSW_HD void sh_to_color_forward(int degree, const T* coeffs, const T* dir, T* co
   for (int ch = 0; ch < 3; ++ch) {
     T s = 0;
     GSW_UNROLL
-    for (int i = 0; i < k; ++i) s += b[i] * coeffs[3 * i + ch];
+    for (int i = 0; i < k; ++i) s += b[i] * sh_row(c0, cr, i)[ch];
     s += T(0.5);
     color[ch] = s > T(0) ? s : T(0);
   }
 }
 
-// Backward: adds the gradients to v_coeffs[K*3] (rows < (d+1)^2; kAssign: writes them instead) and to
-// v_dir[3]. Branch-free, with the loops fully unrolled, so a CPU loop over Gaussians calling it
-// vectorizes.
+// colour[3] from coeffs[K*3] (one block of rows).
+template <typename T>
+GSW_HD void sh_to_color_forward(int degree, const T* coeffs, const T* dir, T* color) {
+  sh_to_color_forward<T>(degree, coeffs, coeffs + 3, dir, color);
+}
+
+// Backward: adds the gradients to the coefficient rows (v_c0, v_cr laid out as c0, cr; rows < (d+1)^2;
+// kAssign: writes them instead) and to v_dir[3]. Branch-free, with the loops fully unrolled, so a CPU
+// loop over Gaussians calling it vectorizes.
 template <typename T, bool kAssign = false>
-GSW_HD void sh_to_color_backward(int degree, const T* coeffs, const T* dir, const T* v_color, T* v_coeffs,
-                                 T* v_dir) {
+GSW_HD void sh_to_color_backward(int degree, const T* c0, const T* cr, const T* dir, const T* v_color, T* v_c0,
+                                 T* v_cr, T* v_dir) {
   T n = sqrt(dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]);
   const T unclamped = n < T(1e-12) ? T(0) : T(1);  // a T flag, not bool: keeps the SIMD masks one width
   n = n < T(1e-12) ? T(1e-12) : n;
@@ -107,17 +122,19 @@ GSW_HD void sh_to_color_backward(int degree, const T* coeffs, const T* dir, cons
   for (int ch = 0; ch < 3; ++ch) {
     T s = 0;
     GSW_UNROLL
-    for (int i = 0; i < k; ++i) s += b[i] * coeffs[3 * i + ch];
+    for (int i = 0; i < k; ++i) s += b[i] * sh_row(c0, cr, i)[ch];
     v[ch] = v_color[ch] * (s + T(0.5) > T(0) ? T(1) : T(0));  // product, not a conditional load (SIMD)
   }
   T vd[3] = {0, 0, 0};
   GSW_UNROLL
   for (int i = 0; i < k; ++i) {
+    const T* row = sh_row(c0, cr, i);
+    T* vrow = i == 0 ? v_c0 : v_cr + 3 * (i - 1);
     T vb = 0;
     GSW_UNROLL
     for (int ch = 0; ch < 3; ++ch) {
-      v_coeffs[3 * i + ch] = (kAssign ? T(0) : v_coeffs[3 * i + ch]) + b[i] * v[ch];
-      vb += coeffs[3 * i + ch] * v[ch];
+      vrow[ch] = (kAssign ? T(0) : vrow[ch]) + b[i] * v[ch];
+      vb += row[ch] * v[ch];
     }
     vd[0] += vb * g[3 * i];
     vd[1] += vb * g[3 * i + 1];
@@ -128,6 +145,13 @@ GSW_HD void sh_to_color_backward(int degree, const T* coeffs, const T* dir, cons
   const T dot = unclamped * (d[0] * vd[0] + d[1] * vd[1] + d[2] * vd[2]);
   GSW_UNROLL
   for (int a = 0; a < 3; ++a) v_dir[a] += (vd[a] - d[a] * dot) / n;
+}
+
+// The backward for one block of rows: coeffs[K*3], v_coeffs[K*3].
+template <typename T, bool kAssign = false>
+GSW_HD void sh_to_color_backward(int degree, const T* coeffs, const T* dir, const T* v_color, T* v_coeffs,
+                                 T* v_dir) {
+  sh_to_color_backward<T, kAssign>(degree, coeffs, coeffs + 3, dir, v_color, v_coeffs, v_coeffs + 3, v_dir);
 }
 
 }  // namespace splat

@@ -92,15 +92,25 @@ inline void check_view_dirs_grads(const at::Tensor& v_dirs, const at::Tensor& me
   check_float_on(v_dirs, op, "v_dirs", means);
 }
 
-// splat_sh_to_color(_backward): coeffs [N,K,3] with K >= (degree+1)^2, dirs [C,N,3], degree 0..3.
-inline void check_sh_inputs(const at::Tensor& coeffs, const at::Tensor& dirs, int64_t degree) {
+// splat_sh_to_color(_backward): coeffs [N,K,3] with K >= (degree+1)^2, dirs [C,N,3], degree 0..3; or
+// the split form: coeffs [N,1,3] (the DC row) and rest [N,K-1,3], same dtype and device.
+inline void check_sh_inputs(const at::Tensor& coeffs, const at::Tensor& dirs, int64_t degree,
+                            const c10::optional<at::Tensor>& rest = c10::nullopt) {
   constexpr const char* op = "splat_sh_to_color";
   TORCH_CHECK(degree >= 0 && degree <= 3, op, ": degree must be in 0..3, got ", degree);
-  TORCH_CHECK(coeffs.dim() == 3 && coeffs.size(2) == 3 && coeffs.size(1) >= (degree + 1) * (degree + 1), op,
-              ": coeffs must be [N,K,3] with K >= (degree+1)^2");
+  TORCH_CHECK(coeffs.dim() == 3 && coeffs.size(2) == 3, op, ": coeffs must be [N,K,3]");
+  int64_t K = coeffs.size(1);
+  const auto dt = float_dtype(coeffs, op);
+  if (rest.has_value()) {
+    TORCH_CHECK(coeffs.size(1) == 1, op, ": with coeffs_rest, coeffs must be the DC row [N,1,3]");
+    TORCH_CHECK(rest->dim() == 3 && rest->size(0) == coeffs.size(0) && rest->size(2) == 3, op,
+                ": coeffs_rest must be [N,K-1,3]");
+    check_like(*rest, op, "coeffs_rest", coeffs, dt);
+    K += rest->size(1);
+  }
+  TORCH_CHECK(K >= (degree + 1) * (degree + 1), op, ": the coefficients must have K >= (degree+1)^2 rows, got ", K);
   TORCH_CHECK(dirs.dim() == 3 && dirs.size(1) == coeffs.size(0) && dirs.size(2) == 3, op,
               ": dirs must be [C,N,3]");
-  const auto dt = float_dtype(coeffs, op);
   check_like(dirs, op, "dirs", coeffs, dt);
 }
 
