@@ -88,6 +88,31 @@ def test_model_row_operations_keep_adam_state_aligned(seed):
     assert_aligned(model)
 
 
+def test_append_with_keep_equals_keep_then_append(seed):
+    """append(rows, keep=mask) (one new tensor per parameter and moment) leaves what keep(mask) and then
+    append(rows) leave; assign writes in place (the same tensors) and zeroes only the moments it names."""
+    a, b = stepped_model(40, seed), stepped_model(40, seed)
+    mask = torch.rand(40, generator=torch.Generator().manual_seed(seed)) > 0.4
+    rows = {n: a.params[n].detach()[:6] * 3 for n in NAMES}
+    a.keep(mask)
+    a.append(rows)
+    b.append(rows, keep=mask)
+    assert_aligned(b)
+    for n in NAMES:
+        assert torch.equal(a.params[n].detach(), b.params[n].detach()), n
+        for ma, mb in zip(moments(a, n), moments(b, n), strict=True):
+            assert torch.equal(ma, mb), n
+    means, before = b.params["means"], moments(b, "means")[0].clone()
+    idx = torch.tensor([1, 4])
+    b.assign(idx, {"means": torch.full((2, 3), 7.0)})
+    assert b.params["means"] is means and bool((means[idx] == 7).all())
+    assert not moments(b, "means")[0][idx].any()
+    others = torch.ones(len(b), dtype=torch.bool)
+    others[idx] = False
+    assert torch.equal(moments(b, "means")[0][others], before[others])
+    assert_aligned(b)
+
+
 def fake_meta(model: SplatModel, grad2d: torch.Tensor, width: int = 100, height: int = 80) -> dict:
     """A render meta of one camera whose means2d carries the given pixel-space gradients [N,2]."""
     m2 = torch.zeros(1, len(model), 2, requires_grad=True)

@@ -104,8 +104,7 @@ class DefaultStrategy:
         rows = {n: torch.cat([p[n], p[n]]) for n in NAMES}
         rows["means"] = samples.reshape(-1, 3)
         rows["log_scales"] = gaussians.log_from_scales(scales / 1.6).repeat(2, 1)
-        model.keep(~mask)
-        model.append(rows)
+        model.append(rows, keep=~mask)
 
     def _prune(self, model: SplatModel, step: int) -> int:
         cfg = self.cfg
