@@ -14,21 +14,27 @@ namespace splat {
 namespace cpu {
 
 #if defined(__AVX512F__)
-// Lane indices of the D = 3 interleave: output vector k, position p holds element e = 16 k + p, i.e.
-// channel e % 3 of lane e / 3. First pass: channels 0 and 1 from rows r, g; second pass: channel 2 from
-// row b, the rest kept.
+// Lane indices of the D = 3 permutes, two passes each (_mm512_permutex2var_ps: index bit 4 picks the
+// second operand).
+//   to_pixels: output vector k, position p holds element e = 16 k + p of the pixels, i.e. channel e % 3
+//     of lane e / 3; first channels 0 and 1 from rows r, g, then channel 2 from row b, the rest kept.
+//   to_rows: output row ch, lane j takes element e = 3 j + ch of the 48 pixel values (vector e / 16);
+//     first from vectors 0 and 1, then the rest from vector 2.
 struct Rgb16 {
-  __m512i first[3], second[3];
+  __m512i pix_first[3], pix_second[3], row_first[3], row_second[3];
   Rgb16() {
-    alignas(64) int32_t f[16], s[16];
+    alignas(64) int32_t t[4][16];
     for (int k = 0; k < 3; ++k) {
       for (int p = 0; p < 16; ++p) {
         const int e = 16 * k + p, ch = e % 3, j = e / 3;
-        f[p] = ch == 0 ? j : 16 + j;
-        s[p] = ch == 2 ? 16 + j : p;
+        t[0][p] = ch == 0 ? j : 16 + j;
+        t[1][p] = ch == 2 ? 16 + j : p;
+        const int f = 3 * p + k;  // to_rows: row k (the channel), lane p
+        t[2][p] = f < 32 ? f : 0;
+        t[3][p] = f < 32 ? p : 16 + (f - 32);
       }
-      first[k] = _mm512_load_si512(reinterpret_cast<const void*>(f));
-      second[k] = _mm512_load_si512(reinterpret_cast<const void*>(s));
+      __m512i* dst[4] = {&pix_first[k], &pix_second[k], &row_first[k], &row_second[k]};
+      for (int m = 0; m < 4; ++m) *dst[m] = _mm512_load_si512(reinterpret_cast<const void*>(t[m]));
     }
   }
 };
@@ -38,70 +44,51 @@ inline const Rgb16& rgb16() {
 }
 #endif
 
+// The element moves of store_interleaved and load_interleaved below, for any T and D: out[j * D + ch]
+// = rows[ch * kLanes + j] (to_pixels), or the reverse.
+template <typename T, bool to_pixels>
+inline void move_interleaved(T* rows, int64_t D, T* pixels) {
+  for (int j = 0; j < kLanes; ++j)
+    for (int64_t ch = 0; ch < D; ++ch) {
+      if (to_pixels)
+        pixels[j * D + ch] = rows[ch * kLanes + j];
+      else
+        rows[ch * kLanes + j] = pixels[j * D + ch];
+    }
+}
+
 // out[j * D + ch] = rows[ch * kLanes + j] for the kLanes lanes j (out: one full-row chunk's colours).
 template <typename T>
 inline void store_interleaved(const T* rows, int64_t D, T* out) {
-  for (int j = 0; j < kLanes; ++j)
-    for (int64_t ch = 0; ch < D; ++ch) out[j * D + ch] = rows[ch * kLanes + j];
+  move_interleaved<T, true>(const_cast<T*>(rows), D, out);
 }
 
 // rows[ch * kLanes + j] = in[j * D + ch] (the inverse of store_interleaved).
 template <typename T>
 inline void load_interleaved(const T* in, int64_t D, T* rows) {
-  for (int j = 0; j < kLanes; ++j)
-    for (int64_t ch = 0; ch < D; ++ch) rows[ch * kLanes + j] = in[j * D + ch];
+  move_interleaved<T, false>(rows, D, const_cast<T*>(in));
 }
 
 #if defined(__AVX512F__)
-// The inverse permutes: output row ch, lane j takes element 3 j + ch of the 48 input values (vectors
-// k = 0, 1, 2 of 16); first gather from vectors 0 and 1, then fill the rest from vector 2.
-struct Rgb16Inv {
-  __m512i first[3], second[3];
-  Rgb16Inv() {
-    alignas(64) int32_t f[16], s[16];
-    for (int ch = 0; ch < 3; ++ch) {
-      for (int j = 0; j < 16; ++j) {
-        const int e = 3 * j + ch;  // in vector e / 16, position e % 16
-        f[j] = e < 32 ? e : 0;
-        s[j] = e < 32 ? j : 16 + (e - 32);
-      }
-      first[ch] = _mm512_load_si512(reinterpret_cast<const void*>(f));
-      second[ch] = _mm512_load_si512(reinterpret_cast<const void*>(s));
-    }
-  }
-};
-inline const Rgb16Inv& rgb16_inv() {
-  static const Rgb16Inv t;
-  return t;
-}
-
 template <>
 inline void load_interleaved<float>(const float* in, int64_t D, float* rows) {
-  if (D != 3) {
-    for (int j = 0; j < kLanes; ++j)
-      for (int64_t ch = 0; ch < D; ++ch) rows[ch * kLanes + j] = in[j * D + ch];
-    return;
-  }
-  const Rgb16Inv& t = rgb16_inv();
+  if (D != 3) return move_interleaved<float, false>(rows, D, const_cast<float*>(in));
+  const Rgb16& t = rgb16();
   const __m512 v0 = _mm512_loadu_ps(in), v1 = _mm512_loadu_ps(in + 16), v2 = _mm512_loadu_ps(in + 32);
   for (int ch = 0; ch < 3; ++ch) {
-    const __m512 a = _mm512_permutex2var_ps(v0, t.first[ch], v1);
-    _mm512_store_ps(rows + ch * kLanes, _mm512_permutex2var_ps(a, t.second[ch], v2));
+    const __m512 a = _mm512_permutex2var_ps(v0, t.row_first[ch], v1);
+    _mm512_store_ps(rows + ch * kLanes, _mm512_permutex2var_ps(a, t.row_second[ch], v2));
   }
 }
 
 template <>
 inline void store_interleaved<float>(const float* rows, int64_t D, float* out) {
-  if (D != 3) {
-    for (int j = 0; j < kLanes; ++j)
-      for (int64_t ch = 0; ch < D; ++ch) out[j * D + ch] = rows[ch * kLanes + j];
-    return;
-  }
+  if (D != 3) return move_interleaved<float, true>(const_cast<float*>(rows), D, out);
   const Rgb16& t = rgb16();
   const __m512 r = _mm512_load_ps(rows), g = _mm512_load_ps(rows + kLanes), b = _mm512_load_ps(rows + 2 * kLanes);
   for (int k = 0; k < 3; ++k) {
-    const __m512 rg = _mm512_permutex2var_ps(r, t.first[k], g);
-    _mm512_storeu_ps(out + 16 * k, _mm512_permutex2var_ps(rg, t.second[k], b));
+    const __m512 rg = _mm512_permutex2var_ps(r, t.pix_first[k], g);
+    _mm512_storeu_ps(out + 16 * k, _mm512_permutex2var_ps(rg, t.pix_second[k], b));
   }
 }
 #endif

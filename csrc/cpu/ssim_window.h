@@ -70,34 +70,38 @@ inline Terms<T> ssim_terms(T mx, T my, T exx, T eyy, T exy) {
           (exx - mx * mx) + (eyy - my * my) + T(kC2)};
 }
 
-// Horizontal pass over input rows [i0, i0 + hn): hb[5][hn][Wv*C] = the 11-tap sums of x, y, x^2, y^2, xy.
-template <typename T>
-void blur_x(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t i0, int64_t hn, T* hb) {
+// The horizontal sums of input row i: the 11-tap sums of x, y, x^2, y^2, xy, each Wv*C values, written
+// as five planes plane_stride apart at o (and, with kTwice, also at o2).
+template <typename T, bool kTwice = false>
+inline void blur_row(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t i, int64_t plane_stride,
+                     T* o, T* o2 = nullptr) {
   const Window<T> win = win_;  // a local copy: the stores below cannot alias it
-  const int64_t vr = d.vrow(), C = d.C, plane = hn * vr;
-  for (int64_t i = 0; i < hn; ++i) {
-    const T* xr = x + (i0 + i) * d.row();
-    const T* yr = y + (i0 + i) * d.row();
-    T* o = hb + i * vr;
+  const int64_t vr = d.vrow(), C = d.C, ps = plane_stride;
+  const T* xr = x + i * d.row();
+  const T* yr = y + i * d.row();
 #pragma omp simd
-    for (int64_t j = 0; j < vr; ++j) {
-      T s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+  for (int64_t j = 0; j < vr; ++j) {
+    T s[5] = {0, 0, 0, 0, 0};
 #pragma GCC unroll 11
-      for (int k = 0; k < kWin; ++k) {
-        const T a = xr[j + k * C], b = yr[j + k * C], wa = win.w[k] * a, wb = win.w[k] * b;
-        s0 += wa;
-        s1 += wb;
-        s2 += wa * a;
-        s3 += wb * b;
-        s4 += wa * b;
-      }
-      o[j] = s0;
-      o[plane + j] = s1;
-      o[2 * plane + j] = s2;
-      o[3 * plane + j] = s3;
-      o[4 * plane + j] = s4;
+    for (int k = 0; k < kWin; ++k) {
+      const T a = xr[j + k * C], b = yr[j + k * C], wa = win.w[k] * a, wb = win.w[k] * b;
+      s[0] += wa;
+      s[1] += wb;
+      s[2] += wa * a;
+      s[3] += wb * b;
+      s[4] += wa * b;
+    }
+    for (int c = 0; c < 5; ++c) {
+      o[c * ps + j] = s[c];
+      if (kTwice) o2[c * ps + j] = s[c];
     }
   }
+}
+
+// Horizontal pass over input rows [i0, i0 + hn): hb[5][hn][Wv*C] = the 11-tap sums of x, y, x^2, y^2, xy.
+template <typename T>
+void blur_x(const Dims& d, const T* x, const T* y, const Window<T>& win, int64_t i0, int64_t hn, T* hb) {
+  for (int64_t i = 0; i < hn; ++i) blur_row(d, x, y, win, i0 + i, hn * d.vrow(), hb + i * d.vrow());
 }
 
 // The vertical pass (five window statistics from the horizontal sums, 11 taps) is written out in both
@@ -138,33 +142,6 @@ double band_sum(const Dims& d, const T* x, const T* y, const Window<T>& win_, in
   return total;
 }
 
-// The horizontal sums of input row i (the five planes of blur_x, each vr values) written to o and o2.
-template <typename T>
-inline void blur_row(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t i, T* o, T* o2) {
-  const Window<T> win = win_;  // a local copy: the stores below cannot alias it
-  const int64_t vr = d.vrow(), C = d.C;
-  const T* xr = x + i * d.row();
-  const T* yr = y + i * d.row();
-#pragma omp simd
-  for (int64_t j = 0; j < vr; ++j) {
-    T s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0;
-#pragma GCC unroll 11
-    for (int k = 0; k < kWin; ++k) {
-      const T a = xr[j + k * C], b = yr[j + k * C], wa = win.w[k] * a, wb = win.w[k] * b;
-      s0 += wa;
-      s1 += wb;
-      s2 += wa * a;
-      s3 += wb * b;
-      s4 += wa * b;
-    }
-    o[j] = o2[j] = s0;
-    o[vr + j] = o2[vr + j] = s1;
-    o[2 * vr + j] = o2[2 * vr + j] = s2;
-    o[3 * vr + j] = o2[3 * vr + j] = s3;
-    o[4 * vr + j] = o2[4 * vr + j] = s4;
-  }
-}
-
 // Image rows [r0, r1) (one thread's contiguous share): writes out[r][:] = scale * dS_sum/d x[r][:]
 // (S_sum the sum of S over all valid windows) and row_s[v] = the sum of S over valid row v, for the
 // valid rows v in [r0, r1) (per row, so that totals summed in row order do not depend on the split). It streams down the rows, keeping only the last kWin rows of each intermediate in cache:
@@ -197,7 +174,7 @@ void rows_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, int
     } else {
       for (; next_in <= v + kWin - 1; ++next_in) {
         T* o = s.hb.data() + slot(next_in) * hslot;
-        blur_row(d, x, y, win, next_in, o, o + kWin * hslot);
+        blur_row<T, true>(d, x, y, win, next_in, vr, o, o + kWin * hslot);
       }
       const T* h = s.hb.data() + slot(v) * hslot;  // input rows v .. v + 10 at consecutive slots
       T acc = 0;
