@@ -70,11 +70,13 @@ def check_rasterize_inputs(
     tile_size: int,
     backend: str,
     sh_rest: torch.Tensor | None = None,
+    check_values: bool = True,
 ) -> None:
     """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad sizes or modes.
 
     The value checks (finite, opacity and scale ranges, focal lengths) run in eager mode only
-    (:func:`gsworkbench.validation.checking_values`); the others also trace under torch.compile."""
+    (:func:`gsworkbench.validation.checking_values`), and only with ``check_values``; the others also
+    trace under torch.compile."""
     check_choice("backend", backend, BACKENDS)
     check_choice("render_mode", render_mode, RENDER_MODES)
     check_choice("rasterize_mode", rasterize_mode, RASTERIZE_MODES)
@@ -140,7 +142,7 @@ def check_rasterize_inputs(
         check_same_size("C (number of cameras)", ("viewmats", viewmats, 0), ("backgrounds", backgrounds, 0))
         tensors["backgrounds"] = backgrounds
     check_same_device_dtype(**tensors)
-    if checking_values():
+    if check_values and checking_values():
         _check_values(tensors)
     if backend == "ext":
         require_kernel("splat_rasterize", means.device.type)
@@ -193,6 +195,7 @@ def rasterize(
     backend: str = "ext",
     stages: Callable[[str], AbstractContextManager[Any]] | None = None,
     sh_rest: torch.Tensor | None = None,
+    check_values: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """Renders N Gaussians into C pinhole cameras (gsplat's ``rasterization`` conventions).
 
@@ -215,6 +218,10 @@ def rasterize(
         backend: "ext" (compiled kernels, analytic backward) or "torch" (pure-torch reference).
         stages: optional ``name -> context manager`` wrapped around each stage ("project", "sh", "isect",
         "rasterize"), e.g. a stage timer or ``torch.profiler.record_function``.
+        check_values: scan the inputs' values (finite, opacities in [0, 1], scales >= 0, focal lengths
+        > 0) before rendering; shapes, dtypes and devices are always checked. A caller that watches its
+        own values (the trainer's divergence monitor: a non-finite loss stops the step, parameters and
+        gradients are scanned every few steps) may skip the scan, one pass over every input per call.
 
     Returns:
         render_colors [C,H,W,D'] (D' = D, 1, or D+1 with depth), render_alphas [C,H,W,1], meta
@@ -242,6 +249,7 @@ def rasterize(
             tile_size,
             backend,
             sh_rest,
+            check_values,
         )
         if absgrad and torch.compiler.is_compiling():
             raise NotImplementedError(

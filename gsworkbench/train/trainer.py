@@ -158,6 +158,7 @@ class Trainer:
             backend=self.cfg.backend,
             stages=self.timer.stage if timed else None,
             sh_rest=sh_rest,
+            check_values=not self.cfg.check_divergence,  # the monitor watches the values (check_loss/params)
         )
 
     # ---- one step -----------------------------------------------------------------------------------
@@ -189,6 +190,8 @@ class Trainer:
             mse = float(parts["mse"].detach() if "mse" in parts else ((colors.detach()[0] - gt) ** 2).mean())
             loss_value = float(loss.detach())
             if cfg.check_divergence or not np.isfinite(loss_value):
+                if not np.isfinite(loss_value):  # name the parameter that blew up, if one did
+                    self.monitor.check_params(s, self.model.params, force=True)
                 self.monitor.check_loss(s, loss_value)
         with stage("backward"):
             loss.backward()
