@@ -50,8 +50,7 @@ std::array<double, 3> terms_kernel(const Dims& d, const T* x, const T* y, T* g) 
     if (g != nullptr) {
       rows_grad(d, x, y, win, r0, r1, scale, s, g, ssim.data());
     } else {
-      for (int64_t b0 = r0; b0 < std::min(r1, d.Hv); b0 += kBand)
-        band_sum(d, x, y, win, b0, std::min({r1, d.Hv, b0 + kBand}), s, ssim.data());
+      band_sum(d, x, y, win, r0, std::min(r1, d.Hv), s, ssim.data());  // no rows when r0 >= Hv
     }
     row_errors(d, x, y, r0, r1, l1.data(), sq.data());
   });

@@ -3,11 +3,11 @@
 //
 // SSIM over an 11 x 11 Gaussian window (sigma 1.5), valid region, K1 = 0.01, K2 = 0.03, data range 1:
 //   S(q) = (2 mx my + C1)(2 sxy + C2) / ((mx^2 + my^2 + C1)(sxx + syy + C2)), mean over q and channels,
-// with mx = G*x, sxx = G*(x^2) - mx^2, sxy = G*(xy) - mx my (G the window). The blur is separable: a
-// horizontal pass over one contiguous image row of W*C values, then a vertical pass, each loop over a
-// row's elements keeping the 11 taps in registers (one store per output). The gradient scatters
-// dS/d(mx, G*x^2, G*xy) back through the transposed blur. The value alone goes in bands of kBand rows
-// whose buffers stay in cache; the gradient streams down a thread's rows with kWin-row rings (rows_grad).
+// with mx = G*x, sxx = G*(x^2) - mx^2, sxy = G*(xy) - mx my (G the window). The blur is separable: per
+// valid row, a vertical pass over the 11 image rows below it (all W*C values of a row), then a
+// horizontal pass over those sums, each loop over a row's elements keeping the 11 taps in registers
+// (one store per output). The gradient scatters dS/d(mx, G*x^2, G*xy) back through the transposed blur,
+// streaming down a thread's rows with a kWin-row ring (rows_grad).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -23,7 +23,7 @@ namespace ssim {
 constexpr int kWin = 11;
 constexpr int kHalf = kWin / 2;
 constexpr double kC1 = 0.01 * 0.01, kC2 = 0.03 * 0.03;
-constexpr int64_t kBand = 32;  // rows per band
+constexpr int64_t kBand = 32;  // rows per band (band_sum's unit of work; the thread shares' grain)
 
 // The normalised Gaussian window, in T.
 template <typename T>
@@ -70,46 +70,41 @@ inline Terms<T> ssim_terms(T mx, T my, T exx, T eyy, T exy) {
           (exx - mx * mx) + (eyy - my * my) + T(kC2)};
 }
 
-// The horizontal sums of input row i: the 11-tap sums of x, y, x^2, y^2, xy, each Wv*C values, written
-// as five planes plane_stride apart at o (and, with kTwice, also at o2).
-template <typename T, bool kTwice = false>
-inline void blur_row(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t i, int64_t plane_stride,
-                     T* o, T* o2 = nullptr) {
+// The vertical 11-tap sums of x, y, x^2, y^2, xy over input rows v .. v + 10, for all W*C values of a
+// row: h[c * W*C + j] for the statistics c = 0..4. Read from the images themselves: the 11 rows stay in
+// cache as the window slides down, and the horizontal taps that follow read h, which fits in L1/L2.
+template <typename T>
+inline void vertical_sums(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t v, T* h) {
   const Window<T> win = win_;  // a local copy: the stores below cannot alias it
-  const int64_t vr = d.vrow(), C = d.C, ps = plane_stride;
-  const T* xr = x + i * d.row();
-  const T* yr = y + i * d.row();
+  const int64_t row = d.row();
+  const T* xv = x + v * row;
+  const T* yv = y + v * row;
 #pragma omp simd
-  for (int64_t j = 0; j < vr; ++j) {
-    T s[5] = {0, 0, 0, 0, 0};
+  for (int64_t j = 0; j < row; ++j) {
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0;
 #pragma GCC unroll 11
     for (int k = 0; k < kWin; ++k) {
-      const T a = xr[j + k * C], b = yr[j + k * C], wa = win.w[k] * a, wb = win.w[k] * b;
-      s[0] += wa;
-      s[1] += wb;
-      s[2] += wa * a;
-      s[3] += wb * b;
-      s[4] += wa * b;
+      const T a = xv[k * row + j], b = yv[k * row + j], wa = win.w[k] * a, wb = win.w[k] * b;
+      s0 += wa;
+      s1 += wb;
+      s2 += wa * a;
+      s3 += wb * b;
+      s4 += wa * b;
     }
-    for (int c = 0; c < 5; ++c) {
-      o[c * ps + j] = s[c];
-      if (kTwice) o2[c * ps + j] = s[c];
-    }
+    h[j] = s0;
+    h[row + j] = s1;
+    h[2 * row + j] = s2;
+    h[3 * row + j] = s3;
+    h[4 * row + j] = s4;
   }
 }
 
-// Horizontal pass over input rows [i0, i0 + hn): hb[5][hn][Wv*C] = the 11-tap sums of x, y, x^2, y^2, xy.
-template <typename T>
-void blur_x(const Dims& d, const T* x, const T* y, const Window<T>& win, int64_t i0, int64_t hn, T* hb) {
-  for (int64_t i = 0; i < hn; ++i) blur_row(d, x, y, win, i0 + i, hn * d.vrow(), hb + i * d.vrow());
-}
-
-// The vertical pass (five window statistics from the horizontal sums, 11 taps) is written out in both
+// The horizontal pass (five window statistics from the vertical sums, 11 taps) is written out in both
 // band_sum and rows_grad: moved into a helper taking the statistics by pointer, GCC 12 no longer
 // vectorized the loops around it (the gradient pass took 2.5x as long).
 
-// Per thread: the horizontal sums (band_sum: of a band's input rows; rows_grad: a ring of them), the
-// padded dS/d(statistic) rows, and rows_grad's ring of their transposed x blurs.
+// Per thread: one row of vertical sums (5 W*C values), the padded dS/d(statistic) rows, and
+// rows_grad's ring of their transposed x blurs.
 template <typename T>
 struct Scratch {
   std::vector<T> hb, dm, tb;
@@ -120,36 +115,37 @@ template <typename T>
 double band_sum(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t q0, int64_t q1,
                 Scratch<T>& s, double* row_s = nullptr) {
   const Window<T> win = win_;
-  const int64_t vr = d.vrow(), n = q1 - q0, hn = n + kWin - 1, plane = hn * vr;
-  s.hb.resize(static_cast<size_t>(5 * plane));
-  blur_x(d, x, y, win, q0, hn, s.hb.data());
+  const int64_t vr = d.vrow(), C = d.C, row = d.row();
+  s.hb.resize(static_cast<size_t>(5 * row));
+  const T* h = s.hb.data();
   double total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const T* h = s.hb.data() + i * vr;
+  for (int64_t q = q0; q < q1; ++q) {
+    vertical_sums(d, x, y, win, q, s.hb.data());
     T acc = 0;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t j = 0; j < vr; ++j) {
+    for (int64_t j = 0; j < vr; ++j) {  // the horizontal 11 taps of the vertical sums
       T m[5] = {0, 0, 0, 0, 0};
 #pragma GCC unroll 11
       for (int k = 0; k < kWin; ++k)
-        for (int c = 0; c < 5; ++c) m[c] += win.w[k] * h[c * plane + k * vr + j];
+        for (int c = 0; c < 5; ++c) m[c] += win.w[k] * h[c * row + k * C + j];
       const Terms<T> t = ssim_terms(m[0], m[1], m[2], m[3], m[4]);
       acc += t.a1 * t.a2 / (t.b1 * t.b2);
     }
     total += acc;
-    if (row_s != nullptr) row_s[q0 + i] = acc;
+    if (row_s != nullptr) row_s[q] = acc;
   }
   return total;
 }
 
 // Image rows [r0, r1) (one thread's contiguous share): writes out[r][:] = scale * dS_sum/d x[r][:]
 // (S_sum the sum of S over all valid windows) and row_s[v] = the sum of S over valid row v, for the
-// valid rows v in [r0, r1) (per row, so that totals summed in row order do not depend on the split). It streams down the rows, keeping only the last kWin rows of each intermediate in cache:
-//   - the horizontal sums of input rows (blur_row), needed by the vertical pass of valid rows v..v+10;
-//   - per valid row v, dS/d(statistic) (3 rows), blurred back along x into the row's tb slot;
+// valid rows v in [r0, r1) (per row, so that totals summed in row order do not depend on the split).
+// It streams down the rows, keeping only the last kWin rows of the intermediate in cache:
+//   - per valid row v, the window statistics (vertical_sums, then the horizontal taps), then
+//     dS/d(statistic) (3 rows), blurred back along x into the row's tb slot;
 //   - image row r then takes the transposed vertical blur of the tb rows of valid rows r-10..r.
-// Both row stores are rings of kWin slots written twice (slot s and s + kWin), so any kWin
-// consecutive rows lie at consecutive slots and the 11-tap loops index them with fixed strides.
+// The tb ring has kWin slots written twice (slot s and s + kWin), so any kWin consecutive rows lie at
+// consecutive slots and the 11-tap loop indexes them with fixed strides.
 // Valid rows outside [0, Hv) have zero tb rows. The windows that reach row r0 start at valid row
 // r0 - 10: those 10 rows are computed again (as the share before computes them).
 template <typename T>
@@ -158,13 +154,12 @@ void rows_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, int
   const Window<T> win = win_;
   const int64_t vr = d.vrow(), C = d.C, row = d.row();
   const int64_t pad = (kWin - 1) * C, pr = vr + 2 * pad;  // dm rows: kWin - 1 pixels of zeros per side
-  const int64_t hslot = 5 * vr, tslot = 3 * row;
-  s.hb.resize(static_cast<size_t>(2 * kWin * hslot));
+  const int64_t tslot = 3 * row;
+  s.hb.resize(static_cast<size_t>(5 * row));
   s.tb.resize(static_cast<size_t>(2 * kWin * tslot));
   s.dm.assign(static_cast<size_t>(3 * pr), T(0));
   T* dm = s.dm.data();
   auto slot = [](int64_t v) { return ((v % kWin) + kWin) % kWin; };
-  int64_t next_in = std::max<int64_t>(0, r0 - (kWin - 1));  // first input row without horizontal sums
   for (int64_t v = r0 - (kWin - 1); v < r1; ++v) {
     T* t0 = s.tb.data() + slot(v) * tslot;
     T* t1 = t0 + kWin * tslot;
@@ -172,18 +167,15 @@ void rows_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, int
       std::fill(t0, t0 + tslot, T(0));
       std::fill(t1, t1 + tslot, T(0));
     } else {
-      for (; next_in <= v + kWin - 1; ++next_in) {
-        T* o = s.hb.data() + slot(next_in) * hslot;
-        blur_row<T, true>(d, x, y, win, next_in, vr, o, o + kWin * hslot);
-      }
-      const T* h = s.hb.data() + slot(v) * hslot;  // input rows v .. v + 10 at consecutive slots
+      T* h = s.hb.data();
+      vertical_sums(d, x, y, win, v, h);
       T acc = 0;
 #pragma omp simd reduction(+ : acc)
-      for (int64_t j = 0; j < vr; ++j) {
+      for (int64_t j = 0; j < vr; ++j) {  // then the horizontal 11 taps of those sums
         T m[5] = {0, 0, 0, 0, 0};
 #pragma GCC unroll 11
         for (int k = 0; k < kWin; ++k)
-          for (int c = 0; c < 5; ++c) m[c] += win.w[k] * h[k * hslot + c * vr + j];
+          for (int c = 0; c < 5; ++c) m[c] += win.w[k] * h[c * row + k * C + j];
         const T mx = m[0], my = m[1];
         const Terms<T> t = ssim_terms(mx, my, m[2], m[3], m[4]);
         const T ib1 = T(1) / t.b1, ib2 = T(1) / t.b2, inv = ib1 * ib2, S = t.a1 * t.a2 * inv;
