@@ -261,6 +261,25 @@ def test_isect_tiles_ext_matches_torch_at_scale(device: str, depths_kind: str) -
 
 
 @requires_ext
+def test_isect_tiles_ext_skips_non_finite_means(device: str) -> None:
+    """A 2D mean of NaN or inf (from inputs whose value scan a caller skipped) covers no tile: the same
+    lists as with that Gaussian invisible, never a box from an undefined float-to-int cast."""
+    from gsworkbench.splat import ops
+
+    s = random_scene(300, cameras=1, width=70, height=45, seed=5)
+    radii, m2, depths, _, _ = _torch_impl.project_gaussians(*_proj_args(s))
+    vis = (radii[0] > 0).nonzero()[:, 0]
+    bad = m2.clone()
+    bad[0, vis[0], 0], bad[0, vis[1], 1], bad[0, vis[2], 0] = math.nan, math.inf, -math.inf
+    hidden = radii.clone()
+    hidden[0, vis[:3]] = 0
+    ref = _torch_impl.isect_tiles(m2, hidden, depths, 16, 5, 3)
+    out = to_device(ops.isect_tiles(*to_device((bad, radii, depths, 16, 5, 3), device)), "cpu")
+    for r, o in zip(ref, out, strict=True):
+        assert torch.equal(r, o)
+
+
+@requires_ext
 def test_rasterize_stage_gradients_match(device: str) -> None:
     from gsworkbench.splat import ops
 

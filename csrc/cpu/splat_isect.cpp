@@ -102,6 +102,38 @@ inline uint32_t depth_key(float d) {  // order-preserving for d >= 0 (visible de
   return u;
 }
 
+// Each Gaussian's box of tiles [x0, x1) x [y0, y1) (its 3-sigma square, clamped to the grid) into
+// box[4 i ..] and the tile count into cnt[i]; invisible Gaussians (radius 0, or a non-finite mean) get
+// an empty box. x /
+// tile_size is x * (1 / tile_size) where that is exact (a power-of-two tile size); branch-free, so the
+// loop vectorizes.
+template <typename T>
+void tile_boxes(const T* m, const int32_t* r, int64_t n, int64_t tile_size, int64_t tile_width,
+                int64_t tile_height, int32_t* box, int32_t* cnt) {
+  const bool pow2 = (tile_size & (tile_size - 1)) == 0;
+  const T ts = T(tile_size), inv = T(1) / ts, tw = T(tile_width), th = T(tile_height);
+#pragma omp parallel num_threads(threads_for(n, kMinIsectPerThread))
+  {
+    const Range share = thread_range(n);
+#pragma omp simd
+    for (int64_t i = share.begin; i < share.end; ++i) {
+      const T rad = T(r[i]), mx = m[2 * i], my = m[2 * i + 1];
+      // a non-finite 2D mean (from non-finite inputs a caller chose not to scan) covers no tile
+      const bool vis = r[i] > 0 && std::isfinite(mx) && std::isfinite(my);
+      const T lx = mx - rad, ly = my - rad, hx = mx + rad, hy = my + rad;
+      const T fx0 = std::floor(pow2 ? lx * inv : lx / ts), fy0 = std::floor(pow2 ? ly * inv : ly / ts);
+      const T fx1 = std::ceil(pow2 ? hx * inv : hx / ts), fy1 = std::ceil(pow2 ? hy * inv : hy / ts);
+      const T x0 = fx0 < T(0) ? T(0) : (fx0 > tw ? tw : fx0), y0 = fy0 < T(0) ? T(0) : (fy0 > th ? th : fy0);
+      const T x1 = fx1 < T(0) ? T(0) : (fx1 > tw ? tw : fx1), y1 = fy1 < T(0) ? T(0) : (fy1 > th ? th : fy1);
+      box[4 * i] = vis ? static_cast<int32_t>(x0) : 0;
+      box[4 * i + 1] = vis ? static_cast<int32_t>(y0) : 0;
+      box[4 * i + 2] = vis ? static_cast<int32_t>(x1) : 0;
+      box[4 * i + 3] = vis ? static_cast<int32_t>(y1) : 0;
+      cnt[i] = vis ? static_cast<int32_t>((x1 - x0) * (y1 - y0)) : 0;
+    }
+  }
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d_, const Tensor& radii_,
                                                            const Tensor& depths_, int64_t tile_size,
                                                            int64_t tile_width, int64_t tile_height) {
@@ -120,24 +152,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     const T* m = means2d.data_ptr<T>();
     const int32_t* r = radii.data_ptr<int32_t>();
     int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
-#pragma omp parallel num_threads(threads_for(C * N, kMinIsectPerThread))
-    {
-      const Range share = thread_range(C * N);
-      for (int64_t i = share.begin; i < share.end; ++i) {
-        int32_t* b = box.data() + 4 * i;
-        b[0] = b[1] = b[2] = b[3] = 0;
-        if (r[i] <= 0) continue;
-        const T rad = T(r[i]), ts = T(tile_size);
-        auto clampi = [](T v, int64_t hi) {
-          return static_cast<int32_t>(v < T(0) ? T(0) : (v > T(hi) ? T(hi) : v));
-        };
-        b[0] = clampi(std::floor((m[2 * i] - rad) / ts), tile_width);
-        b[1] = clampi(std::floor((m[2 * i + 1] - rad) / ts), tile_height);
-        b[2] = clampi(std::ceil((m[2 * i] + rad) / ts), tile_width);
-        b[3] = clampi(std::ceil((m[2 * i + 1] + rad) / ts), tile_height);
-        cnt[i] = (b[2] - b[0]) * (b[3] - b[1]);
-      }
-    }
+    tile_boxes<T>(m, r, C * N, tile_size, tile_width, tile_height, box.data(), cnt);
   });
   // The visible Gaussians sorted once by depth (ties by index), then a counting sort by tile that is
   // stable in that order: each tile's run comes out sorted by (depth, Gaussian id), with no per-tile

@@ -16,7 +16,8 @@ template <typename T>
 __device__ __forceinline__ void tile_box(const T* means2d, const int32_t* radii, int64_t i, int64_t tile_size,
                                          int64_t tile_width, int64_t tile_height, int32_t* box) {
   box[0] = box[1] = box[2] = box[3] = 0;
-  if (radii[i] <= 0) return;
+  // a non-finite 2D mean covers no tile (as on the CPU: no box from an undefined float-to-int cast)
+  if (radii[i] <= 0 || !isfinite(means2d[2 * i]) || !isfinite(means2d[2 * i + 1])) return;
   const T rad = T(radii[i]), ts = T(tile_size);
   const T fx0 = floor((means2d[2 * i] - rad) / ts), fy0 = floor((means2d[2 * i + 1] - rad) / ts);
   const T fx1 = ceil((means2d[2 * i] + rad) / ts), fy1 = ceil((means2d[2 * i + 1] + rad) / ts);
