@@ -7,8 +7,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -104,9 +104,8 @@ inline uint32_t depth_key(float d) {  // order-preserving for d >= 0 (visible de
 
 // Each Gaussian's box of tiles [x0, x1) x [y0, y1) (its 3-sigma square, clamped to the grid) into
 // box[4 i ..] and the tile count into cnt[i]; invisible Gaussians (radius 0, or a non-finite mean) get
-// an empty box. x /
-// tile_size is x * (1 / tile_size) where that is exact (a power-of-two tile size); branch-free, so the
-// loop vectorizes.
+// an empty box. x / tile_size is x * (1 / tile_size) where that is exact (a power-of-two tile size);
+// branch-free, so the loop vectorizes.
 template <typename T>
 void tile_boxes(const T* m, const int32_t* r, int64_t n, int64_t tile_size, int64_t tile_width,
                 int64_t tile_height, int32_t* box, int32_t* cnt) {

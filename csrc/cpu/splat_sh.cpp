@@ -61,7 +61,7 @@ void sh_forward_kernel(int64_t degree, ShRows<T> co, const T* d, T* o, int64_t C
   });
 }
 
-// v_co: the coefficient gradients, laid out as co.
+// g0, gr: the coefficient gradients, laid out as co.c0 and co.cr (same strides).
 template <typename T>
 void sh_backward_kernel(int64_t degree, ShRows<T> co, const T* d, const T* vc, T* g0, T* gr, T* gd, int64_t C,
                         int64_t N) {

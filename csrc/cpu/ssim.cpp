@@ -50,10 +50,9 @@ Tensor ssim_backward_cpu(const Tensor& grad, const Tensor& img_, const Tensor& r
     const Window<T> win;
     const T *x = img.data_ptr<T>(), *y = ref.data_ptr<T>();
     T* o = out.data_ptr<T>();
-    std::vector<double> row_s(static_cast<size_t>(d.H));  // not needed here
     at::parallel_for(0, d.H, kBand, [&](int64_t r0, int64_t r1) {
       Scratch<T> s;
-      rows_grad(d, x, y, win, r0, r1, T(g), s, o, row_s.data());
+      rows_grad(d, x, y, win, r0, r1, T(g), s, o);
     });
   });
   return out;

@@ -138,8 +138,9 @@ double band_sum(const Dims& d, const T* x, const T* y, const Window<T>& win_, in
 }
 
 // Image rows [r0, r1) (one thread's contiguous share): writes out[r][:] = scale * dS_sum/d x[r][:]
-// (S_sum the sum of S over all valid windows) and row_s[v] = the sum of S over valid row v, for the
-// valid rows v in [r0, r1) (per row, so that totals summed in row order do not depend on the split).
+// (S_sum the sum of S over all valid windows) and, with row_s, row_s[v] = the sum of S over valid row v
+// for the valid rows v in [r0, r1) (per row, so that totals summed in row order do not depend on the
+// split).
 // It streams down the rows, keeping only the last kWin rows of the intermediate in cache:
 //   - per valid row v, the window statistics (vertical_sums, then the horizontal taps), then
 //     dS/d(statistic) (3 rows), blurred back along x into the row's tb slot;
@@ -150,7 +151,7 @@ double band_sum(const Dims& d, const T* x, const T* y, const Window<T>& win_, in
 // r0 - 10: those 10 rows are computed again (as the share before computes them).
 template <typename T>
 void rows_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t r0, int64_t r1, T scale,
-               Scratch<T>& s, T* out, double* row_s) {
+               Scratch<T>& s, T* out, double* row_s = nullptr) {
   const Window<T> win = win_;
   const int64_t vr = d.vrow(), C = d.C, row = d.row();
   const int64_t pad = (kWin - 1) * C, pr = vr + 2 * pad;  // dm rows: kWin - 1 pixels of zeros per side
@@ -184,7 +185,7 @@ void rows_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, int
         dm[pr + pad + j] = scale * (-S * ib2);
         dm[2 * pr + pad + j] = scale * (2 * t.a1 * inv);
       }
-      if (v >= r0) row_s[v] = acc;
+      if (row_s != nullptr && v >= r0) row_s[v] = acc;
       // transposed blur along x of this row into its tb slot (both copies)
       for (int c = 0; c < 3; ++c) {
         const T* src = dm + c * pr;

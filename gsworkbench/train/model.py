@@ -50,14 +50,9 @@ class SplatModel:
         raise AttributeError(name)
 
     @property
-    def sh(self) -> torch.Tensor:
-        """All SH coefficients [N,(d+1)^2,3] (a new tensor: the two parameters concatenated)."""
-        return torch.cat([self.params["sh_dc"][:, None, :], self.params["sh_rest"]], dim=1)
-
-    @property
     def sh_pieces(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The SH coefficients as ``rasterize`` takes them apart: the DC row [N,1,3] (a view of sh_dc)
-        and sh_rest [N,(d+1)^2-1,3], with no concatenation (:attr:`sh` copies all of them)."""
+        and sh_rest [N,(d+1)^2-1,3], with no concatenation."""
         return self.params["sh_dc"][:, None, :], self.params["sh_rest"]
 
     def splats(self) -> SplatSet:

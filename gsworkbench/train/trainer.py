@@ -176,7 +176,8 @@ class Trainer:
             sh_deg = self.sh_degree_at(s)
         try:
             colors, _, meta = self.render([view], sh_deg, bg, absgrad=cfg.absgrad, timed=True, factor=factor)
-        except ValueError:  # e.g. "scales contains non-finite values": say which parameter blew up, and when
+        except ValueError:  # e.g. "scales contains non-finite values" (the value scan runs without the
+            # monitor): say which parameter blew up, and when
             self.monitor.check_params(s, self.model.params, force=True)
             raise
         meta["means2d"].retain_grad()
