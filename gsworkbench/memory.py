@@ -1,6 +1,6 @@
 """Memory limits: what a call may allocate, checked before it allocates.
 
-One place for the two rules the workbench applies:
+One place for the memory rules the workbench applies:
 
 - :func:`memory_budget`: the bytes that a backend's *temporaries* may use (the field's vectorized and
   torch references chunk or refuse by it): ``$GSW_MEMORY_BUDGET``, else 2 GiB.
@@ -8,11 +8,18 @@ One place for the two rules the workbench applies:
   ``/proc/meminfo`` and the cgroup limit, or free GPU memory) is refused up front with a
   :class:`MemoryBudgetError` naming the call, its size and the estimate, instead of swapping the
   machine to death or being killed by the kernel. ``$GSW_MEMORY_LIMIT`` (bytes) lowers the limit.
+- :func:`retain_freed_memory` / :func:`release_freed_memory`: while a trainer steps, glibc's malloc
+  keeps freed memory in the process instead of handing it back to the kernel, so the step's large
+  temporaries (images, gradients, tile lists: tens of MB, allocated and freed every step) do not fault
+  in fresh zeroed pages each time. Intel's PyTorch CPU tuning guide gets the same from jemalloc or
+  tcmalloc; this needs no preload. ``$GSW_RETAIN_MEMORY=0`` turns it off.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 from pathlib import Path
 
 import torch
@@ -97,3 +104,46 @@ def check_fits(need: int, what: str, device: torch.device | str = "cpu", hint: s
             f"{what} would allocate about {gib(need)}, but only {gib(have)} of {where} is available"
             + (f"; {hint}" if hint else "")
         )
+
+
+# glibc mallopt parameters (malloc.h) and the values retain_freed_memory sets
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+RETAIN_TRIM_THRESHOLD = 2**30  # bytes of free heap top kept before trimming (mallopt takes an int)
+RETAIN_MMAP_THRESHOLD = 32 * 2**20  # bytes: smaller blocks come from the heap (glibc's largest allowed)
+_DEFAULT_TRIM_THRESHOLD = 128 * 1024  # glibc's default
+
+
+def _glibc() -> ctypes.CDLL | None:
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def retain_freed_memory() -> bool:
+    """Makes glibc's malloc keep freed memory in the process: blocks under 32 MiB come from the heap
+    rather than their own mappings, and up to 1 GiB of free heap stays mapped. True when it took
+    effect; False off glibc or with ``$GSW_RETAIN_MEMORY=0``. Undone (and the free memory returned) by
+    :func:`release_freed_memory`.
+
+    Why: a training step at 800^2 and 10^5 Gaussians allocates and frees ~100 MB of temporaries; by
+    default most are fresh mappings, so every step faults in and zeroes thousands of pages (here
+    ~3,000 page faults and ~5 ms of kernel time per step, 3-5% of the step)."""
+    lib = _glibc()
+    if lib is None or os.environ.get("GSW_RETAIN_MEMORY", "1") == "0":
+        return False
+    ok = lib.mallopt(_M_MMAP_THRESHOLD, RETAIN_MMAP_THRESHOLD) == 1
+    return lib.mallopt(_M_TRIM_THRESHOLD, RETAIN_TRIM_THRESHOLD) == 1 and ok
+
+
+def release_freed_memory() -> bool:
+    """Puts glibc's trim threshold back to its default and returns the free heap memory to the kernel
+    (``malloc_trim``). True when it ran (glibc only)."""
+    lib = _glibc()
+    if lib is None:
+        return False
+    lib.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM_THRESHOLD)
+    lib.malloc_trim(0)
+    return True

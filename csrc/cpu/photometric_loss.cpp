@@ -11,7 +11,7 @@
 #include <cmath>
 #include <vector>
 
-#include "ssim_window.h"
+#include "ssim_grad.h"
 
 namespace gsw {
 namespace ssim {

@@ -6,7 +6,12 @@
 #include <omp.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <type_traits>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "gsw/parallel.h"
 #include "gsw/sh.h"
@@ -61,6 +66,58 @@ void sh_forward_kernel(int64_t degree, ShRows<T> co, const T* d, T* o, int64_t C
   });
 }
 
+#if defined(__AVX512F__)
+// Degree 3, float: the coefficient gradients b[i] v[ch] of 16 Gaussians, from their basis B[i][l] and
+// colour gradients V[ch][l] (lane l = Gaussian n0 + l), written Gaussian by Gaussian as whole vectors:
+// its 48 values (3 at g0 + l s0, 45 at gr + l sr) are three 16-lane products of the basis and the
+// colour gradient spread by permutes. The per-Gaussian SIMD loop wrote them as 48 single-lane stores:
+// about 2.6 ms of the backward's 3.8 ms at 10^5 Gaussians here; the whole backward now takes 1.6 ms.
+struct Sh3Writer {
+  __m512i col, bidx[3], vidx[3];
+  Sh3Writer() {
+    alignas(64) int32_t t[16];
+    for (int k = 0; k < 16; ++k) t[k] = 16 * k;  // B's column: basis k of lane l at 16 k + l
+    col = _mm512_load_si512(reinterpret_cast<const void*>(t));
+    for (int j = 0; j < 3; ++j) {  // output vector j of the 45 rest values: element e = 16 j + p
+      for (int p = 0; p < 16; ++p) t[p] = std::min(15, 1 + (16 * j + p) / 3);
+      bidx[j] = _mm512_load_si512(reinterpret_cast<const void*>(t));
+      for (int p = 0; p < 16; ++p) t[p] = (16 * j + p) % 3;
+      vidx[j] = _mm512_load_si512(reinterpret_cast<const void*>(t));
+    }
+  }
+  void write(const float* B, const float* V, float* g0, int64_t s0, float* gr, int64_t sr) const {
+    for (int l = 0; l < 16; ++l) {
+      // mask forms with a full mask: GCC 12 warns on the plain forms' undefined pass-through operand
+      const __m512i at = _mm512_add_epi32(col, _mm512_set1_epi32(l));
+      const __m512 b = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, at, B, 4);
+      const __m512 v = _mm512_setr_ps(V[l], V[16 + l], V[32 + l], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+      _mm512_mask_storeu_ps(g0 + l * s0, 0x7, _mm512_mul_ps(_mm512_set1_ps(B[l]), v));
+      float* o = gr + l * sr;
+      for (int j = 0; j < 3; ++j) {
+        const __m512 prod = _mm512_mul_ps(_mm512_maskz_permutexvar_ps(0xFFFF, bidx[j], b),
+                                          _mm512_maskz_permutexvar_ps(0xFFFF, vidx[j], v));
+        _mm512_mask_storeu_ps(o + 16 * j, j < 2 ? __mmask16(0xFFFF) : __mmask16(0x1FFF), prod);
+      }
+    }
+  }
+};
+
+// sh_backward_core (degree 3) of Gaussians n0 .. n0 + 16 as SIMD lanes: adds their direction gradients
+// to gd and leaves their basis in B[16 i + l] and colour gradients in V[16 ch + l] (lane l: n0 + l), the
+// core writing them with stride 16 itself: copied out of per-lane arrays, GCC did not vectorize the loop.
+inline void sh3_core_block(const ShRows<float>& co, const float* __restrict d, const float* __restrict vc,
+                           float* __restrict gd, int64_t n0, float* __restrict B, float* __restrict V) {
+  constexpr std::integral_constant<int, 3> deg{};
+  const float *c0 = co.c0 + n0 * co.s0, *cr = co.cr + n0 * co.sr;
+  const int64_t s0 = co.s0, sr = co.sr;
+  d += 3 * n0, vc += 3 * n0, gd += 3 * n0;
+#pragma omp simd
+  for (int64_t l = 0; l < 16; ++l) {
+    sh_backward_core<float, 16>(deg, c0 + l * s0, cr + l * sr, d + 3 * l, vc + 3 * l, B + l, V + l, gd + 3 * l);
+  }
+}
+#endif
+
 // g0, gr: the coefficient gradients, laid out as co.c0 and co.cr (same strides).
 template <typename T>
 void sh_backward_kernel(int64_t degree, ShRows<T> co, const T* d, const T* vc, T* g0, T* gr, T* gd, int64_t C,
@@ -69,9 +126,21 @@ void sh_backward_kernel(int64_t degree, ShRows<T> co, const T* d, const T* vc, T
 #pragma omp parallel num_threads(threads_for(C * N, kMinShPerThread))
     {
       const Range share = thread_range(N);
-      const int64_t n0 = share.begin, n1 = share.end;
+      int64_t n0 = share.begin;
+      const int64_t n1 = share.end;
+#if defined(__AVX512F__)
+      // the first camera, degree 3, float: blocks of 16 Gaussians, core per lane, then Sh3Writer
+      if constexpr (std::is_same_v<T, float> && decltype(deg)::value == 3) {
+        static const Sh3Writer writer;
+        alignas(64) float B[16 * 16], V[3 * 16];
+        for (; n0 + 16 <= n1; n0 += 16) {
+          sh3_core_block(co, d, vc, gd, n0, B, V);
+          writer.write(B, V, g0 + n0 * co.s0, co.s0, gr + n0 * co.sr, co.sr);
+        }
+      }
+#endif
       // cameras in turn (a Gaussian's coefficient rows belong to one lane): the first writes the rows
-      // the degree uses, the others add to them
+      // the degree uses (those of [n0, n1) not written above), the others add to them
 #pragma omp simd
       for (int64_t n = n0; n < n1; ++n)
         sh_to_color_backward<T, true>(deg, co.c0 + n * co.s0, co.cr + n * co.sr, d + 3 * n, vc + 3 * n,
@@ -79,7 +148,7 @@ void sh_backward_kernel(int64_t degree, ShRows<T> co, const T* d, const T* vc, T
       for (int64_t c = 1; c < C; ++c) {
         const int64_t off = 3 * c * N;
 #pragma omp simd
-        for (int64_t n = n0; n < n1; ++n)
+        for (int64_t n = share.begin; n < n1; ++n)
           sh_to_color_backward<T>(deg, co.c0 + n * co.s0, co.cr + n * co.sr, d + off + 3 * n, vc + off + 3 * n,
                                   g0 + n * co.s0, gr + n * co.sr, gd + off + 3 * n);
       }

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "ssim_window.h"
+#include "ssim_grad.h"
 
 namespace gsw {
 namespace ssim {

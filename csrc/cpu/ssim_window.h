@@ -6,8 +6,8 @@
 // with mx = G*x, sxx = G*(x^2) - mx^2, sxy = G*(xy) - mx my (G the window). The blur is separable: per
 // valid row, a vertical pass over the 11 image rows below it (all W*C values of a row), then a
 // horizontal pass over those sums, each loop over a row's elements keeping the 11 taps in registers
-// (one store per output). The gradient scatters dS/d(mx, G*x^2, G*xy) back through the transposed blur,
-// streaming down a thread's rows with a kWin-row ring (rows_grad).
+// (one store per output). The gradient (ssim_grad.h) scatters dS/d(mx, G*x^2, G*xy) back through the
+// transposed blur, streaming down a thread's rows with a kWin-row ring (rows_grad).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -17,8 +17,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "vec64.h"
+
 namespace gsw {
 namespace ssim {
+
+using cpu::kVecLen;
+using cpu::lane_total;
+using cpu::load_as;
+using cpu::store_as;
+using cpu::Vec;
+using cpu::vload;
+using cpu::vstore;
 
 constexpr int kWin = 11;
 constexpr int kHalf = kWin / 2;
@@ -64,25 +74,102 @@ struct Terms {
   T a1, a2, b1, b2;
 };
 
-template <typename T>
-inline Terms<T> ssim_terms(T mx, T my, T exx, T eyy, T exy) {
+// V: T, or Vec<T> below (one vector of windows); the constants are T.
+template <typename T, typename V>
+inline Terms<V> ssim_terms(V mx, V my, V exx, V eyy, V exy) {
   return {2 * mx * my + T(kC1), 2 * (exy - mx * my) + T(kC2), mx * mx + my * my + T(kC1),
           (exx - mx * mx) + (eyy - my * my) + T(kC2)};
+}
+
+// The five window statistics (mx, my, E x^2, E y^2, E xy) at valid position j of a row (V = Vec<T>: the
+// kVecLen positions from j): the horizontal 11 taps of the vertical sums h (statistic c at h + c row).
+// With C a constant after inlining (RGB), every load of a statistic is its base pointer plus a constant.
+template <typename T, typename V>
+inline void window_stats(const T* h, int64_t row, int64_t C, const Window<T>& win, int64_t j, V* m) {
+  for (int c = 0; c < 5; ++c) m[c] = V{};
+#pragma GCC unroll 11
+  for (int k = 0; k < kWin; ++k)
+    for (int c = 0; c < 5; ++c) m[c] += win.w[k] * load_as<V>(h + c * row + k * C + j);
+}
+
+// S at one window (or vector of windows), and with g (three values) dS/d(mx, E x^2, E xy) scaled by
+// scale. One division: 1/b1 and 1/b2 are taken from 1/(b1 b2).
+template <typename T, typename V>
+inline V window_ssim(const V* m, T scale, V* g) {
+  const V mx = m[0], my = m[1];
+  const Terms<V> t = ssim_terms<T, V>(mx, my, m[2], m[3], m[4]);
+  const V inv = T(1) / (t.b1 * t.b2), S = t.a1 * t.a2 * inv;
+  if (g != nullptr) {
+    const V ib1 = t.b2 * inv, ib2 = t.b1 * inv;
+    g[0] = scale * (2 * my * (t.a2 - t.a1) * inv - 2 * mx * S * (ib1 - ib2));
+    g[1] = scale * (-S * ib2);
+    g[2] = scale * (2 * t.a1 * inv);
+  }
+  return S;
+}
+
+// The sum of S over valid row positions [0, vr) from the vertical sums h; with dm (three rows pr
+// apart), also writes dS/d(statistic) scaled by scale at dm[c pr + j]. Whole vectors, then the rest
+// one by one.
+template <typename T>
+inline T row_ssim(const T* h, int64_t row, int64_t C, int64_t vr, const Window<T>& win_, T scale, T* dm,
+                  int64_t pr) {
+  const Window<T> win = win_;
+  constexpr int64_t L = kVecLen<T>;
+  Vec<T> accv{};
+  int64_t j = 0;
+  for (; j + L <= vr; j += L) {
+    Vec<T> m[5], g[3];
+    window_stats<T, Vec<T>>(h, row, C, win, j, m);
+    accv += window_ssim<T, Vec<T>>(m, scale, dm != nullptr ? g : nullptr);
+    if (dm != nullptr)
+      for (int c = 0; c < 3; ++c) vstore(dm + c * pr + j, g[c]);
+  }
+  T acc = lane_total<T>(accv);
+  for (; j < vr; ++j) {
+    T m[5], g[3];
+    window_stats<T, T>(h, row, C, win, j, m);
+    acc += window_ssim<T, T>(m, scale, dm != nullptr ? g : nullptr);
+    if (dm != nullptr)
+      for (int c = 0; c < 3; ++c) dm[c * pr + j] = g[c];
+  }
+  return acc;
 }
 
 // The vertical 11-tap sums of x, y, x^2, y^2, xy over input rows v .. v + 10, for all W*C values of a
 // row: h[c * W*C + j] for the statistics c = 0..4. Read from the images themselves: the 11 rows stay in
 // cache as the window slides down, and the horizontal taps that follow read h, which fits in L1/L2.
+// Blocks of two vectors (vec64.h) per statistic: a block's sums stay in registers while the taps walk
+// down the rows by one pointer bump each (as plain loops over j, GCC kept 22 live row pointers and
+// spilled them, reloading one per load).
 template <typename T>
 inline void vertical_sums(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t v, T* h) {
   const Window<T> win = win_;  // a local copy: the stores below cannot alias it
   const int64_t row = d.row();
+  constexpr int64_t L = kVecLen<T>;
   const T* xv = x + v * row;
   const T* yv = y + v * row;
-#pragma omp simd
-  for (int64_t j = 0; j < row; ++j) {
-    T s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+  int64_t j0 = 0;
+  for (; j0 + 2 * L <= row; j0 += 2 * L) {
+    Vec<T> s[5][2] = {};
 #pragma GCC unroll 11
+    for (int k = 0; k < kWin; ++k) {
+      const T w = win.w[k];
+      for (int u = 0; u < 2; ++u) {
+        const Vec<T> a = vload(xv + k * row + j0 + u * L), b = vload(yv + k * row + j0 + u * L);
+        const Vec<T> wa = w * a, wb = w * b;
+        s[0][u] += wa;
+        s[1][u] += wb;
+        s[2][u] += wa * a;
+        s[3][u] += wb * b;
+        s[4][u] += wa * b;
+      }
+    }
+    for (int c = 0; c < 5; ++c)
+      for (int u = 0; u < 2; ++u) vstore(h + c * row + j0 + u * L, s[c][u]);
+  }
+  for (int64_t j = j0; j < row; ++j) {  // the last partial block
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0;
     for (int k = 0; k < kWin; ++k) {
       const T a = xv[k * row + j], b = yv[k * row + j], wa = win.w[k] * a, wb = win.w[k] * b;
       s0 += wa;
@@ -110,116 +197,31 @@ struct Scratch {
   std::vector<T> hb, dm, tb;
 };
 
+// band_sum and rows_grad below take the channel count as CC (3: RGB, where the horizontal taps' offsets
+// k * C become constants, so each statistic's loads share one base pointer) or 0 (any C, from d).
+
 // Sum of S over valid rows [q0, q1) (no gradient); with row_s, also each row's sum at row_s[q].
-template <typename T>
-double band_sum(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t q0, int64_t q1,
-                Scratch<T>& s, double* row_s = nullptr) {
+template <typename T, int CC>
+double band_sum_c(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t q0, int64_t q1,
+                  Scratch<T>& s, double* row_s) {
   const Window<T> win = win_;
-  const int64_t vr = d.vrow(), C = d.C, row = d.row();
+  const int64_t vr = d.vrow(), C = CC > 0 ? CC : d.C, row = d.row();
   s.hb.resize(static_cast<size_t>(5 * row));
   const T* h = s.hb.data();
   double total = 0;
   for (int64_t q = q0; q < q1; ++q) {
     vertical_sums(d, x, y, win, q, s.hb.data());
-    T acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (int64_t j = 0; j < vr; ++j) {  // the horizontal 11 taps of the vertical sums
-      T m[5] = {0, 0, 0, 0, 0};
-#pragma GCC unroll 11
-      for (int k = 0; k < kWin; ++k)
-        for (int c = 0; c < 5; ++c) m[c] += win.w[k] * h[c * row + k * C + j];
-      const Terms<T> t = ssim_terms(m[0], m[1], m[2], m[3], m[4]);
-      acc += t.a1 * t.a2 / (t.b1 * t.b2);
-    }
+    const T acc = row_ssim<T>(h, row, C, vr, win, T(1), nullptr, 0);
     total += acc;
     if (row_s != nullptr) row_s[q] = acc;
   }
   return total;
 }
 
-// Image rows [r0, r1) (one thread's contiguous share): writes out[r][:] = scale * dS_sum/d x[r][:]
-// (S_sum the sum of S over all valid windows) and, with row_s, row_s[v] = the sum of S over valid row v
-// for the valid rows v in [r0, r1) (per row, so that totals summed in row order do not depend on the
-// split).
-// It streams down the rows, keeping only the last kWin rows of the intermediate in cache:
-//   - per valid row v, the window statistics (vertical_sums, then the horizontal taps), then
-//     dS/d(statistic) (3 rows), blurred back along x into the row's tb slot;
-//   - image row r then takes the transposed vertical blur of the tb rows of valid rows r-10..r.
-// The tb ring has kWin slots written twice (slot s and s + kWin), so any kWin consecutive rows lie at
-// consecutive slots and the 11-tap loop indexes them with fixed strides.
-// Valid rows outside [0, Hv) have zero tb rows. The windows that reach row r0 start at valid row
-// r0 - 10: those 10 rows are computed again (as the share before computes them).
 template <typename T>
-void rows_grad(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t r0, int64_t r1, T scale,
-               Scratch<T>& s, T* out, double* row_s = nullptr) {
-  const Window<T> win = win_;
-  const int64_t vr = d.vrow(), C = d.C, row = d.row();
-  const int64_t pad = (kWin - 1) * C, pr = vr + 2 * pad;  // dm rows: kWin - 1 pixels of zeros per side
-  const int64_t tslot = 3 * row;
-  s.hb.resize(static_cast<size_t>(5 * row));
-  s.tb.resize(static_cast<size_t>(2 * kWin * tslot));
-  s.dm.assign(static_cast<size_t>(3 * pr), T(0));
-  T* dm = s.dm.data();
-  auto slot = [](int64_t v) { return ((v % kWin) + kWin) % kWin; };
-  for (int64_t v = r0 - (kWin - 1); v < r1; ++v) {
-    T* t0 = s.tb.data() + slot(v) * tslot;
-    T* t1 = t0 + kWin * tslot;
-    if (v < 0 || v >= d.Hv) {
-      std::fill(t0, t0 + tslot, T(0));
-      std::fill(t1, t1 + tslot, T(0));
-    } else {
-      T* h = s.hb.data();
-      vertical_sums(d, x, y, win, v, h);
-      T acc = 0;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t j = 0; j < vr; ++j) {  // then the horizontal 11 taps of those sums
-        T m[5] = {0, 0, 0, 0, 0};
-#pragma GCC unroll 11
-        for (int k = 0; k < kWin; ++k)
-          for (int c = 0; c < 5; ++c) m[c] += win.w[k] * h[c * row + k * C + j];
-        const T mx = m[0], my = m[1];
-        const Terms<T> t = ssim_terms(mx, my, m[2], m[3], m[4]);
-        const T ib1 = T(1) / t.b1, ib2 = T(1) / t.b2, inv = ib1 * ib2, S = t.a1 * t.a2 * inv;
-        acc += S;
-        dm[pad + j] = scale * (2 * my * (t.a2 - t.a1) * inv - 2 * mx * S * (ib1 - ib2));
-        dm[pr + pad + j] = scale * (-S * ib2);
-        dm[2 * pr + pad + j] = scale * (2 * t.a1 * inv);
-      }
-      if (row_s != nullptr && v >= r0) row_s[v] = acc;
-      // transposed blur along x of this row into its tb slot (both copies)
-      for (int c = 0; c < 3; ++c) {
-        const T* src = dm + c * pr;
-        T *o = t0 + c * row, *o2 = t1 + c * row;
-#pragma omp simd
-        for (int64_t j = 0; j < row; ++j) {
-          T a = 0;
-#pragma GCC unroll 11
-          for (int k = 0; k < kWin; ++k) a += win.w[k] * src[j + (kWin - 1 - k) * C];
-          o[j] = o2[j] = a;
-        }
-      }
-    }
-    if (v < r0) continue;
-    // image row r = v: transposed blur along y over valid rows r - 10 .. r (consecutive slots, the
-    // first being that of r - 10), then the chain rule to the pixels
-    const int64_t r = v;
-    const T* xr = x + r * row;
-    const T* yr = y + r * row;
-    const T* tr = s.tb.data() + slot(r - (kWin - 1)) * tslot;  // k = kWin - 1 at slot offset 0
-    T* o = out + r * row;
-#pragma omp simd
-    for (int64_t j = 0; j < row; ++j) {
-      T a0 = 0, a1 = 0, a2 = 0;
-#pragma GCC unroll 11
-      for (int k = 0; k < kWin; ++k) {  // valid row r - k is at slot offset kWin - 1 - k
-        const int64_t o2 = (kWin - 1 - k) * tslot + j;
-        a0 += win.w[k] * tr[o2];
-        a1 += win.w[k] * tr[row + o2];
-        a2 += win.w[k] * tr[2 * row + o2];
-      }
-      o[j] = a0 + 2 * xr[j] * a1 + yr[j] * a2;
-    }
-  }
+double band_sum(const Dims& d, const T* x, const T* y, const Window<T>& win, int64_t q0, int64_t q1, Scratch<T>& s,
+                double* row_s = nullptr) {
+  return d.C == 3 ? band_sum_c<T, 3>(d, x, y, win, q0, q1, s, row_s) : band_sum_c<T, 0>(d, x, y, win, q0, q1, s, row_s);
 }
 
 }  // namespace ssim

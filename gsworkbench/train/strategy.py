@@ -59,11 +59,11 @@ class DefaultStrategy:
         if not self.state or self.state["grad2d"].shape[0] != len(model):
             self._reset_state(model)
         grads = _ndc_grads(meta, cfg.absgrad)
-        if grads is not None:
+        if grads is not None:  # per Gaussian, sums over the cameras that see it (dense: no index lists)
             visible = meta["radii"] > 0  # [C,N]
-            ids = visible.nonzero()[:, 1]
-            self.state["grad2d"].index_add_(0, ids, grads[visible].norm(dim=-1))
-            self.state["count"].index_add_(0, ids, torch.ones_like(ids, dtype=self.state["count"].dtype))
+            norms = torch.linalg.vector_norm(grads, dim=-1)
+            self.state["grad2d"].add_(torch.where(visible, norms, 0.0).sum(0))
+            self.state["count"].add_(visible.sum(0))
         if step > cfg.refine_start and step % cfg.refine_every == 0:
             out.update(self._grow(model, gen))
             out["pruned"] = self._prune(model, step)
