@@ -52,12 +52,12 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
     // per-pixel state of one tile (structure of arrays, kLanes lanes per chunk)
     using Lanes = LaneBlock<T>;
     std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_Tf(nchunks), s_va(nchunks);
-    std::vector<Lanes> s_vr(nchunks * D), s_buf(nchunks * D), gcol(D);
+    std::vector<Lanes> s_vr(nchunks * D), s_sb(nchunks), gcol(D);
     GaussGrad<T> gg;
     std::vector<LaneBlock<int32_t>> s_last(nchunks);
     TileChunks tc(layout, g.ts);
     const TileBwd<T> tb{{s_px.data()->v, s_py.data()->v, s_Tr.data()->v, s_Tf.data()->v, s_va.data()->v,
-                         s_last.data()->v, s_vr.data()->v, s_buf.data()->v},
+                         s_last.data()->v, s_vr.data()->v, s_sb.data()->v},
                         gcol.data()->v,
                         D};
     std::vector<int32_t> chunk_last(nchunks);
@@ -83,7 +83,7 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
             s_va[q].v[j] = v_alpha[pix + j];
             cl = std::max(cl, lastids[pix + j]);
           }
-          std::memset(static_cast<void*>(s_buf[q * D].v), 0, sizeof(Lanes) * D);
+          std::memset(static_cast<void*>(s_sb[q].v), 0, sizeof(Lanes));
           chunk_last[q] = cl;
           maxlast = cl > maxlast ? cl : maxlast;
           continue;
@@ -97,10 +97,8 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
           s_Tf[q].v[j] = s_Tr[q].v[j];
           s_last[q].v[j] = in ? lastids[pix] : -1;
           s_va[q].v[j] = in ? v_alpha[pix] : T(0);
-          for (int64_t ch = 0; ch < D; ++ch) {
-            s_vr[q * D + ch].v[j] = in ? v_color[pix * D + ch] : T(0);
-            s_buf[q * D + ch].v[j] = T(0);
-          }
+          for (int64_t ch = 0; ch < D; ++ch) s_vr[q * D + ch].v[j] = in ? v_color[pix * D + ch] : T(0);
+          s_sb[q].v[j] = T(0);
           cl = s_last[q].v[j] > cl ? s_last[q].v[j] : cl;
         }
         chunk_last[q] = cl;

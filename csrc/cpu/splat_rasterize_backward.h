@@ -1,9 +1,9 @@
 // The rasterize backward of one Gaussian over the chunks of one tile (csrc/cpu/splat_rasterize_backward.cpp
 // walks each tile's list back to front and calls backward_gaussian per Gaussian). Per lane, a chunk
 // undoes the Gaussian's blend: the transmittance before it is recovered by division by (1 - alpha),
-// and the colour composited behind it is kept in buf. Generic lane loops (any target) and, for float
-// under __AVX512F__, a twin with the lane masks in mask registers (splat_simd.h). Per-pixel math:
-// gsw/blend.h.
+// and the colour composited behind it enters only as its dot product with dL/d(colour out), kept in sb
+// (one value per pixel, not D). Generic lane loops (any target) and, for float under __AVX512F__, a
+// twin with the lane masks in mask registers (splat_simd.h). Per-pixel math: gsw/blend.h.
 #pragma once
 
 #include <algorithm>
@@ -20,8 +20,10 @@ namespace cpu {
 
 // Per-lane state of a chunk in the backward (all pointers to kLanes values, or D * kLanes for the
 // per-channel rows): pixel centres, running transmittance Tr (final T at the start, T before the
-// current Gaussian after it), final T, dL/d(alpha out), last contributor, dL/d(colour out), and buf,
-// the colour composited behind the current Gaussian (per unit of its transmittance).
+// current Gaussian after it), final T, dL/d(alpha out), last contributor, dL/d(colour out), and sb,
+// the dot product of dL/d(colour out) with the colour composited behind the current Gaussian (per
+// unit of its transmittance): the only use of that colour is dL/dalpha's sum over channels of
+// (colour - behind / (1 - alpha)) dL/d(colour out), so the dot product is carried instead of D rows.
 template <typename T>
 struct ChunkBwd {
   const T *px, *py;
@@ -29,7 +31,7 @@ struct ChunkBwd {
   const T *Tf, *va;
   const int32_t* last;
   const T* vr;
-  T* buf;
+  T* sb;
 };
 
 // One Gaussian's per-lane gradient sums over the chunks of a tile.
@@ -64,7 +66,7 @@ inline void alpha_vjp_lanes(const ChunkBwd<T>& st, const GaussIn<T>& p, const T*
   }
 }
 
-// Backward of Gaussian p at chunk st: undoes its blend (Tr, buf), adds its colour gradient to gcol
+// Backward of Gaussian p at chunk st: undoes its blend (Tr, sb), adds its colour gradient to gcol
 // (D * kLanes) and its alpha gradients to gg. Returns false when it contributed to no pixel here.
 template <typename T>
 bool backward_pair(const GaussIn<T>& p, const ChunkBwd<T>& st, T* gcol, GaussGrad<T>& gg) {
@@ -85,24 +87,28 @@ bool backward_pair(const GaussIn<T>& p, const ChunkBwd<T>& st, T* gcol, GaussGra
     vA[j] = (st.Tf[j] * r * st.va[j]) * validf;
   }
   if (!any_lane(validm)) return false;
+  alignas(64) T cv[kLanes] = {};  // colour . dL/d(colour out)
   for (int64_t ch = 0; ch < p.D; ++ch) {
     const T col = p.col[ch];
-    T* b = st.buf + ch * kLanes;
     const T* v = st.vr + ch * kLanes;
     T* gc = gcol + ch * kLanes;
 #pragma omp simd
     for (int j = 0; j < kLanes; ++j) {
-      vA[j] += (col * Ti[j] - b[j] * ra[j]) * v[j];
+      cv[j] += col * v[j];
       gc[j] += fac[j] * v[j];
-      b[j] += col * fac[j];
     }
+  }
+#pragma omp simd
+  for (int j = 0; j < kLanes; ++j) {
+    vA[j] += cv[j] * Ti[j] - st.sb[j] * ra[j];
+    st.sb[j] += cv[j] * fac[j];
   }
   alpha_vjp_lanes(st, p, vis, vA, gg);
   return true;
 }
 
 // The per-tile backward state of all chunks: chunk 0's pointers, chunk q's being kLanes (D * kLanes
-// for vr and buf) values further; and one Gaussian's colour-gradient lanes gcol (D rows).
+// for vr) values further; and one Gaussian's colour-gradient lanes gcol (D rows).
 template <typename T>
 struct TileBwd {
   ChunkBwd<T> c0;
@@ -110,7 +116,7 @@ struct TileBwd {
   int64_t D;
   ChunkBwd<T> chunk(int64_t q) const {
     const int64_t o = q * kLanes, od = q * D * kLanes;
-    return {c0.px + o, c0.py + o, c0.Tr + o, c0.Tf + o, c0.va + o, c0.last + o, c0.vr + od, c0.buf + od};
+    return {c0.px + o, c0.py + o, c0.Tr + o, c0.Tf + o, c0.va + o, c0.last + o, c0.vr + od, c0.sb + o};
   }
 };
 
@@ -186,19 +192,21 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
     _mm512_store_ps(st.Tr, _mm512_mask_mov_ps(tr, valid, tbf));
     const __m512 fac = _mm512_maskz_mul_ps(valid, a, tbf);
     __m512 va = _mm512_maskz_mul_ps(valid, _mm512_mul_ps(_mm512_load_ps(st.Tf), r), _mm512_load_ps(st.va));
+    __m512 cv = _mm512_setzero_ps();  // colour . dL/d(colour out)
     for (int64_t ch = 0; ch < D; ++ch) {
       const __m512 col = DC > 0 ? colv[ch] : _mm512_set1_ps(p.col[ch]);
-      float* bp = st.buf + ch * kLanes;
-      const __m512 b = _mm512_load_ps(bp), v = _mm512_load_ps(st.vr + ch * kLanes);
-      va = _mm512_mask3_fmadd_ps(_mm512_fmsub_ps(col, tbf, _mm512_mul_ps(b, r)), v, va, valid);
+      const __m512 v = _mm512_load_ps(st.vr + ch * kLanes);
+      cv = _mm512_fmadd_ps(col, v, cv);
       if (DC > 0) {
         gc[ch] = _mm512_fmadd_ps(fac, v, gc[ch]);
       } else {
         float* gp = tb.gcol + ch * kLanes;
         _mm512_store_ps(gp, _mm512_fmadd_ps(fac, v, _mm512_load_ps(gp)));
       }
-      _mm512_store_ps(bp, _mm512_fmadd_ps(col, fac, b));
     }
+    const __m512 sb = _mm512_load_ps(st.sb);
+    va = _mm512_mask_mov_ps(va, valid, _mm512_fmadd_ps(cv, tbf, _mm512_fnmadd_ps(sb, r, va)));
+    _mm512_store_ps(st.sb, _mm512_fmadd_ps(cv, fac, sb));  // fac is 0 on the other lanes
     const __m512 visv = _mm512_load_ps(vis);
     const __mmask16 unclamped = _mm512_cmp_ps_mask(_mm512_mul_ps(opv, visv), amax, _CMP_LT_OQ);
     const F16 dx(_mm512_sub_ps(mxv, _mm512_load_ps(st.px))), dy(_mm512_sub_ps(myv, _mm512_load_ps(st.py)));
