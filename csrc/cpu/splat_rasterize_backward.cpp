@@ -51,13 +51,13 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
     std::fill(my, my + CN * K, T(0));
     // per-pixel state of one tile (structure of arrays, kLanes lanes per chunk)
     using Lanes = LaneBlock<T>;
-    std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_Tf(nchunks), s_va(nchunks);
+    std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_tva(nchunks);
     std::vector<Lanes> s_vr(nchunks * D), s_sb(nchunks), gcol(D);
     GaussGrad<T> gg;
     std::vector<LaneBlock<int32_t>> s_last(nchunks);
     TileChunks tc(layout, g.ts);
-    const TileBwd<T> tb{{s_px.data()->v, s_py.data()->v, s_Tr.data()->v, s_Tf.data()->v, s_va.data()->v,
-                         s_last.data()->v, s_vr.data()->v, s_sb.data()->v},
+    const TileBwd<T> tb{{s_px.data()->v, s_py.data()->v, s_Tr.data()->v, s_tva.data()->v, s_last.data()->v,
+                         s_vr.data()->v, s_sb.data()->v},
                         gcol.data()->v,
                         D};
     std::vector<int32_t> chunk_last(nchunks);
@@ -78,9 +78,8 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
             s_px[q].v[j] = T(cg.x[j]) + T(0.5);
             s_py[q].v[j] = T(cg.y[j]) + T(0.5);
             s_Tr[q].v[j] = Tfinal[pix + j];
-            s_Tf[q].v[j] = Tfinal[pix + j];
             s_last[q].v[j] = lastids[pix + j];
-            s_va[q].v[j] = v_alpha[pix + j];
+            s_tva[q].v[j] = Tfinal[pix + j] * v_alpha[pix + j];
             cl = std::max(cl, lastids[pix + j]);
           }
           std::memset(static_cast<void*>(s_sb[q].v), 0, sizeof(Lanes));
@@ -94,9 +93,8 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
           const bool in = cg.in[j] != 0;
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
           s_Tr[q].v[j] = in ? Tfinal[pix] : T(1);
-          s_Tf[q].v[j] = s_Tr[q].v[j];
           s_last[q].v[j] = in ? lastids[pix] : -1;
-          s_va[q].v[j] = in ? v_alpha[pix] : T(0);
+          s_tva[q].v[j] = in ? Tfinal[pix] * v_alpha[pix] : T(0);
           for (int64_t ch = 0; ch < D; ++ch) s_vr[q * D + ch].v[j] = in ? v_color[pix * D + ch] : T(0);
           s_sb[q].v[j] = T(0);
           cl = s_last[q].v[j] > cl ? s_last[q].v[j] : cl;

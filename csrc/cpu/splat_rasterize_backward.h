@@ -20,7 +20,8 @@ namespace cpu {
 
 // Per-lane state of a chunk in the backward (all pointers to kLanes values, or D * kLanes for the
 // per-channel rows): pixel centres, running transmittance Tr (final T at the start, T before the
-// current Gaussian after it), final T, dL/d(alpha out), last contributor, dL/d(colour out), and sb,
+// current Gaussian after it), final T times dL/d(alpha out) (their only use is that product), last
+// contributor, dL/d(colour out), and sb,
 // the dot product of dL/d(colour out) with the colour composited behind the current Gaussian (per
 // unit of its transmittance): the only use of that colour is dL/dalpha's sum over channels of
 // (colour - behind / (1 - alpha)) dL/d(colour out), so the dot product is carried instead of D rows.
@@ -28,7 +29,7 @@ template <typename T>
 struct ChunkBwd {
   const T *px, *py;
   T* Tr;
-  const T *Tf, *va;
+  const T* tva;
   const int32_t* last;
   const T* vr;
   T* sb;
@@ -84,7 +85,7 @@ bool backward_pair(const GaussIn<T>& p, const ChunkBwd<T>& st, T* gcol, GaussGra
     Ti[j] = tb * validf;
     ra[j] = r * validf;
     fac[j] = (a * tb) * validf;
-    vA[j] = (st.Tf[j] * r * st.va[j]) * validf;
+    vA[j] = (st.tva[j] * r) * validf;
   }
   if (!any_lane(validm)) return false;
   alignas(64) T cv[kLanes] = {};  // colour . dL/d(colour out)
@@ -116,7 +117,7 @@ struct TileBwd {
   int64_t D;
   ChunkBwd<T> chunk(int64_t q) const {
     const int64_t o = q * kLanes, od = q * D * kLanes;
-    return {c0.px + o, c0.py + o, c0.Tr + o, c0.Tf + o, c0.va + o, c0.last + o, c0.vr + od, c0.sb + o};
+    return {c0.px + o, c0.py + o, c0.Tr + o, c0.tva + o, c0.last + o, c0.vr + od, c0.sb + o};
   }
 };
 
@@ -191,7 +192,7 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
     const __m512 tbf = _mm512_mul_ps(tr, r);  // transmittance before this Gaussian
     _mm512_store_ps(st.Tr, _mm512_mask_mov_ps(tr, valid, tbf));
     const __m512 fac = _mm512_maskz_mul_ps(valid, a, tbf);
-    __m512 va = _mm512_maskz_mul_ps(valid, _mm512_mul_ps(_mm512_load_ps(st.Tf), r), _mm512_load_ps(st.va));
+    __m512 va = _mm512_maskz_mul_ps(valid, _mm512_load_ps(st.tva), r);
     __m512 cv = _mm512_setzero_ps();  // colour . dL/d(colour out)
     for (int64_t ch = 0; ch < D; ++ch) {
       const __m512 col = DC > 0 ? colv[ch] : _mm512_set1_ps(p.col[ch]);
@@ -208,7 +209,8 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
     va = _mm512_mask_mov_ps(va, valid, _mm512_fmadd_ps(cv, tbf, _mm512_fnmadd_ps(sb, r, va)));
     _mm512_store_ps(st.sb, _mm512_fmadd_ps(cv, fac, sb));  // fac is 0 on the other lanes
     const __m512 visv = _mm512_load_ps(vis);
-    const __mmask16 unclamped = _mm512_cmp_ps_mask(_mm512_mul_ps(opv, visv), amax, _CMP_LT_OQ);
+    // alpha = min(opacity vis, amax): below amax exactly where unclamped (va is 0 off the valid lanes)
+    const __mmask16 unclamped = _mm512_cmp_ps_mask(a, amax, _CMP_LT_OQ);
     const F16 dx(_mm512_sub_ps(mxv, _mm512_load_ps(st.px))), dy(_mm512_sub_ps(myv, _mm512_load_ps(st.py)));
     const F16 vav(_mm512_maskz_mov_ps(unclamped, va));
     if (absgrad) {  // per-pixel mean2d gradients kept apart, for their absolute values
