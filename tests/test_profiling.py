@@ -275,7 +275,8 @@ def test_mismatched_runs_are_refused(render_run: profiling.ProfileRun, tmp_path)
     meta["parameters"]["num"] = 1500
     meta["parameters"]["new_option"] = []
     (copy / "metadata.json").write_text(json.dumps(meta))
-    assert any("parameter new_option only after ([])" in w for w in profiling.diff(render_run.run_dir, copy).warnings)
+    warned = profiling.diff(render_run.run_dir, copy, out=tmp_path / "diff").warnings  # not into results/
+    assert any("parameter new_option only after ([])" in w for w in warned)
 
 
 def test_cli_profile_and_errors(render_run: profiling.ProfileRun, tmp_path, capsys) -> None:
