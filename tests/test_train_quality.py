@@ -6,13 +6,16 @@ import pandas as pd
 import pytest
 from conftest import ext_built
 
-from gsworkbench.train import PRESETS
+from gsworkbench.train import PRESETS, preset
 from gsworkbench.train import quality as q
 
 
 def test_every_run_names_a_preset():
     assert set(q.RUNS) >= {"nerf_synthetic", "nerf_synthetic_cube", "nerf_synthetic_400", "capture", "capture_pinhole"}
     assert all(r.preset in PRESETS for r in q.RUNS.values())
+    for run in q.RUNS.values():  # every run's overrides are training parameters (preset raises otherwise)
+        cfg = preset(run.preset, **run.overrides)
+        assert all(getattr(cfg, k) == v for k, v in run.overrides.items())
     with pytest.raises(ValueError, match="unknown quality run"):
         q.quality_table(["nope"])
 
@@ -25,9 +28,10 @@ def test_a_tiny_table(tmp_path, monkeypatch):
     monkeypatch.setenv("GSW_SCENE_CACHE", str(tmp_path / "cache"))
     table, folder = q.quality_table(["tiny"], tmp_path / "out")
     stored = pd.read_csv(folder / "quality.csv")
-    assert list(stored.columns) == ["run", "layout", "views", "size", "init_rule", "steps", "minutes", "gaussians",
-                                    "psnr_db", "ssim", "lpips", "scene_sha256"]  # fmt: skip
+    assert list(stored.columns) == ["run", "layout", "views", "size", "init_rule", "init_scale", "steps", "minutes",
+                                    "gaussians", "psnr_db", "ssim", "lpips", "scene_sha256"]  # fmt: skip
     row = stored.iloc[0]
     assert row.run == "tiny" and row.steps == 6 and row.views == "4 + 2" and row["size"] == "32x32"
-    assert row.init_rule == "hull" and row.psnr_db > 0  # the object without a cloud starts in its hull
+    assert row.init_rule == "hull" and row.init_scale == 1.0  # the object without a cloud starts in its hull
+    assert row.psnr_db > 0
     assert (folder / "tiny" / "checkpoint.pt").is_file() and (folder / "metadata.json").is_file()

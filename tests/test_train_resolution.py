@@ -225,7 +225,8 @@ def test_converge_suite_quick_runs():
     from gsworkbench.bench import run_suite
 
     df = run_suite("converge", quick=True, threads=1, progress=False)
-    assert len(df) == 2 and set(df["schedule"]) == {"off", "40:4,80:2"}
+    assert len(df) == 4 and set(zip(df["schedule"], df["init_scale"])) == {
+        ("off", 1.0), ("40:4,80:2", 1.0), ("off", 0.5), ("40:4,80:2", 0.5)}  # fmt: skip
     for col in ("seconds_to_target", "steps_to_target", "final_test_psnr_db", "ms_per_step", "reached",
                 "x_time_to_target", "threads", "curve", "gaussians"):  # fmt: skip
         assert col in df, col
@@ -237,5 +238,8 @@ def test_converge_suite_quick_runs():
         if r.reached:
             assert r.steps_to_target == curve[-1][0] and r.final_test_psnr_db >= r.target_db
             assert r.seconds_to_target > 0
-    off = df[df["schedule"] == "off"].iloc[0]
+    off = df[(df["schedule"] == "off") & (df["init_scale"] == 1.0)].iloc[0]
     assert off["x_time_to_target"] == 1.0 or not off["reached"]
+    for r in df.itertuples():  # every case against the plain one
+        if r.reached and off["reached"]:
+            assert r.x_time_to_target == pytest.approx(off["seconds_to_target"] / r.seconds_to_target)

@@ -122,9 +122,11 @@ def object_box(scene: Any, gen: torch.Generator, probes: int = 20_000) -> tuple[
     return pts.min(0).values.float().cpu(), pts.max(0).values.float().cpu()
 
 
-def random_init_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> SplatSet:
+def random_init_splats(
+    scene: Any, num: int, sh_degree: int = 3, seed: int = 0, init_scale: float | None = None
+) -> SplatSet:
     """``num`` random points in the object's bounding box (:func:`object_box`), initialised as the
-    trainer would (module doc)."""
+    trainer would (module doc); ``init_scale`` (default: the trainer's, 1) multiplies the 3-NN scales."""
     from gsworkbench.train.config import TrainConfig
     from gsworkbench.train.init import init_splats
 
@@ -134,7 +136,8 @@ def random_init_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) 
     rgb = torch.rand(num, 3, generator=gen)
     cfg = TrainConfig()
     return init_splats(pts, rgb, num=None, random_num=num, extent=1.0, opacity=cfg.init_opacity,
-                       scale=cfg.init_scale, sh_degree=sh_degree, gen=gen)  # fmt: skip
+                       scale=cfg.init_scale if init_scale is None else init_scale, sh_degree=sh_degree,
+                       gen=gen)  # fmt: skip
 
 
 def scene_splats(kind: str, scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> SplatSet:

@@ -1,7 +1,7 @@
 """The quality table: named training runs on the built-in scenes, one row each, for claims such as
 "random init reaches 30 dB" (issue 20's targets). ``gsworkbench quality NAME ...`` runs them.
 
-Each row: the run, the scene's layout, views (train + test), image size, init rule, steps, minutes,
+Each row: the run, the scene's layout, views (train + test), image size, init rule and scale, steps, minutes,
 final Gaussians, test PSNR / SSIM (LPIPS where computed) and the scene's fingerprint. Each run keeps
 its results folder (history, checkpoint, splats, test images) beside the table. Minutes are wall
 time on the machine that ran it: compare them only within one table.
@@ -52,12 +52,20 @@ def _capture(twin: bool) -> Callable[[], Any]:
 
 
 CAPTURE = dict(iterations=3000, refine_start=300, refine_stop=2500, reset_every=1000, sh_degree_interval=500)
+# the room seen from inside (walls, floor, objects; no point cloud): a scene the presets were not tuned on
+ROOM = dict(name="room", n_train=40, n_test=8, n_points=0)
+HALF = {"init_scale": 0.5}  # initial scales at half the 3-NN distance (3DGS: the whole distance)
 RUNS: dict[str, QualityRun] = {
     "nerf_synthetic": QualityRun("nerf_synthetic"),
     "nerf_synthetic_cloud": QualityRun("nerf_synthetic", scene_overrides={"n_points": 3000}),
     "nerf_synthetic_cube": QualityRun("nerf_synthetic", {"init_rule": "cube"}),
+    "nerf_synthetic_init_half": QualityRun("nerf_synthetic", HALF),
     "nerf_synthetic_400": QualityRun("nerf_synthetic_400"),
+    "room": QualityRun("nerf_synthetic", scene_overrides=ROOM, layout="NeRF-synthetic (inside a room)"),
+    "room_init_half": QualityRun("nerf_synthetic", HALF, ROOM, layout="NeRF-synthetic (inside a room)"),
     "capture": QualityRun("short", CAPTURE, scene=_capture(False), layout="nerfstudio OPENCV (distorted JPEG)"),
+    "capture_init_half": QualityRun("short", {**CAPTURE, **HALF}, scene=_capture(False),
+                                    layout="nerfstudio OPENCV (distorted JPEG)"),  # fmt: skip
     "capture_pinhole": QualityRun("short", CAPTURE, scene=_capture(True), layout="pinhole twin (no lens)"),
 }
 
@@ -78,7 +86,8 @@ def run_quality(name: str, out: Path) -> dict[str, Any]:
     m = result.metrics
     return {
         "run": name, "layout": spec.layout, "views": f"{len(scene.train_ids)} + {len(scene.test_ids)}",
-        "size": f"{scene.width}x{scene.height}", "init_rule": m["init_rule"], "steps": m["iterations"],
+        "size": f"{scene.width}x{scene.height}", "init_rule": m["init_rule"], "init_scale": cfg.init_scale,
+        "steps": m["iterations"],
         "minutes": round((time.perf_counter() - t0) / 60, 2), "gaussians": m["num_gaussians"],
         "psnr_db": round(m["psnr_db"], 2), "ssim": round(m["ssim"], 4), "lpips": m["lpips"],
         "scene_sha256": m["scene_sha256"],

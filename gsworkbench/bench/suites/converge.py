@@ -6,9 +6,12 @@ full size) reaches a target, or a step or time cap (:class:`gsworkbench.bench.co
 nor the set-up), ``steps_to_target`` the steps; ``final_test_psnr_db``, ``ms_per_step`` (mean over the
 run) and ``ms_step_f<k>`` (median per resolution factor) follow, and ``curve`` lists every evaluation
 (steps, training seconds, dB). The cases of one size differ only in ``schedule`` (``off``, or a
-:attr:`gsworkbench.train.TrainConfig.resolution_schedule` as text) and run interleaved, a slice of
-``eval_every`` steps each in turn, so the machine's drift hits both alike; the summary adds
-``x_time_to_target``, the time to target without the schedule over the time with it (same run).
+:attr:`gsworkbench.train.TrainConfig.resolution_schedule` as text) and ``init_scale`` (the 3-NN
+scales' multiplier, :attr:`~gsworkbench.train.TrainConfig.init_scale`: 1 as in 3DGS, or
+:data:`SMALL_INIT_SCALE`; smaller first splats touch fewer tiles and pixels). They run interleaved, a
+slice of ``eval_every`` steps each in turn, so the machine's drift hits all alike; the summary adds
+``x_time_to_target``, the time to target of the plain case (no schedule, scale 1) over each case's
+(same run).
 
 The scene is the start of a NeRF-synthetic-like run: the built-in object with 100 train and 10 test
 views rendered at 800 px without a point cloud (``nerf_synthetic_400``'s source), trained at 800x800
@@ -33,6 +36,7 @@ from gsworkbench.bench.registry import Case, Prepared, register_suite
 
 SCHEDULE = "500:4,1000:2"  # the coarse-to-fine schedule the full grid compares with full size throughout
 QUICK_SCHEDULE = "40:4,80:2"
+SMALL_INIT_SCALE = 0.5  # the smaller initial scales the grid compares with 3DGS's 3-NN scales (1)
 MAX_STEPS = 5000  # nerf_synthetic's iterations: the learning-rate decay follows them
 # (width, height, downsample of the 800 px renders, random points, target dB, max minutes of training)
 SIZES = ((800, 800, 1, 100_000, 25.0, 45.0), (400, 400, 2, 30_000, 25.0, 30.0))
@@ -61,8 +65,8 @@ def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: s
         num, schedule = params["num"], "" if params["schedule"] == "off" else params["schedule"]
         base = "smoke" if quick else "nerf_synthetic"
         cfg = preset(base, iterations=params["max_steps"], max_gaussians=3 * num, cap_max=3 * num, progress=False,
-                     resolution_schedule=schedule)  # fmt: skip
-        trainer = Trainer(scene, cfg, random_init_splats(scene, num, seed=0))
+                     resolution_schedule=schedule, init_scale=params["init_scale"])  # fmt: skip
+        trainer = Trainer(scene, cfg, random_init_splats(scene, num, seed=0, init_scale=cfg.init_scale))
         run = ConvergeRun(trainer, params["target_db"], eval_every=params["eval_every"],
                           max_steps=params["max_steps"], max_seconds=60 * params["max_minutes"],
                           log=stderr_log(name))  # fmt: skip
@@ -72,29 +76,34 @@ def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: s
 
 
 def _case(width: int, height: int, downsample: int, num: int, target: float, minutes: float, schedule: str,
-          quick: bool) -> Case:  # fmt: skip
+          init_scale: float, quick: bool) -> Case:  # fmt: skip
     steps, every = (200, 10) if quick else (MAX_STEPS, EVAL_EVERY)
     params = {"scene": "object-smoke" if quick else "object-nerf", "width": width, "height": height, "num": num,
-              "schedule": schedule, "target_db": target, "max_steps": steps, "max_minutes": minutes,
-              "eval_every": every}  # fmt: skip
-    name = f"converge/{width}x{height}/n{num}/{schedule}"
+              "schedule": schedule, "init_scale": init_scale, "target_db": target, "max_steps": steps,
+              "max_minutes": minutes, "eval_every": every}  # fmt: skip
+    name = f"converge/{width}x{height}/n{num}/{schedule}" + ("" if init_scale == 1.0 else f"/init-scale{init_scale:g}")
     return Case(name, params, converge_setup(params, downsample, quick, name), measured=True)
 
 
 def cases(quick: bool) -> list[Case]:
+    variants = [(s, k) for k in (1.0, SMALL_INIT_SCALE) for s in ("off", QUICK_SCHEDULE if quick else SCHEDULE)]
     if quick:
-        return [_case(64, 64, 1, 300, 19.0, 5.0, s, True) for s in ("off", QUICK_SCHEDULE)]
-    return [_case(w, h, d, n, t, m, s, False) for w, h, d, n, t, m in SIZES for s in ("off", SCHEDULE)]
+        return [_case(64, 64, 1, 300, 19.0, 5.0, s, k, True) for s, k in variants]
+    return [_case(w, h, d, n, t, m, s, k, False) for w, h, d, n, t, m in SIZES for s, k in variants]
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Adds ``x_time_to_target``: the seconds to target of the ``off`` case of the same size over each
-    case's (measured in the same run); NaN where either did not reach the target."""
+    """Adds ``x_time_to_target``: the seconds to target of the plain case of the same size (schedule
+    ``off``, ``init_scale`` 1) over each case's (measured in the same run); NaN where either did not
+    reach the target."""
     df = df.copy()
     if "seconds_to_target" not in df or "schedule" not in df:
         return df
     keys = ["width", "height", "num", "target_db"]
-    off = df[df["schedule"] == "off"].set_index(keys)["seconds_to_target"]
+    plain = df["schedule"] == "off"
+    if "init_scale" in df:  # runs from before the init-scale cases had scale 1 throughout
+        plain &= df["init_scale"].fillna(1.0) == 1.0
+    off = df[plain].set_index(keys)["seconds_to_target"]
     df["x_time_to_target"] = [
         off.get(tuple(getattr(r, k) for k in keys), math.nan) / r.seconds_to_target for r in df.itertuples()
     ]
