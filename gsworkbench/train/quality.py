@@ -1,10 +1,10 @@
 """The quality table: named training runs on the built-in scenes, one row each, for claims such as
 "random init reaches 30 dB" (issue 20's targets). ``gsworkbench quality NAME ...`` runs them.
 
-Each row: the run, the scene's layout, views (train + test), image size, init rule and scale, steps, minutes,
-final Gaussians, test PSNR / SSIM (LPIPS where computed) and the scene's fingerprint. Each run keeps
-its results folder (history, checkpoint, splats, test images) beside the table. Minutes are wall
-time on the machine that ran it: compare them only within one table.
+Each row: the run, the scene's layout, views (train + test), image size, init rule and scale, steps,
+minutes, final Gaussians, test PSNR / SSIM (LPIPS where computed) and the scene's fingerprint. Each
+run keeps its results folder (history, checkpoint, splats, test images) beside the table. Minutes are
+wall time on the machine that ran it: compare them only within one table.
 """
 
 from __future__ import annotations
