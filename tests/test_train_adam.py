@@ -9,7 +9,15 @@ from gsworkbench.train.adam import OPTIMIZERS, VisibleAdam, make_optimizer, visi
 
 SHAPES = ((3,), (4,), (), (15, 3))  # means, quats, opacity logits, higher SH: rows of several widths
 LRS = (1e-2, 1e-3, 5e-2, 1e-4)
-TIGHT = {"rtol": 1e-6, "atol": 1e-12}  # a few float32 ulps: the fused kernel's vector body and scalar tail
+EPS32 = torch.finfo(torch.float32).eps
+
+
+def _tight(lr: float | None = None, steps: int = 1) -> dict[str, float]:
+    """A few float32 ulps (the fused kernel's vector body and scalar tail round differently): relative
+    to the value, and absolute at the scale of what was added to it (``steps`` updates of at most
+    about ``lr`` each for parameters; O(1) gradients for the moments, ``lr=None``), so values that
+    cross zero are not held to a relative bound."""
+    return {"rtol": 1e-6, "atol": 4 * EPS32 * (steps * lr if lr is not None else 4.0)}
 
 
 def _params(n: int, gen: torch.Generator) -> list[torch.Tensor]:
@@ -51,9 +59,9 @@ def test_every_row_visible_is_torch_adam_to_the_bit(seed):
     _run(opt, ours, grads)  # no mask: every row
     _run(ref_opt, ref, grads)
     _run(loop_opt, loop, grads)
-    for a, b, c in zip(ours, ref, loop):
+    for a, b, c, lr in zip(ours, ref, loop, LRS):
         assert torch.equal(a, b)  # torch's fused Adam (the trainer's dense default)
-        torch.testing.assert_close(a, c, **TIGHT)  # torch's per-tensor loop: the same update
+        torch.testing.assert_close(a, c, **_tight(lr, 6))  # torch's per-tensor loop: the same update
         for ma, mb in zip(_moments(opt, a), _moments(ref_opt, b)):
             assert torch.equal(ma, mb)
         assert float(opt.state[a]["step"]) == 6
@@ -78,10 +86,10 @@ def test_masked_rows_are_dense_adam_on_those_rows_and_the_rest_untouched(seed, s
     ref, ref_opt = _optimizer("fused", [v[mask] for v in values])  # dense Adam on the visible rows only
     _run(ref_opt, ref, [[g[mask] for g in gs] for gs in warm], mask)
     _run(ref_opt, ref, [[g[mask] for g in gs] for gs in grads], mask)
-    for p, r, was, m_was in zip(ours, ref, before, moments_before):
-        torch.testing.assert_close(p.detach()[mask], r.detach(), **TIGHT)
+    for p, r, was, m_was, lr in zip(ours, ref, before, moments_before, LRS):
+        torch.testing.assert_close(p.detach()[mask], r.detach(), **_tight(lr, 8))
         for m, m_ref in zip(_moments(opt, p), _moments(ref_opt, r)):
-            torch.testing.assert_close(m[mask], m_ref, **TIGHT)
+            torch.testing.assert_close(m[mask], m_ref, **_tight())
         assert torch.equal(p.detach()[~mask], was[~mask])  # hidden: values and moments untouched
         for m, m0 in zip(_moments(opt, p), m_was):
             assert torch.equal(m[~mask], m0[~mask])
@@ -110,8 +118,8 @@ def test_changing_masks_step_each_visible_row_with_the_groups_count(seed):
             ref.append(x.detach())
         hidden_before = [p.detach()[~mask].clone() for p in ours]
         _run(opt, ours, [gs], mask)
-        for p, r, h in zip(ours, ref, hidden_before):
-            torch.testing.assert_close(p.detach()[mask], r, **TIGHT)
+        for p, r, h, lr in zip(ours, ref, hidden_before, LRS):
+            torch.testing.assert_close(p.detach()[mask], r, **_tight(lr))  # one step from the same state
             assert torch.equal(p.detach()[~mask], h)
 
 
