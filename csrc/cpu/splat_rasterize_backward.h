@@ -21,10 +21,10 @@ namespace cpu {
 // Per-lane state of a chunk in the backward (all pointers to kLanes values, or D * kLanes for the
 // per-channel rows): pixel centres, running transmittance Tr (final T at the start, T before the
 // current Gaussian after it), final T times dL/d(alpha out) (their only use is that product), last
-// contributor, dL/d(colour out), and sb,
-// the dot product of dL/d(colour out) with the colour composited behind the current Gaussian (per
-// unit of its transmittance): the only use of that colour is dL/dalpha's sum over channels of
-// (colour - behind / (1 - alpha)) dL/d(colour out), so the dot product is carried instead of D rows.
+// contributor, dL/d(colour out), and sb, the dot product of dL/d(colour out) with the colour
+// composited behind the current Gaussian (per unit of its transmittance): the only use of that colour
+// is dL/dalpha's sum over channels of (colour - behind / (1 - alpha)) dL/d(colour out), so the dot
+// product is carried instead of D rows.
 template <typename T>
 struct ChunkBwd {
   const T *px, *py;

@@ -19,22 +19,16 @@ constexpr double kShC3_0 = -0.5900435899266435, kShC3_1 = 2.890611442640554, kSh
                  kShC3_3 = 0.3731763325901154, kShC3_4 = -0.4570457994644658, kShC3_5 = 1.445305721320277,
                  kShC3_6 = -0.5900435899266435;
 
-// Basis values b[0..(d+1)^2) at a unit direction (basis k at b[k S]); with grad != nullptr also
-// db/d(x,y,z) as grad[3*k + axis].
+// Basis values b[0..(d+1)^2) at a unit direction (basis k at b[k S]); their gradients contracted with
+// a vector: sh_basis_vjp below.
 template <typename T, int S = 1>
-GSW_HD void sh_basis(int degree, T x, T y, T z, T* b, T* g) {
+GSW_HD void sh_basis(int degree, T x, T y, T z, T* b) {
   b[0 * S] = T(kShC0);
-  if (g) g[0] = g[1] = g[2] = T(0);
   if (degree < 1) return;
   const T c1 = T(kShC1);
   b[1 * S] = -c1 * y;
   b[2 * S] = c1 * z;
   b[3 * S] = -c1 * x;
-  if (g) {
-    g[3] = 0; g[4] = -c1; g[5] = 0;
-    g[6] = 0; g[7] = 0; g[8] = c1;
-    g[9] = -c1; g[10] = 0; g[11] = 0;
-  }
   if (degree < 2) return;
   const T xx = x * x, yy = y * y, zz = z * z;
   const T c20 = T(kShC2_0), c21 = T(kShC2_1), c22 = T(kShC2_2), c23 = T(kShC2_3), c24 = T(kShC2_4);
@@ -43,13 +37,6 @@ GSW_HD void sh_basis(int degree, T x, T y, T z, T* b, T* g) {
   b[6 * S] = c22 * (2 * zz - xx - yy);
   b[7 * S] = c23 * x * z;
   b[8 * S] = c24 * (xx - yy);
-  if (g) {
-    g[12] = c20 * y; g[13] = c20 * x; g[14] = 0;
-    g[15] = 0; g[16] = c21 * z; g[17] = c21 * y;
-    g[18] = -2 * c22 * x; g[19] = -2 * c22 * y; g[20] = 4 * c22 * z;
-    g[21] = c23 * z; g[22] = 0; g[23] = c23 * x;
-    g[24] = 2 * c24 * x; g[25] = -2 * c24 * y; g[26] = 0;
-  }
   if (degree < 3) return;
   const T c30 = T(kShC3_0), c31 = T(kShC3_1), c32 = T(kShC3_2), c33 = T(kShC3_3), c34 = T(kShC3_4),
           c35 = T(kShC3_5), c36 = T(kShC3_6);
@@ -60,19 +47,10 @@ GSW_HD void sh_basis(int degree, T x, T y, T z, T* b, T* g) {
   b[13 * S] = c34 * x * (4 * zz - xx - yy);
   b[14 * S] = c35 * z * (xx - yy);
   b[15 * S] = c36 * x * (xx - 3 * yy);
-  if (g) {
-    g[27] = c30 * 6 * x * y; g[28] = c30 * (3 * xx - 3 * yy); g[29] = 0;
-    g[30] = c31 * y * z; g[31] = c31 * x * z; g[32] = c31 * x * y;
-    g[33] = -2 * c32 * x * y; g[34] = c32 * (4 * zz - xx - 3 * yy); g[35] = 8 * c32 * y * z;
-    g[36] = -6 * c33 * x * z; g[37] = -6 * c33 * y * z; g[38] = c33 * (6 * zz - 3 * xx - 3 * yy);
-    g[39] = c34 * (4 * zz - 3 * xx - yy); g[40] = -2 * c34 * x * y; g[41] = 8 * c34 * x * z;
-    g[42] = 2 * c35 * x * z; g[43] = -2 * c35 * y * z; g[44] = c35 * (xx - yy);
-    g[45] = c36 * (3 * xx - 3 * yy); g[46] = -6 * c36 * x * y; g[47] = 0;
-  }
 }
 
-// vd[0..3) = sum_i vb[i] db_i/d(x,y,z) over the basis of `degree` (the table sh_basis writes to g,
-// contracted as it is formed: a vectorized caller keeps 3 sums live instead of 48 gradient values).
+// vd[0..3) = sum_i vb[i] db_i/d(x,y,z) over the basis of `degree` (sh_basis's gradients, contracted as
+// they are formed: a vectorized caller keeps 3 sums live instead of 48 gradient values).
 template <typename T>
 GSW_HD void sh_basis_vjp(int degree, T x, T y, T z, const T* vb, T* vd) {
   vd[0] = vd[1] = vd[2] = T(0);
@@ -114,7 +92,7 @@ GSW_HD void sh_to_color_forward(int degree, const T* c0, const T* cr, const T* d
   T n = sqrt(dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]);
   n = n < T(1e-12) ? T(1e-12) : n;
   T b[16];
-  sh_basis<T>(degree, dir[0] / n, dir[1] / n, dir[2] / n, b, nullptr);
+  sh_basis<T>(degree, dir[0] / n, dir[1] / n, dir[2] / n, b);
   const int k = (degree + 1) * (degree + 1);
   GSW_UNROLL
   for (int ch = 0; ch < 3; ++ch) {
@@ -144,7 +122,7 @@ GSW_HD void sh_backward_core(int degree, const T* c0, const T* cr, const T* dir,
   const T unclamped = n < T(1e-12) ? T(0) : T(1);  // a T flag, not bool: keeps the SIMD masks one width
   n = n < T(1e-12) ? T(1e-12) : n;
   const T d[3] = {dir[0] / n, dir[1] / n, dir[2] / n};
-  sh_basis<T, S>(degree, d[0], d[1], d[2], b, nullptr);
+  sh_basis<T, S>(degree, d[0], d[1], d[2], b);
   const int k = (degree + 1) * (degree + 1);
   T vc[3];
   GSW_UNROLL
