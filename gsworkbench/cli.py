@@ -9,6 +9,7 @@ gsworkbench bench SUITE|all [--quick] [--threads N]
 gsworkbench compare BASELINE CANDIDATE [--suite S]  two runs or two git revisions, with significance
 gsworkbench history SUITE                        every run of a suite over commits, as a plot
 gsworkbench sweep NOTEBOOK -p NAME V1,V2 ...      a parameter grid of notebook runs on Dask
+gsworkbench reconstruct PHOTOS [--out DIR]      photos or a video to a posed scene (pycolmap, CPU)
 gsworkbench env                                  the environment metadata every run records
 gsworkbench profile WORKLOAD [-p NAME VALUE]...  stages, op table, flamegraph, overheads
 gsworkbench profile diff BEFORE AFTER            what changed between two profiles
@@ -174,6 +175,27 @@ def _cmd_quality(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reconstruct(args: argparse.Namespace) -> int:
+    from gsworkbench.results import new_run_dir, save_figure, write_metadata
+    from gsworkbench.scenes.reconstruct import reconstruct
+    from gsworkbench.scenes.sfm_report import plot_cameras
+
+    out = args.out if args.out is not None else new_run_dir("reconstruct") / "scene"
+    options = dict(camera=args.camera, camera_model=args.camera_model, max_size=args.max_size,
+                   matcher=args.matcher, video_frames=args.video_frames)  # fmt: skip
+    try:
+        folder = reconstruct(args.photos, out, overwrite=args.overwrite, **options)
+    except FileNotFoundError as err:
+        raise ValueError(str(err)) from None
+    write_metadata(folder, {"photos": str(args.photos), **options})
+    import pycolmap
+
+    fig = plot_cameras(pycolmap.Reconstruction(str(folder / "sparse" / "0")), f"{args.photos.name}: cameras and points")
+    save_figure(folder / "cameras.png", fig)
+    print(f"scene: {folder}  (train it: load_scene('{folder}'), or notebook 07 with -p photos {args.photos})")
+    return 0
+
+
 def _cmd_env(args: argparse.Namespace) -> int:
     from gsworkbench.results import environment
 
@@ -223,6 +245,28 @@ def _add_profile_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-change", type=float, default=0.05, help="diff: smallest relative change (default 0.05)")
     p.add_argument("--out", type=Path, default=None, help="run folder (default: results/<run-id>/)")
     p.set_defaults(func=_cmd_profile)
+
+
+def _add_reconstruct_parser(sub: argparse._SubParsersAction) -> None:
+    from gsworkbench.scenes.reconstruct import CAMERA_MODELS, CAMERA_MODES, MATCHERS, ReconstructOptions
+
+    d = ReconstructOptions()
+    p = sub.add_parser("reconstruct", help="photos (a folder or a video) to a posed scene, with pycolmap on the CPU",
+                       description="Photos to a posed scene folder (images/, sparse/0/, report.json) that "
+                                   "load_scene reads. Ctrl-C keeps the work; the same command goes on "
+                                   "from there.")  # fmt: skip
+    p.add_argument("photos", type=Path, help="a folder of JPEG/PNG photos, or a video file")
+    p.add_argument("--out", type=Path, default=None, help="scene folder (default: results/<run-id>/scene)")
+    p.add_argument("--camera", choices=CAMERA_MODES, default=d.camera,
+                   help=f"cameras shared per image size, by all, or one per image (default {d.camera})")  # fmt: skip
+    p.add_argument("--camera-model", choices=CAMERA_MODELS, default=d.camera_model, help="COLMAP's lens model")
+    p.add_argument("--max-size", type=int, default=d.max_size,
+                   help=f"long side of the working images (default {d.max_size})")  # fmt: skip
+    p.add_argument("--matcher", choices=MATCHERS, default=d.matcher,
+                   help=f"auto: exhaustive up to {d.exhaustive_max} images, else sequential")  # fmt: skip
+    p.add_argument("--video-frames", type=int, default=d.video_frames, help="frames kept of a video at most")
+    p.add_argument("--overwrite", action="store_true", help="start again in an --out that holds another reconstruction")
+    p.set_defaults(func=_cmd_reconstruct)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -278,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", choices=list(RUNS), metavar="RUN", help="one or more of: " + ", ".join(RUNS))
     p.add_argument("--out", type=Path, default=None, help="folder for the table and runs (default: results/<run-id>/)")
     p.set_defaults(func=_cmd_quality)
+
+    _add_reconstruct_parser(sub)
 
     p = sub.add_parser("env", help="print the environment metadata recorded with every run")
     p.set_defaults(func=_cmd_env)

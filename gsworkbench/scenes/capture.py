@@ -1,4 +1,5 @@
-"""The built-in "capture" scene: the room, as a photo capture reaches a researcher after COLMAP.
+"""The built-in "capture" scene: the room, cluttered (:func:`~gsworkbench.scenes.synthetic.capture_scene`),
+as a photo capture reaches a researcher after COLMAP.
 
 What it holds (``W`` x ``H`` = the generator's width and height):
 
@@ -33,7 +34,7 @@ from gsworkbench.scenes.colmap import write_colmap_model
 from gsworkbench.scenes.lens import make_camera
 from gsworkbench.scenes.mitsuba_render import linear_to_srgb, load_scene_dict, render_views, to_straight_srgba
 from gsworkbench.scenes.points import write_points_ply
-from gsworkbench.scenes.synthetic import room_cameras, room_scene
+from gsworkbench.scenes.synthetic import capture_scene, room_cameras
 from gsworkbench.scenes.transforms_json import GL_TO_CV
 
 CAMERA_MODEL = "OPENCV"
@@ -104,7 +105,7 @@ def write_capture(folder: Path, p: Any) -> dict[str, Any]:
 
     rng = np.random.default_rng(p.seed)
     t0 = time.perf_counter()
-    mi_scene = load_scene_dict(room_scene(rng))
+    mi_scene = load_scene_dict(capture_scene(rng))
     n_views = p.n_train + p.n_test
     n_listed = n_views + N_MISSING
     viewmats, _, _ = room_cameras(n_listed, p.width, p.height, rng)
@@ -179,7 +180,7 @@ def pinhole_twin(scene: Any, seed: int = 0, spp: int = 64, supersample: int = 2)
     import dataclasses
 
     rng = np.random.default_rng(seed)
-    mi_scene = load_scene_dict(room_scene(rng))
+    mi_scene = load_scene_dict(capture_scene(rng))
     sky_lin = np.asarray(SKY) ** 2.2
     images = []
     for i in range(len(scene.viewmats)):

@@ -54,7 +54,8 @@ def load_colmap(
     (:mod:`gsworkbench.scenes.views`). Where an image file's size differs from its camera's, the camera
     is rescaled to the file. ``downsample=d`` uses ``<images_dir>_d`` where it holds every image, else
     box-averages by d. Images with alpha are composited over ``background``. The model's points3D
-    with their colours are the initial point cloud (None without a points3D file or points).
+    with their colours are the initial point cloud (None without a points3D file or points), and their
+    robust box (:func:`points_bounds`) is the scene's ``bounds``.
     """
     folder = Path(path)
     bg = check_background(background)
@@ -92,16 +93,36 @@ def load_colmap(
     rgb, alphas, Ks = assemble(views, bg, box, cache_dir)
     viewmats = torch.tensor(np.stack([v.viewmat for v in views]), dtype=torch.float32)
 
-    points = colors = None
+    points = colors = bounds = None
     if rec.num_points3D():
         pts = [p for _, p in sorted(rec.points3D.items(), key=lambda kv: kv[0])]  # by id: a stable order
         points = torch.tensor(np.stack([p.xyz for p in pts]), dtype=torch.float32)
         colors = torch.tensor(np.stack([p.color for p in pts]), dtype=torch.float32) / 255.0
+        bounds = points_bounds(points)
     return Scene.from_views(
         rgb, viewmats, Ks, torch.tensor([v.is_test for v in views]), points=points, point_colors=colors,
         background=bg, name=folder.name, alphas=alphas, image_names=[v.name for v in views],
-        source={"folder": str(folder.resolve())},
+        bounds=bounds, source={"folder": str(folder.resolve())},
     )  # fmt: skip
+
+
+BOUNDS_PERCENTILE = 1.0  # the box drops this percent of the points on each side of each axis (SfM outliers)
+BOUNDS_MARGIN = 0.1  # and then grows by this share of its size on each side
+BOUNDS_MIN_POINTS = 20
+
+
+def points_bounds(points: torch.Tensor) -> torch.Tensor | None:
+    """The box [2,3] (min corner, max corner) of a sparse cloud [P,3], robust to its stray points: the
+    :data:`BOUNDS_PERCENTILE` and 100 - that percentiles per axis, widened by :data:`BOUNDS_MARGIN` of the
+    size on each side. None for fewer than :data:`BOUNDS_MIN_POINTS` points or a flat box."""
+    if len(points) < BOUNDS_MIN_POINTS:
+        return None
+    q = torch.tensor([BOUNDS_PERCENTILE / 100.0, 1.0 - BOUNDS_PERCENTILE / 100.0], dtype=torch.float64)
+    lo, hi = torch.quantile(points.double(), q, dim=0)
+    size = hi - lo
+    if not bool((size > 0).all()):
+        return None
+    return torch.stack([lo - BOUNDS_MARGIN * size, hi + BOUNDS_MARGIN * size]).float()
 
 
 def write_colmap(

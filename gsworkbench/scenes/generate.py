@@ -48,7 +48,7 @@ from gsworkbench.scenes.points import write_points_ply
 from gsworkbench.scenes.scene import Scene
 from gsworkbench.scenes.synthetic import SYNTHETIC_SCENES
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 MANIFEST = "scene.json"
 STALE_TMP_S = 3600.0
 

@@ -168,6 +168,61 @@ def room_scene(rng: np.random.Generator) -> dict[str, Any]:
     }
 
 
+def _noise(rng: np.random.Generator, size: int = 512, octaves: int = 6, patches: int = 160) -> np.ndarray:
+    """A cluttered texture in colour [size,size,3] in [0.05,0.8]: multi-scale value noise (grids of
+    random colours from 4 to 4 x 2^(octaves-1) cells, bilinearly upsampled, weights x0.7 per octave)
+    under ``patches`` random rectangles of random colour, 1-12 % of the side, half opaque to fully
+    opaque. Distinct at every scale and full of corners, like the prints, labels, wood and fabric of a
+    real room (what a feature matcher needs, and what the room's smooth and periodic textures lack)."""
+    out = np.zeros((size, size, 3))
+    total = 0.0
+    for k in range(octaves):
+        cells = 4 * 2**k
+        grid = torch.from_numpy(rng.uniform(0.0, 1.0, size=(1, 3, cells, cells)))
+        up = torch.nn.functional.interpolate(grid, size=(size, size), mode="bilinear", align_corners=False)
+        w = 0.7**k
+        out += w * up[0].permute(1, 2, 0).numpy()
+        total += w
+    out /= total
+    lo, hi = np.percentile(out, 1), np.percentile(out, 99)
+    out = (out - lo) / max(hi - lo, 1e-6)
+    for _ in range(patches):
+        w, h = (rng.uniform(0.01, 0.12, size=2) * size).astype(int) + 1
+        x, y = rng.integers(0, size - w), rng.integers(0, size - h)
+        a = rng.uniform(0.5, 1.0)
+        out[y : y + h, x : x + w] = (1 - a) * out[y : y + h, x : x + w] + a * rng.uniform(0.0, 1.0, size=3)
+    return np.clip(0.05 + 0.75 * out, 0.05, 0.8)
+
+
+def capture_scene(rng: np.random.Generator) -> dict[str, Any]:
+    """The room with the clutter of a lived-in one: a rug, a picture on each wall and three boxes, all
+    with multi-scale noise textures (:func:`_noise`), over the room's smooth and periodic textures (which
+    alone give a feature matcher few distinct points)."""
+    mi = mitsuba_scalar()
+
+    T = mi.ScalarTransform4f
+    scene = room_scene(rng)
+    scene["rug"] = {
+        "type": "rectangle",
+        "to_world": T().translate([0.2, 0.6, 0.005]).rotate([0, 0, 1], 10).scale([1.6, 1.1, 1.0]),
+        "bsdf": _diffuse(_bitmap(_noise(rng))),
+    }
+    for k, angle in enumerate((0, 90, 180, 270)):
+        scene[f"picture{k}"] = {
+            "type": "rectangle",
+            "to_world": T().rotate([0, 0, 1], angle).translate([3.99, 0.6 * (k - 1.5), 1.4])
+            .rotate([0, 1, 0], -90).scale([0.55, 0.8, 1.0]),
+            "bsdf": _diffuse(_bitmap(_noise(rng))),
+        }  # fmt: skip
+    for k, (x, y, s) in enumerate(((2.2, -1.8, 0.3), (-2.3, 0.4, 0.25), (0.9, 2.4, 0.35))):
+        scene[f"box{k}"] = {
+            "type": "cube",
+            "to_world": T().translate([x, y, s]).rotate([0, 0, 1], 30.0 * k + 15.0).scale(s),
+            "bsdf": _diffuse(_bitmap(_noise(rng, 256, 5, 60))),
+        }
+    return scene
+
+
 def object_cameras(
     n: int, width: int, height: int, rng: np.random.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, tuple[float, float, float]]:
@@ -217,6 +272,6 @@ class SyntheticScene:
 SYNTHETIC_SCENES = {
     "object": SyntheticScene(object_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64),
     "room": SyntheticScene(room_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
-    # the room as a distorted JPEG photo capture with COLMAP and nerfstudio files (scenes/capture.py)
-    "capture": SyntheticScene(room_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
+    # the room, cluttered, as a distorted JPEG photo capture with COLMAP and nerfstudio files (scenes/capture.py)
+    "capture": SyntheticScene(capture_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
 }

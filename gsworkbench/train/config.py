@@ -244,6 +244,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         config=dict(**_NERF_SYNTHETIC, init_random_num=50_000, max_gaussians=150_000, cap_max=150_000),
         scene=dict(name="object", width=800, height=800, n_train=100, n_test=10, n_points=0, downsample=2),
     ),  # fmt: skip
+    # A handheld capture (photos seen from all around, an unbounded background, JPEG and a lens): the
+    # cluttered room's photos at 320 x 240, trained from their SfM points. Shorter than gsplat's 7k steps
+    # (a CPU budget of a few minutes), refinement over most of it (300..2,500 every 100) with opacity
+    # resets at 1,000 and 2,000, SH degree +1 every 500 steps, and room for 150k Gaussians: a capture's
+    # background and clutter need several times the Gaussians of one object ("short" stops at 60k).
+    "capture": dict(
+        config=dict(iterations=3000, refine_start=300, refine_stop=2500, refine_every=100, reset_every=1000,
+                    sh_degree_interval=500, max_gaussians=150_000, cap_max=150_000),
+        scene=dict(name="capture", width=320, height=240, n_train=24, n_test=4),
+    ),  # fmt: skip
     # gsplat's schedules at 7k and 30k steps.
     "full7k": dict(
         config=dict(iterations=7000), scene=dict(name="object", width=400, height=400, n_train=80, n_test=16)
@@ -256,7 +266,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def preset(name: str, **overrides: Any) -> TrainConfig:
     """The :class:`TrainConfig` of preset ``name`` (``smoke``, ``micro``, ``short``, ``nerf_synthetic``,
-    ``full7k``, ``full30k``)
+    ``nerf_synthetic_400``, ``capture``, ``full7k``, ``full30k``)
     with ``overrides`` applied; ``strategy="mcmc"`` also applies gsplat's MCMC initialisation and
     regularisation unless overridden."""
     if name not in PRESETS:

@@ -1,0 +1,160 @@
+# ---
+# jupyter:
+#   gsworkbench:
+#     smoke_parameters:
+#       capture_height: 192
+#       capture_spp: 16
+#       capture_views: 23
+#       capture_width: 256
+#       iterations: 60
+#   jupytext:
+#     notebook_metadata_filter: gsworkbench,kernelspec,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: gsworkbench (.venv)
+#     language: python
+#     name: gsworkbench
+# ---
+
+# %% [markdown]
+# # 07 · From photos to splats
+#
+# A folder of photos (or a video) with no poses becomes a trained splat scene, all on the CPU:
+# `gsworkbench.scenes.reconstruct` runs COLMAP through pycolmap (SIFT features, matching, incremental
+# mapping, undistortion), the report says whether the poses can be trusted, and `train` fits Gaussians
+# from the SfM points with the `capture` preset. Held-out photos (every 8th) give PSNR and SSIM, and the
+# splats are written as `splats.ply`. With `photos` empty, the input is the built-in capture scene's
+# JPEG photos (a cluttered room through a distorted lens), without its poses or points.
+#
+# From a terminal: `gsworkbench reconstruct PHOTOS` alone, or this notebook with
+# `gsworkbench run notebooks/07_capture.ipynb -p photos PHOTOS`.
+
+# %%
+from gsworkbench.notebooks import ParameterGuard
+
+guard = ParameterGuard(
+    photos={"help": "a folder of JPEG/PNG photos or a video file; '' = the built-in capture scene's photos"},
+    capture_width={"ge": 64, "le": 4096, "help": "built-in photos: width in pixels"},
+    capture_height={"ge": 48, "le": 4096, "help": "built-in photos: height in pixels"},
+    capture_views={"ge": 6, "help": "built-in photos: how many"},
+    capture_spp={"ge": 1, "help": "built-in photos: Mitsuba samples per pixel"},
+    camera={"choices": ["per_size", "single", "per_image"],
+            "help": "cameras shared per image size, by all, or one each"},
+    camera_model={"choices": ["OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE"], "help": "COLMAP's lens model"},
+    max_size={"ge": 64, "help": "long side of the working images (pixels)"},
+    preset={"choices": ["capture", "short", "smoke"], "help": "training schedule"},
+    iterations={"ge": 0, "help": "0 = the preset's"},
+    seed={"ge": 0},
+)
+
+# %% tags=["parameters"]
+photos = ""
+capture_width = 320
+capture_height = 240
+capture_views = 28
+capture_spp = 64
+camera = "per_size"
+camera_model = "OPENCV"
+max_size = 1600
+preset = "capture"
+iterations = 0
+seed = 0
+results_dir = ""
+
+# %%
+params = guard.check(globals())
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pycolmap
+import torch
+from IPython.display import display
+
+from gsworkbench.notebooks.display import metrics_table, result_link
+from gsworkbench.results import new_run_dir, save_figure, write_metadata
+from gsworkbench.scenes import generate_scene, load_scene
+from gsworkbench.scenes.reconstruct import reconstruct
+from gsworkbench.scenes.sfm_report import format_report, plot_cameras, read_report
+from gsworkbench.train import preset as train_preset
+from gsworkbench.train import train
+from gsworkbench.train.plots import test_views, training_curves
+
+run_dir = Path(results_dir) if results_dir else new_run_dir("07_capture")
+write_metadata(run_dir, params)
+display(result_link(run_dir, results_dir, "results"))
+print("threads:", torch.get_num_threads())
+if photos:
+    source = Path(photos)
+else:  # the built-in capture's JPEGs: its poses and points stay behind
+    n_test = max(1, capture_views // 7)
+    built = generate_scene("capture", width=capture_width, height=capture_height,
+                           n_train=capture_views - n_test, n_test=n_test, spp=capture_spp, seed=seed)
+    source = built / "images"
+print("photos:", source)
+
+# %% [markdown]
+# ## Reconstruct: photos to poses
+#
+# Each stage shows a bar. Ctrl-C keeps COLMAP's database; running the cell again goes on from the
+# finished stages.
+
+# %%
+scene_dir = reconstruct(source, run_dir / "scene", camera=camera, camera_model=camera_model, max_size=max_size,
+                        seed=seed, log=None)
+
+# %% [markdown]
+# ## How good are the poses?
+#
+# The mean reprojection error should be well under a pixel and nearly every photo registered; the
+# cameras should sit where the photos were taken.
+
+# %%
+report = read_report(scene_dir)
+print(format_report(report))
+fig = plot_cameras(pycolmap.Reconstruction(str(scene_dir / "sparse" / "0")), "cameras and sparse points")
+save_figure(run_dir / "cameras.png", fig)
+plt.show()
+
+# %% [markdown]
+# ## Train from the SfM points
+#
+# Every 8th registered photo is held out. Training starts from the sparse points.
+
+# %%
+data = load_scene(scene_dir)
+overrides = {"seed": seed, "progress": True}
+if iterations:
+    overrides["iterations"] = iterations
+config = train_preset(preset, **overrides)
+print(f"{len(data.train_ids)} train + {len(data.test_ids)} test photos at {data.width}x{data.height}, "
+      f"{len(data.points)} SfM points")
+result = train(data, config, results_dir=run_dir / "training")
+metrics_table(result.metrics)
+
+# %%
+fig = training_curves(result.history)
+save_figure(run_dir / "curves.png", fig)
+plt.show()
+
+# %% [markdown]
+# ## Held-out photos: photo, render, error
+
+# %%
+print(result.evaluation.to_string(index=False))
+fig = test_views(data, result.renders, result.evaluation)
+save_figure(run_dir / "test_views.png", fig)
+plt.show()
+
+# %% [markdown]
+# ## The splats
+#
+# `splats.ply` uses the Inria 3DGS layout, which splat viewers and `gsworkbench.io.read_ply` load.
+
+# %%
+ply = result.files["ply"]
+print(f"{ply}: {ply.stat().st_size / 1e6:.1f} MB")
+display(result_link(ply, results_dir, "splats"))

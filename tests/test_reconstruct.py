@@ -1,0 +1,267 @@
+"""Photos to a posed scene (gsworkbench.scenes.reconstruct): poses against the truth after a similarity
+alignment, the output read by load_scene, the report, photos of two sizes, EXIF orientation, video
+frames, the named errors, Ctrl-C and resuming."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import numpy as np
+import pycolmap
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from photo_scenes import arc_cameras, render, true_focal, write_photos
+from PIL import Image
+from scipy.spatial.transform import Rotation
+
+from gsworkbench.scenes import load_scene
+from gsworkbench.scenes.colmap_run import Cancelled, cancellable
+from gsworkbench.scenes.photos import prepare_photo
+from gsworkbench.scenes.pose_accuracy import model_poses, pose_errors, umeyama
+from gsworkbench.scenes.reconstruct import ReconstructionFailed, reconstruct
+from gsworkbench.scenes.sfm_report import format_report, read_report
+from gsworkbench.scenes.video import extract_frames, sharpness
+
+REPORT_KEYS = {"images_given", "images_registered", "registered_fraction", "mean_reprojection_error_px",
+               "mean_track_length", "num_points3D", "cameras", "unmatched", "seconds"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, np.ndarray]]:
+    folder = tmp_path_factory.mktemp("photos")
+    return folder, write_photos(folder, 12)
+
+
+@pytest.fixture(scope="module")
+def reconstructed(photos, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return reconstruct(photos[0], tmp_path_factory.mktemp("rec") / "scene", progress=False, log=None)
+
+
+# ---- the similarity alignment and the error measures -------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), scale=st.floats(0.05, 20.0))
+def test_umeyama_recovers_a_similarity(seed: int, scale: float) -> None:
+    g = np.random.default_rng(seed)
+    src = g.normal(size=(12, 3))
+    R = Rotation.random(random_state=seed).as_matrix()
+    t = g.normal(size=3) * 5
+    s, R2, t2 = umeyama(src, scale * src @ R.T + t)
+    assert abs(s - scale) <= 1e-9 * scale
+    np.testing.assert_allclose(R2, R, atol=1e-9)
+    np.testing.assert_allclose(t2, t, atol=1e-8 * (1 + scale))
+
+
+def test_pose_errors_are_zero_for_a_transformed_copy_and_see_a_turned_camera() -> None:
+    viewmats, _ = arc_cameras(8, dtype=torch.float64)
+    truth = {f"v{i}": m.double().numpy() for i, m in enumerate(viewmats)}
+    R, s, t = Rotation.random(random_state=3).as_matrix(), 2.5, np.array([1.0, -2.0, 0.5])
+    # the same cameras in a world X' = s R X + t, cameras scaled with it
+    moved = {n: np.c_[m[:3, :3] @ R.T, s * m[:3, 3] - m[:3, :3] @ R.T @ t] for n, m in truth.items()}
+    e = pose_errors(moved, truth)
+    assert e.rotation_deg.max() < 1e-5 and e.centre.max() < 1e-9 and abs(e.scale - 1 / s) < 1e-9
+    turned = dict(moved)
+    R3, t3 = moved["v3"][:3, :3], moved["v3"][:3, 3]
+    R3_turned = Rotation.from_euler("y", 2.0, degrees=True).as_matrix() @ R3  # turned about its own centre
+    turned["v3"] = np.c_[R3_turned, R3_turned @ (R3.T @ t3)]
+    e = pose_errors(turned, truth)
+    assert e.rotation_deg[e.names.index("v3")] == pytest.approx(2.0, abs=1e-6)
+
+
+# ---- reconstruction of a small generated photo set ---------------------------------------------------------
+
+
+def test_reconstruct_recovers_the_poses(photos, reconstructed: Path) -> None:
+    _, truth = photos
+    rec = pycolmap.Reconstruction(str(reconstructed / "sparse" / "0"))
+    assert len(model_poses(rec)) >= 11  # of 12
+    e = pose_errors(model_poses(rec), truth).summary()
+    assert e["rotation_median_deg"] < 1.0 and e["centre_median_pct"] < 2.0, e
+    cams = pycolmap.Reconstruction(str(reconstructed / "work" / "sparse" / "0")).cameras
+    (cam,) = cams.values()  # one size: one shared camera
+    assert abs(cam.focal_length_x / true_focal() - 1) < 0.05
+
+
+def test_the_output_loads_and_the_report_has_its_fields(reconstructed: Path) -> None:
+    scene = load_scene(reconstructed)
+    assert len(scene) >= 11 and len(scene.test_ids) >= 1 and scene.points is not None and len(scene.points) > 100
+    assert scene.bounds is not None and bool((scene.bounds[0] < scene.bounds[1]).all())
+    report = read_report(reconstructed)
+    assert REPORT_KEYS <= set(report)
+    assert report["images_given"] == 12 and report["images_registered"] >= 11
+    assert 0 < report["mean_reprojection_error_px"] < 1.0 and report["mean_track_length"] >= 2
+    assert set(report["seconds"]) == {"photos", "features", "matching", "mapping", "undistort"}
+    assert report["cameras"][0]["model"] == "OPENCV" and len(report["cameras"][0]["distortion"]) == 4
+    state = json.loads((reconstructed / "reconstruct.json").read_text())
+    assert state["pycolmap"] == pycolmap.__version__ and state["options"]["camera"] == "per_size"
+    assert "images registered" in format_report(report)
+
+
+def test_photos_of_two_sizes_get_a_camera_each(photos, tmp_path: Path) -> None:
+    src, _ = photos
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for i, p in enumerate(sorted(src.iterdir())):
+        im = Image.open(p)
+        (im.crop((0, 0, im.width, im.height - 4)) if i % 3 == 0 else im).save(mixed / p.name, quality=95)
+    out = reconstruct(mixed, tmp_path / "scene", progress=False, log=None)
+    report = read_report(out)
+    assert report["num_cameras"] == 2 and report["images_registered"] >= 11
+    with pytest.raises(ValueError, match="one size"):
+        reconstruct(mixed, tmp_path / "single", camera="single", progress=False, log=None)
+
+
+def test_exif_orientation_is_applied(tmp_path: Path) -> None:
+    g = np.random.default_rng(0)
+    upright = (g.uniform(0, 1, (6, 10, 3)) * 255).astype(np.uint8).repeat(16, 0).repeat(16, 1)  # 96 x 160
+    stored = Image.fromarray(upright).transpose(Image.Transpose.ROTATE_90)  # as a sensor would store it
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 degrees clockwise to display"
+    stored.save(tmp_path / "turned.jpg", quality=98, exif=exif.tobytes())
+    size, written = prepare_photo(tmp_path / "turned.jpg", tmp_path / "out.jpg", max_size=None)
+    assert size == written == (160, 96)
+    back = np.asarray(Image.open(tmp_path / "out.jpg"), dtype=np.float64)
+    assert np.abs(back - upright).mean() < 8.0
+    assert np.abs(back - upright[::-1, ::-1]).mean() > 40.0  # the test can tell orientations apart
+    assert Image.open(tmp_path / "out.jpg").getexif().get(0x0112, 1) == 1
+    _, small = prepare_photo(tmp_path / "turned.jpg", tmp_path / "small.jpg", max_size=80)
+    assert small == (80, 48)
+
+
+# ---- errors, each naming its cause and file ------------------------------------------------------------------
+
+
+def test_named_errors(photos, tmp_path: Path) -> None:
+    src, _ = photos
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match=f"no images .* in {empty}"):
+        reconstruct(empty, tmp_path / "o1", progress=False, log=None)
+    two = tmp_path / "two"
+    two.mkdir()
+    for p in sorted(src.iterdir())[:2]:
+        (two / p.name).write_bytes(p.read_bytes())
+    with pytest.raises(ReconstructionFailed, match="only 2 image"):
+        reconstruct(two, tmp_path / "o2", progress=False, log=None)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for p in sorted(src.iterdir())[:4]:
+        (bad / p.name).write_bytes(p.read_bytes())
+    (bad / "view_99.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    with pytest.raises(ValueError, match="cannot read photo .*view_99.jpg"):
+        reconstruct(bad, tmp_path / "o3", progress=False, log=None)
+    with pytest.raises(FileNotFoundError, match="photos not found"):
+        reconstruct(tmp_path / "nowhere", tmp_path / "o4", progress=False, log=None)
+    video = tmp_path / "clip.mp4"
+    video.write_bytes(b"\x00\x00\x00\x18ftypmp42 truncated")
+    with pytest.raises(ValueError, match=f"cannot (read|decode) video {video}"):
+        reconstruct(video, tmp_path / "o5", progress=False, log=None)
+
+
+def test_images_that_match_nothing_are_named(photos, tmp_path: Path) -> None:
+    src, _ = photos
+    mixed = tmp_path / "noise"
+    mixed.mkdir()
+    for p in sorted(src.iterdir())[:4]:
+        (mixed / p.name).write_bytes(p.read_bytes())
+    g = np.random.default_rng(1)
+    for k in range(6):  # photos of nothing in common with anything
+        Image.fromarray((g.uniform(0, 1, (192, 256, 3)) * 255).astype(np.uint8)).save(mixed / f"zz_noise{k}.png")
+    with pytest.raises(ReconstructionFailed, match=r"only \d+ of 10 images registered .*zz_noise0.png"):
+        reconstruct(mixed, tmp_path / "scene", progress=False, log=None)
+
+
+def test_other_options_into_the_same_out_are_refused(photos, reconstructed: Path) -> None:
+    with pytest.raises(ValueError, match="other input or options .*max_size"):
+        reconstruct(photos[0], reconstructed, max_size=128, progress=False, log=None)
+
+
+# ---- Ctrl-C and resuming -----------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_cancels_a_running_pycolmap_call() -> None:
+    """cancellable's worker thread lets Ctrl-C reach the call's cancellation token."""
+    seen = []
+
+    def long_call(*, cancellation_token) -> None:
+        while not cancellation_token.is_cancelled:
+            threading.Event().wait(0.01)
+        seen.append("cancelled")
+
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(Cancelled):
+        cancellable(long_call)
+    assert seen == ["cancelled"]
+
+
+def test_an_interrupted_run_resumes_from_the_finished_stages(photos, tmp_path: Path, monkeypatch) -> None:
+    import gsworkbench.scenes.reconstruct as r
+
+    out = tmp_path / "scene"
+
+    def interrupted(*a, **k):
+        raise Cancelled("incremental_mapping cancelled")
+
+    monkeypatch.setattr(r, "_map", interrupted)
+    with pytest.raises(Cancelled, match=f"finished stages and COLMAP's database are kept in {out / 'work'}"):
+        reconstruct(photos[0], out, progress=False, log=None)
+    state = json.loads((out / "reconstruct.json").read_text())
+    assert set(state["stages"]) == {"photos", "features", "matching"} and (out / "work" / "database.db").is_file()
+    monkeypatch.undo()
+
+    def must_not_run(*a, **k):
+        raise AssertionError("a finished stage ran again")
+
+    monkeypatch.setattr(r, "_extract", must_not_run)
+    monkeypatch.setattr(r, "_match", must_not_run)
+    reconstruct(photos[0], out, progress=False, log=None)
+    assert read_report(out)["images_registered"] >= 11
+    assert json.loads((out / "reconstruct.json").read_text())["stages"]["features"] == state["stages"]["features"]
+
+
+# ---- video ---------------------------------------------------------------------------------------------------
+
+
+def _blur(rgb: np.ndarray, k: int = 9) -> np.ndarray:
+    import torch
+
+    t = torch.from_numpy(rgb).permute(2, 0, 1)[None].float()
+    out = torch.nn.functional.avg_pool2d(t, k, stride=1, padding=k // 2, count_include_pad=False)
+    return out[0].permute(1, 2, 0).round().to(torch.uint8).numpy()
+
+
+def test_video_frames_are_sampled_evenly_and_blurry_ones_dropped(tmp_path: Path) -> None:
+    import av
+
+    viewmats, K = arc_cameras(30, step_deg=1.0)
+    frames = render(viewmats, K)
+    sharp = {3 * k + 1 for k in range(9)}  # one sharp frame in each stretch of 3, none in the last
+    path = tmp_path / "clip.mkv"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("ffv1", rate=10)  # lossless: blur comes from us alone
+        stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv444p"
+        for i, f in enumerate(frames):
+            img = f if i in sharp else _blur(f)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    got = extract_frames(path, tmp_path / "frames", num_frames=10)
+    assert got.decoded == 30
+    assert got.kept == sorted(sharp)
+    assert len(got.blurry) == 1 and next(iter(got.blurry)) in (27, 28, 29)
+    assert sorted(p.name for p in (tmp_path / "frames").iterdir()) == [f"frame_{i:05d}.jpg" for i in sorted(sharp)]
+    assert "9 frames kept of 30 decoded, 1 dropped as blurry" == got.summary()
+
+
+def test_sharpness_falls_with_blur() -> None:
+    g = np.random.default_rng(2)
+    img = (g.uniform(0, 1, (64, 64, 3)) * 255).astype(np.uint8)
+    assert sharpness(_blur(img).mean(2)) < 0.2 * sharpness(img.mean(2))
