@@ -16,10 +16,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from photo_scenes import arc_cameras, render, true_focal, write_photos
 from PIL import Image
 from scipy.spatial.transform import Rotation
 
+from gsworkbench.bench.photo_set import arc_cameras, render, true_focal, write_photos
 from gsworkbench.scenes import load_scene
 from gsworkbench.scenes.colmap_run import Cancelled, cancellable
 from gsworkbench.scenes.photos import prepare_photo

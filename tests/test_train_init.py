@@ -55,7 +55,8 @@ def test_auto_rule_per_scene(bare, surface):
     assert pick_rule(surface, "auto") == "points"
     assert pick_rule(bare, "auto") == "hull"  # RGBA object: the masks carve
     opaque = dataclasses.replace(bare, alphas=None)
-    assert pick_rule(opaque, "auto") == "frustum"
+    assert pick_rule(opaque, "auto") == "sfm"  # photos: a cloud triangulated from the train views
+    assert pick_rule(opaque, "auto", triangulate=False) == "frustum"
     with pytest.raises(ValueError, match="needs a scene with alpha masks"):
         random_points(opaque, "hull", 100, 3.0, torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match="needs a scene with a point cloud"):

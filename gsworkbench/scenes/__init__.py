@@ -7,8 +7,9 @@
 """
 
 from gsworkbench.scenes.blender import load_blender
+from gsworkbench.scenes.cache import scene_cache_dir
 from gsworkbench.scenes.colmap import load_colmap
-from gsworkbench.scenes.generate import GENERATOR_VERSION, builtin_scene, generate_scene, scene_cache_dir
+from gsworkbench.scenes.generate import GENERATOR_VERSION, builtin_scene, generate_scene
 from gsworkbench.scenes.load import detect_layout, load_scene
 from gsworkbench.scenes.scene import Scene, camera_centers, camera_extent
 from gsworkbench.scenes.synthetic import SYNTHETIC_SCENES

@@ -36,6 +36,7 @@ import torch
 
 from gsworkbench.results import write_json
 from gsworkbench.scenes.blender import GL_TO_CV, POINTS_FILE, load_blender
+from gsworkbench.scenes.cache import scene_cache_dir
 from gsworkbench.scenes.colmap import load_colmap, write_colmap
 from gsworkbench.scenes.mitsuba_render import (
     cast_rays,
@@ -85,14 +86,6 @@ class GeneratorParams:
 
     def folder_name(self) -> str:
         return f"{self.name}-{self.width}x{self.height}-{self.key()}"
-
-
-def scene_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """``cache_dir``, else ``$GSW_SCENE_CACHE``, else ``~/.cache/gsworkbench/scenes``."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("GSW_SCENE_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "gsworkbench" / "scenes"
 
 
 def _save_png(path: Path, rgba: np.ndarray) -> None:

@@ -107,7 +107,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         rows.append(
             ("match nothing", ", ".join(report["unmatched"][:5]) + (" ..." if len(report["unmatched"]) > 5 else ""))
         )
-    secs = report["seconds"]
+    order = ("photos", "features", "matching", "mapping", "undistort")
+    secs = dict(sorted(report["seconds"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99))
     rows.append(("seconds per stage", ", ".join(f"{k} {v:.1f}" for k, v in secs.items())
                                       + f" (total {sum(secs.values()):.1f})"))  # fmt: skip
     width = max(len(r[0]) for r in rows)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from gsworkbench.results import atomic_writer
+from gsworkbench.scenes.cache import scene_cache_dir
 from gsworkbench.scenes.lens import make_camera, pinhole_K
 
 UNDISTORT_VERSION = 1
@@ -35,8 +36,6 @@ UNDISTORT_VERSION = 1
 
 def undistort_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """``<cache_dir>/undistorted``, the scene cache's by default (see :func:`scene_cache_dir`)."""
-    from gsworkbench.scenes.generate import scene_cache_dir
-
     return scene_cache_dir(cache_dir) / "undistorted"
 
 

@@ -35,8 +35,10 @@ class TrainConfig:
     seed: int = 0
     # ---- initialisation ----
     # where training starts (gsworkbench.train.init_region): "auto" = the scene's cloud, else the visual
-    # hull of its alpha masks (RGBA objects), else the cameras' shared view volume; or one by name
+    # hull of its alpha masks (RGBA objects), else points triangulated from the train views (photos,
+    # with init_triangulate), else the cameras' shared view volume; or one by name
     init_rule: str = "auto"
+    init_triangulate: bool = True  # "auto" may triangulate a cloud for RGB scenes without one
     init_num: int | None = None  # points drawn from the scene's cloud (all when None)
     init_random_num: int = 100_000  # random points when there is no cloud (or a random rule is named)
     # how far from the camera centroid random points may lie, x scene scale ("cube": around the origin)
@@ -126,6 +128,8 @@ class TrainConfig:
             raise ValueError(f"background must be one of {BACKGROUNDS}, got {self.background!r}")
         if self.eval_background not in EVAL_BACKGROUNDS:
             raise ValueError(f"eval_background must be one of {EVAL_BACKGROUNDS}, got {self.eval_background!r}")
+        if not isinstance(self.init_triangulate, bool):
+            raise ValueError(f"init_triangulate must be True or False, got {self.init_triangulate!r}")
         if self.init_rule not in INIT_RULES:
             raise ValueError(f"init_rule must be one of {INIT_RULES}, got {self.init_rule!r}")
         v = self.init_view_fraction

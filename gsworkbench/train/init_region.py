@@ -3,6 +3,10 @@
 The init rules (``TrainConfig.init_rule``):
 
 - ``"points"``: the scene's point cloud (``init_num`` of its points drawn when given);
+- ``"sfm"``: points triangulated from the train views with their poses and intrinsics held fixed
+  (:func:`gsworkbench.scenes.triangulate.triangulate_views`: SIFT, matching, COLMAP's triangulator),
+  for posed captures that come without a cloud; ``"frustum"`` when fewer than
+  :data:`SFM_MIN_POINTS` points come out;
 - ``"hull"``: uniform random points inside the visual hull that the train views' alpha masks carve:
   a point is kept when at least half of the train views see it (in front of the camera, inside the
   image) and none of them sees it outside its mask (alpha > 0.1, dilated by one pixel);
@@ -13,7 +17,8 @@ The init rules (``TrainConfig.init_rule``):
 
 ``"auto"`` (the default) picks ``"points"`` when the scene has a cloud, else ``"hull"`` when the train
 views' alpha masks carve something (an RGBA object scene: some train pixels are transparent), else
-``"frustum"`` (photos, opaque renders, unbounded captures). ``"hull"`` falls back to ``"frustum"``
+``"sfm"`` for photos (RGB, no alpha, at least 3 train views; ``TrainConfig.init_triangulate``), else
+``"frustum"`` (opaque renders, unbounded captures). ``"hull"`` falls back to ``"frustum"``
 when the masks leave nothing, and ``"frustum"`` to ``"cube"`` when no two views share a volume.
 
 ``"hull"`` and ``"frustum"`` search the cube of half-side ``init_extent`` x scene scale around the
@@ -33,7 +38,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-INIT_RULES = ("auto", "points", "hull", "frustum", "cube")
+INIT_RULES = ("auto", "points", "sfm", "hull", "frustum", "cube")
+SFM_MIN_POINTS = 100  # fewer triangulated points than this: "sfm" falls back to "frustum"
+SFM_MIN_VIEWS = 3
 HULL_ALPHA = 0.1  # a pixel is inside a view's mask where its alpha exceeds this
 HULL_DILATE_PX = 1  # masks grow by this many pixels (pixel-centre quantisation, antialiased edges)
 HULL_VIEW_FRACTION = 0.5  # hull points are seen by at least this fraction of the train views
@@ -116,15 +123,29 @@ def masks_carve(scene: Any) -> bool:
     return float((a <= HULL_ALPHA).float().mean()) >= CARVING_MIN_TRANSPARENT
 
 
-def pick_rule(scene: Any, requested: str) -> str:
-    """The rule ``"auto"`` resolves to for ``scene`` (other rules are returned as they are)."""
+def pick_rule(scene: Any, requested: str, triangulate: bool = True) -> str:
+    """The rule ``"auto"`` resolves to for ``scene`` (other rules are returned as they are);
+    ``triangulate=False`` leaves out ``"sfm"``."""
     if requested not in INIT_RULES:
         raise ValueError(f"init_rule must be one of {INIT_RULES}, got {requested!r}")
     if requested != "auto":
         return requested
     if scene.points is not None and len(scene.points):
         return "points"
-    return "hull" if masks_carve(scene) else "frustum"
+    if masks_carve(scene):
+        return "hull"
+    if triangulate and scene.alphas is None and len(scene.train_ids) >= SFM_MIN_VIEWS:
+        return "sfm"
+    return "frustum"
+
+
+def sfm_points(scene: Any) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    """Points [P,3] and colours [P,3] triangulated from ``scene``'s train views (cached), and the record."""
+    from gsworkbench.scenes.triangulate import triangulate_views
+
+    ids = scene.train_ids.cpu()
+    return triangulate_views(scene.images[ids.to(scene.images.device)], scene.viewmats[ids.to(scene.viewmats.device)],
+                             scene.Ks[ids.to(scene.Ks.device)])  # fmt: skip
 
 
 def search_box(scene: Any, extent: float) -> tuple[torch.Tensor, torch.Tensor, str]:
@@ -261,7 +282,15 @@ def initial_points(
     """The points [N,3] and colours [N,3] in [0,1] that training starts from, by ``cfg.init_rule``
     (a :class:`~gsworkbench.train.config.TrainConfig`), and the record of the rule used:
     {requested, rule, num, ...}. ``"points"``: the scene's cloud (None, None when it has none)."""
-    rule = pick_rule(scene, cfg.init_rule)
+    rule = pick_rule(scene, cfg.init_rule, getattr(cfg, "init_triangulate", True))
+    fallback: dict[str, Any] = {}
+    if rule == "sfm":
+        pts, colors, record = sfm_points(scene)
+        if len(pts) >= SFM_MIN_POINTS:
+            n = len(pts) if cfg.init_num is None else min(cfg.init_num, len(pts))
+            return pts, colors, {"requested": cfg.init_rule, "rule": "sfm", **record, "num": n}
+        rule = "frustum"
+        fallback = {"fallback": f"sfm: {len(pts)} points triangulated (< {SFM_MIN_POINTS})"}
     if rule == "points":
         if scene.points is None or len(scene.points) == 0:
             raise ValueError("init_rule 'points' needs a scene with a point cloud; use 'auto', 'hull' or 'frustum'")
@@ -272,7 +301,7 @@ def initial_points(
     if len(pts) == 0:
         raise ValueError(f"init_rule {rule!r} found no place for random points in scene {scene.name!r}")
     colors = torch.rand(len(pts), 3, generator=gen)
-    return pts, colors, {"requested": cfg.init_rule, **info}
+    return pts, colors, {"requested": cfg.init_rule, **info, **fallback}
 
 
 def initial_splats(scene: Any, cfg: Any, gen: torch.Generator) -> tuple[Any, dict[str, Any]]:
@@ -284,7 +313,7 @@ def initial_splats(scene: Any, cfg: Any, gen: torch.Generator) -> tuple[Any, dic
     splats = init_splats(
         pts,
         rgb,
-        num=cfg.init_num if info["rule"] == "points" else None,
+        num=cfg.init_num if info["rule"] in ("points", "sfm") else None,
         random_num=cfg.init_random_num,
         extent=cfg.init_extent * float(scene.scene_scale),
         opacity=cfg.init_opacity,

@@ -30,25 +30,53 @@ class QualityRun:
     scene_overrides: dict[str, Any] = field(default_factory=dict)
     scene: Callable[[], Any] | None = None
     layout: str = "NeRF-synthetic"
+    reconstructed: bool = False  # the scene is the capture's photos through reconstruct (in the run's folder)
 
 
-def _capture(twin: bool) -> Callable[[], Any]:
+CAPTURE_SIZE = dict(width=256, height=192, n_train=40, n_test=8)
+
+
+def _capture(twin: bool, cloud: bool = True) -> Callable[[], Any]:
     """The capture scene (distorted JPEGs, loaded through transforms.json and undistorted), or its
-    pinhole twin: the same cameras rendered without a lens (:func:`gsworkbench.scenes.capture.pinhole_twin`)."""
+    pinhole twin: the same cameras rendered without a lens (:func:`gsworkbench.scenes.capture.pinhole_twin`).
+    ``cloud=False``: without its point cloud (a posed capture as instant-ngp's form or a phone's AR
+    tracker gives it)."""
 
     def build() -> Any:
         from gsworkbench.scenes import load_scene
         from gsworkbench.scenes.capture import pinhole_twin
         from gsworkbench.scenes.generate import generate_scene, read_manifest
 
-        folder = generate_scene("capture", width=256, height=192, n_train=40, n_test=8)
+        folder = generate_scene("capture", **CAPTURE_SIZE)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the capture's listed frames without images: by design
             scene = load_scene(folder)
         scene.name = "capture"
+        if not cloud:
+            scene.points = scene.point_colors = None
         return pinhole_twin(scene, spp=read_manifest(folder)["samples_per_pixel"]) if twin else scene
 
     return build
+
+
+def _reconstructed_capture(out: Path) -> Any:
+    """The capture scene's photos alone through :func:`gsworkbench.scenes.reconstruct`, loaded with the
+    capture's own test photos held out; ``scene.source["reconstruction"]`` holds the pose accuracy
+    against the true poses (the quality row's extra columns)."""
+    from gsworkbench.bench.suites.reconstruct import accuracy_row, capture_truth
+    from gsworkbench.scenes import load_scene
+    from gsworkbench.scenes.generate import read_manifest
+    from gsworkbench.scenes.reconstruct import reconstruct
+
+    photos, truth, focal = capture_truth(**CAPTURE_SIZE)
+    folder = reconstruct(photos, out, progress=False, log=None)
+    test = [n.removeprefix("images/") for n in read_manifest(photos.parent)["test_images"]]
+    scene = load_scene(folder, test_names=[n for n in test if (folder / "images" / n).is_file()])
+    scene.name = "capture (reconstructed)"
+    row = accuracy_row(folder, truth, focal)
+    scene.source["reconstruction"] = {k: row[k] for k in ("registered", "rotation_median_deg", "centre_median_pct",
+                                                          "focal_error_pct", "minutes_total")}  # fmt: skip
+    return scene
 
 
 CAPTURE = dict(iterations=3000, refine_start=300, refine_stop=2500, reset_every=1000, sh_degree_interval=500)
@@ -67,6 +95,13 @@ RUNS: dict[str, QualityRun] = {
     "capture_init_half": QualityRun("short", {**CAPTURE, **HALF}, scene=_capture(False),
                                     layout="nerfstudio OPENCV (distorted JPEG)"),  # fmt: skip
     "capture_pinhole": QualityRun("short", CAPTURE, scene=_capture(True), layout="pinhole twin (no lens)"),
+    # posed, without a cloud: random points where the cameras look, or points triangulated with the poses fixed
+    "capture_nocloud_random": QualityRun("short", {**CAPTURE, "init_triangulate": False}, scene=_capture(False, False),
+                                         layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
+    "capture_nocloud_sfm": QualityRun("short", CAPTURE, scene=_capture(False, False),
+                                      layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
+    # the photos alone: poses, lens and points from reconstruct, the same test photos held out
+    "capture_reconstructed": QualityRun("short", CAPTURE, layout="photos only (reconstruct)", reconstructed=True),
 }
 
 
@@ -78,8 +113,12 @@ def run_quality(name: str, out: Path) -> dict[str, Any]:
     if name not in RUNS:
         raise ValueError(f"unknown quality run {name!r}; runs: {', '.join(RUNS)}")
     spec = RUNS[name]
-    scene = spec.scene() if spec.scene is not None else builtin_scene(**{**preset_scene(spec.preset),
-                                                                          **spec.scene_overrides})  # fmt: skip
+    if spec.reconstructed:
+        scene = _reconstructed_capture(out / f"{name}-scene")
+    elif spec.scene is not None:
+        scene = spec.scene()
+    else:
+        scene = builtin_scene(**{**preset_scene(spec.preset), **spec.scene_overrides})
     cfg = preset(spec.preset, progress=False, **spec.overrides)
     t0 = time.perf_counter()
     result = train(scene, cfg, results_dir=out / name)
@@ -90,7 +129,7 @@ def run_quality(name: str, out: Path) -> dict[str, Any]:
         "steps": m["iterations"],
         "minutes": round((time.perf_counter() - t0) / 60, 2), "gaussians": m["num_gaussians"],
         "psnr_db": round(m["psnr_db"], 2), "ssim": round(m["ssim"], 4), "lpips": m["lpips"],
-        "scene_sha256": m["scene_sha256"],
+        "scene_sha256": m["scene_sha256"], **scene.source.get("reconstruction", {}),
     }  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""Photo sets with known poses for the reconstruction tests, rendered in milliseconds by our rasterizer.
+"""Photo sets with known poses, rendered in milliseconds by our rasterizer: the reconstruction tests'
+input and the ``reconstruct`` benchmark's 1-megapixel case.
 
 The scene: a cube of side 1.2 on a 4 x 4 floor, covered by small opaque splats whose colours mix a
 per-splat random colour with smooth colour fields (a speckled, non-repeating texture that SIFT finds
@@ -17,7 +18,7 @@ import torch
 from gsworkbench.splat import rasterize
 from gsworkbench.splat.cameras import intrinsics_from_fov, look_at
 
-W, H = 256, 192
+W, H = 256, 192  # the tests' size
 
 
 def textured_splats(n: int = 60_000, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -46,42 +47,50 @@ def textured_splats(n: int = 60_000, seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 def arc_cameras(
-    n: int, step_deg: float = 10.0, dtype: torch.dtype = torch.float32
+    n: int, step_deg: float = 10.0, dtype: torch.dtype = torch.float32, width: int = W, height: int = H
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """n world-to-camera matrices [n,4,4] (OpenCV axes) on the arc and the shared K [3,3]."""
+    """n world-to-camera matrices [n,4,4] (OpenCV axes) on the arc and the shared K [3,3] (60 degrees
+    across ``width``)."""
     views = []
     for i in range(n):
         az = math.radians(20.0 + step_deg * i)
         z = 1.2 + 0.4 * (i % 3) / 2
         views.append(look_at((3.0 * math.cos(az), 3.0 * math.sin(az), z), (0.0, 0.0, 0.0), dtype=dtype))
-    return torch.stack(views), intrinsics_from_fov(W, H, 60.0, dtype=dtype)
+    return torch.stack(views), intrinsics_from_fov(width, height, 60.0, dtype=dtype)
 
 
-def render(viewmats: torch.Tensor, K: torch.Tensor, splats: dict[str, torch.Tensor] | None = None) -> np.ndarray:
-    """uint8 RGB images [V,H,W,3] of the scene over a grey background."""
+def render(
+    viewmats: torch.Tensor, K: torch.Tensor, splats: dict[str, torch.Tensor] | None = None, width: int = W,
+    height: int = H,
+) -> np.ndarray:  # fmt: skip
+    """uint8 RGB images [V,H,W,3] of the scene over a grey background, rendered a view at a time."""
     s = splats or textured_splats()
+    out = []
     with torch.no_grad():
-        img, _, _ = rasterize(s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], viewmats,
-                              K.expand(len(viewmats), 3, 3), W, H,
-                              backgrounds=torch.full((len(viewmats), 3), 0.5))  # fmt: skip
-    return (img.clamp(0, 1) * 255).round().to(torch.uint8).numpy()
+        for vm in viewmats:
+            img, _, _ = rasterize(s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], vm[None].float(),
+                                  K[None].float(), width, height, backgrounds=torch.full((1, 3), 0.5))  # fmt: skip
+            out.append((img[0].clamp(0, 1) * 255).round().to(torch.uint8).numpy())
+    return np.stack(out)
 
 
-def write_photos(folder: Path, n: int = 12) -> dict[str, np.ndarray]:
+def write_photos(
+    folder: Path, n: int = 12, width: int = W, height: int = H, step_deg: float = 10.0, num_splats: int = 60_000
+) -> dict[str, np.ndarray]:
     """Writes n JPEG photos (``view_NN.jpg``) into ``folder``; returns their true world-to-camera
     matrices [4,4] by name."""
     from PIL import Image
 
     folder.mkdir(parents=True, exist_ok=True)
-    viewmats, K = arc_cameras(n)
+    viewmats, K = arc_cameras(n, step_deg, width=width, height=height)
     truth = {}
-    for i, rgb in enumerate(render(viewmats, K)):
+    for i, rgb in enumerate(render(viewmats, K, textured_splats(num_splats), width, height)):
         name = f"view_{i:02d}.jpg"
         Image.fromarray(rgb).save(folder / name, quality=95)
         truth[name] = viewmats[i].double().numpy()
     return truth
 
 
-def true_focal() -> float:
+def true_focal(width: int = W, height: int = H) -> float:
     """The true focal length in pixels of the photos."""
-    return float(arc_cameras(1)[1][0, 0])
+    return float(arc_cameras(1, width=width, height=height)[1][0, 0])
