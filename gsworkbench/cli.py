@@ -12,6 +12,7 @@ gsworkbench sweep NOTEBOOK -p NAME V1,V2 ...      a parameter grid of notebook r
 gsworkbench env                                  the environment metadata every run records
 gsworkbench profile WORKLOAD [-p NAME VALUE]...  stages, op table, flamegraph, overheads
 gsworkbench profile diff BEFORE AFTER            what changed between two profiles
+gsworkbench export SPLATS.ply --to .spz|.splat [-o OUT]  the formats web viewers read
 """
 
 from __future__ import annotations
@@ -181,6 +182,29 @@ def _cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+EXPORT_FORMATS = (".spz", ".splat")
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from gsworkbench.io.ply import read_ply
+
+    splats = read_ply(args.ply)
+    out = args.out if args.out is not None else args.ply.with_suffix(args.to)
+    if out.resolve() == args.ply.resolve():
+        raise ValueError(f"{out}: the output would overwrite the input")
+    if args.to == ".spz":
+        from gsworkbench.io.spz import write_spz
+
+        write_spz(out, splats)
+    else:
+        from gsworkbench.io.dotsplat import write_splat
+
+        write_splat(out, splats)
+    ply_size = args.ply.stat().st_size
+    print(f"written: {out} ({len(splats)} splats, {out.stat().st_size:,} bytes; the PLY: {ply_size:,} bytes)")
+    return 0
+
+
 def _version() -> str:
     from gsworkbench import __version__
     from gsworkbench.results import _git
@@ -283,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_env)
 
     _add_profile_parser(sub)
+
+    p = sub.add_parser("export", help="write a splat PLY as .spz or .splat")
+    p.add_argument("ply", type=Path, help="an Inria 3DGS PLY file (e.g. a run's splats.ply)")
+    p.add_argument("--to", required=True, choices=EXPORT_FORMATS, help="the output format")
+    p.add_argument("-o", "--out", type=Path, default=None,
+                   help="output file (default: the PLY's name with the new suffix)")  # fmt: skip
+    p.set_defaults(func=_cmd_export)
     return parser
 
 
