@@ -102,3 +102,15 @@ def test_standalone_page_embeds_everything() -> None:
     options = json.loads(re.search(r'id="gsw-options">(.*?)</script>', text, re.S).group(1))
     assert (options["width"], options["height"]) == (200, 100)  # from K's principal point
     assert options["fileType"] == "ply" and options["numSplats"] == 20
+
+
+@pytest.mark.skipif(not BUNDLE.is_file(), reason="viewer bundle not built (make setup needs Node.js)")
+def test_export_command_writes_a_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gsworkbench.cli import main
+
+    ply = write_ply(tmp_path / "splats.ply", synthetic_splats(30, 2))
+    assert main(["export", str(ply), "--to", ".html", "--width", "400", "--height", "300"]) == 0
+    page = tmp_path / "splats.html"
+    assert f"written: {page}" in capsys.readouterr().out
+    options = json.loads(re.search(r'id="gsw-options">(.*?)</script>', page.read_text(), re.S).group(1))
+    assert (options["width"], options["height"], options["numSplats"], options["fileType"]) == (400, 300, 30, "spz")
