@@ -8,13 +8,14 @@ SwiftShader) against the workbench's rasterizer at the same camera.
 - the camera the page reports is the one it was given, to 1e-5.
 
 Needs Chromium (Debian: ``apt-get install chromium``) and the browser bundle (``make setup`` with
-Node.js); skips with one line otherwise.
+Node.js); skips with one line otherwise, or fails with ``GSW_REQUIRE_BROWSER=1`` (CI).
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import os
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +31,26 @@ from gsworkbench.viewer import save_viewer_html
 from gsworkbench.viewer.data import BUNDLE
 from gsworkbench.viewer.headless import HeadlessChromium, find_chromium
 
-pytestmark = [
-    pytest.mark.skipif(find_chromium() is None, reason="no Chromium (apt-get install chromium) for the browser check"),
-    pytest.mark.skipif(not BUNDLE.is_file(), reason="viewer bundle not built (make setup needs Node.js)"),
-]
+
+def _missing() -> str | None:
+    if find_chromium() is None:
+        return "no Chromium for the browser check (Debian: apt-get install chromium)"
+    if not BUNDLE.is_file():
+        return "the viewer's browser bundle is not built (make setup with Node.js)"
+    return None
+
+
+# GSW_REQUIRE_BROWSER=1 (CI): a missing Chromium or bundle fails these tests instead of skipping them
+if _missing() and os.environ.get("GSW_REQUIRE_BROWSER", "0") not in ("", "0"):
+    pytestmark = pytest.mark.usefixtures("_browser_required")
+else:
+    pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+
+
+@pytest.fixture
+def _browser_required() -> None:
+    pytest.fail(f"GSW_REQUIRE_BROWSER is set but {_missing()}")
+
 
 W, H = 320, 240
 K = torch.tensor([[300.0, 0.0, 181.5], [0.0, 270.0, 103.25], [0.0, 0.0, 1.0]])
