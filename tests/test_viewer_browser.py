@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 from pathlib import Path
 
@@ -160,3 +161,72 @@ def test_trained_scene_matches_rasterize(tmp_path: Path, encoding: str) -> None:
     ours = ours[0].clamp(0, 1).numpy()
     Image.fromarray((np.concatenate([ours, img], 1) * 255).round().astype(np.uint8)).save(tmp_path / "compare.png")
     assert psnr(img, ours) >= 25.0, f"{encoding}: PSNR {psnr(img, ours):.2f} dB (images: {tmp_path / 'compare.png'})"
+
+
+# The widget's module in a page, with the model a Jupyter frontend would give it: the widget's own
+# state (JSON) and its binary buffer (a DataView), set/on/save_changes as in anywidget's model API.
+_WIDGET_PAGE = """<!DOCTYPE html><html><body style="margin:0">
+<script type="application/json" id="state">{state}</script>
+<script type="application/octet-stream" id="buffer">{buffer}</script>
+<script type="module">
+const state = JSON.parse(document.getElementById("state").textContent);
+const raw = Uint8Array.from(atob(document.getElementById("buffer").textContent.trim()), (c) => c.charCodeAt(0));
+state._data = new DataView(raw.buffer);
+const handlers = {{}};
+window.saved = [];
+const model = {{
+  get: (k) => state[k],
+  set: (k, v) => {{ state[k] = v; (handlers["change:" + k] || []).forEach((f) => f()); }},
+  on: (ev, f) => {{ (handlers[ev] = handlers[ev] || []).push(f); }},
+  save_changes: () => window.saved.push(JSON.parse(JSON.stringify(state.camera))),
+}};
+window.gswModel = model;
+window.gswReady = import("data:text/javascript;base64,{bundle}")
+  .then((m) => m.default.render({{ model, el: document.body }}));
+</script></body></html>"""
+
+
+def test_widget_camera_round_trip_through_the_browser(tmp_path: Path) -> None:
+    """Python -> the widget's state -> the widget's module in Chromium; the user picks a view there ->
+    the module reports the camera -> Python reads it back, to 1e-5. Also the new camera from Python
+    (a model change) moves the browser's."""
+    from types import SimpleNamespace
+
+    from ipywidgets.widgets.widget import _remove_buffers
+
+    from gsworkbench.viewer import SplatViewer
+
+    viewmats = torch.stack([VIEWMAT, look_at((-2.5, 1.5, 1.2), (0.1, 0.0, 0.2))])
+    scene = SimpleNamespace(viewmats=viewmats, Ks=torch.stack([K, K]), width=W, height=H, image_names=[],
+                            train_ids=torch.tensor([1]), test_ids=torch.tensor([0]))  # fmt: skip
+    widget = SplatViewer(few_splats(1), scene=scene)
+    state, paths, buffers = _remove_buffers(widget.get_state())
+    assert paths == [["_data"]]
+    page = tmp_path / "widget.html"
+    page.write_text(_WIDGET_PAGE.format(
+        state=json.dumps(state).replace("</", "<\\/"), buffer=base64.b64encode(bytes(buffers[0])).decode(),
+        bundle=base64.b64encode(BUNDLE.read_bytes()).decode(),
+    ))  # fmt: skip
+    with HeadlessChromium(W, H) as browser:
+        browser.open(page)
+        browser.evaluate("window.gswReady.then(() => new Promise((r) => setTimeout(r, 1500)))")
+        assert browser.evaluate("window.saved.length") == 0  # nothing moved yet: nothing reported
+        # the user picks the first entry of the widget's view menu: the train view, scene view 1
+        browser.evaluate("""(() => { const s = document.querySelector("select"); s.value = "0";
+                            s.dispatchEvent(new Event("change")); })()""")
+        browser.evaluate("new Promise((r) => setTimeout(r, 1500))")
+        saved = browser.evaluate("window.saved")
+        assert saved, "the widget did not report the camera the user chose"
+        widget.set_state({"camera": saved[-1]})
+        assert torch.allclose(widget.viewmat, viewmats[1], atol=1e-5) and torch.allclose(widget.K, K, atol=1e-5)
+        # Python moves the camera back to the test view: the module applies it and draws it
+        widget.set_camera(viewmats[0])
+        browser.evaluate(f"gswModel.set('camera', {json.dumps(widget.get_state()['camera'])})")
+        png = browser.evaluate(
+            "new Promise((r) => setTimeout(r, 1500)).then(() => document.querySelector('canvas').toDataURL())"
+        )
+    img = np.asarray(Image.open(io.BytesIO(base64.b64decode(png.split(",", 1)[1]))).convert("RGB")) / 255.0
+    want = projected(POINTS, VIEWMAT, K)
+    for i, colour in enumerate(COLOURS.numpy()):
+        got, weight = splat_centre(img, colour, want[i])
+        assert weight > 0 and np.abs(got - want[i]).max() <= 2.0, (i, got, want[i])
