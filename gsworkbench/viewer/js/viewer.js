@@ -167,11 +167,17 @@ export function mount(el, opts) {
   let mesh = null;
   let numSplats = 0;
   let loading = Promise.resolve();
+  let generation = 0;  // a newer setData wins even when an older one finishes loading after it
   function setData(bytes, fileType, count) {
+    const mine = ++generation;
     // extSplats: float32 centres and finer scales than the default 16-byte packing (float16 centres)
     const next = new SplatMesh({ fileBytes: toBytes(bytes).slice(), fileType, extSplats: true });
     if (TURNED_FORMATS.has(fileType)) next.quaternion.set(1, 0, 0, 0);
     loading = next.initialized.then(() => {
+      if (mine !== generation) {
+        next.dispose();
+        return;
+      }
       if (mesh) {
         scene.remove(mesh);
         mesh.dispose();
