@@ -19,7 +19,7 @@ from gsworkbench.splat import intrinsics_from_fov, look_at
 from gsworkbench.splats import synthetic_splats
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.run import TrainResult
-from gsworkbench.viewer import SplatViewer, viewer_html
+from gsworkbench.viewer import SplatViewer, bundle_built, viewer_html
 from gsworkbench.viewer.data import BUNDLE, BUNDLE_MISSING, camera_dict, encode_splats
 from gsworkbench.viewer.widget import _MISSING_ESM
 
@@ -90,6 +90,7 @@ def test_bad_cameras_are_refused() -> None:
 
 
 def test_missing_bundle_says_so_in_one_line() -> None:
+    assert bundle_built() == BUNDLE.is_file()
     assert "\n" not in _MISSING_ESM and BUNDLE_MISSING in _MISSING_ESM.replace('\\"', '"')
     assert _MISSING_ESM.startswith("export default")
 

@@ -5,7 +5,8 @@
 - :mod:`gsworkbench.viewer.headless`: headless Chromium to check the viewer against ``rasterize``.
 """
 
+from gsworkbench.viewer.data import bundle_built
 from gsworkbench.viewer.page import save_viewer_html, viewer_html
 from gsworkbench.viewer.widget import SplatViewer
 
-__all__ = ["SplatViewer", "save_viewer_html", "viewer_html"]
+__all__ = ["SplatViewer", "bundle_built", "save_viewer_html", "viewer_html"]

@@ -34,6 +34,12 @@ ENCODINGS = ("ply", "spz", "splat")
 DEFAULT_SIZE = (960, 540)
 
 
+def bundle_built() -> bool:
+    """Whether the browser bundle was built (``make setup`` with Node.js); without it the widget shows a
+    one-line notice and :func:`~gsworkbench.viewer.save_viewer_html` raises RuntimeError."""
+    return BUNDLE.is_file()
+
+
 def bundle_source() -> str | None:
     """The browser bundle (one ES module: the renderer and the viewer), or None when it was not built."""
     return BUNDLE.read_text(encoding="utf-8") if BUNDLE.is_file() else None

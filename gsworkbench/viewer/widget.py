@@ -94,11 +94,6 @@ class SplatViewer(anywidget.AnyWidget):
         )  # fmt: skip
 
     @property
-    def bundle_built(self) -> bool:
-        """Whether the browser bundle exists (else the widget shows one line saying how to build it)."""
-        return BUNDLE.is_file()
-
-    @property
     def viewmat(self) -> torch.Tensor:
         """The current world-to-camera matrix [4,4] float32 (OpenCV axes), as the browser last reported it."""
         return camera_tensors(self.camera)[0]
