@@ -10,12 +10,20 @@ DEPS_STAMP := $(VENV)/.deps-stamp
 EXT_STAMP := gsworkbench/.ext-stamp
 KERNEL_STAMP := $(VENV)/.kernel-stamp
 CSRC := $(shell find csrc -type f 2>/dev/null) setup.py
+VIEWER_BUNDLE := gsworkbench/viewer/static/viewer.js
 
 .PHONY: setup run test lint bench clean notebooks
 # The set-up ends by generating notebooks/NN_*.ipynb from their NN_*.py sources (git-ignored; run every
 # time, it writes only what is missing or stale and keeps a notebook's outputs when it is in step).
-setup: $(KERNEL_STAMP)
+setup: $(KERNEL_STAMP) $(VIEWER_BUNDLE)
 	$(BIN)/gsworkbench sync-notebooks
+
+# The splat viewer's browser bundle: one ES module (Spark + three.js + gsworkbench/viewer/js), built by
+# esbuild from the locked npm packages. Without Node.js the set-up goes on: the widget then says in one
+# line how to build it, and everything else works.
+$(VIEWER_BUNDLE): package.json package-lock.json $(wildcard gsworkbench/viewer/js/*.js)
+	@if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund && npm run --silent build; \
+	else echo "note: Node.js (npm) not found: the splat viewer's browser bundle is not built (everything else works)"; fi
 
 $(DEPS_STAMP): requirements.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 1; }
@@ -70,4 +78,4 @@ bench: setup
 	$(BIN)/gsworkbench bench all
 
 clean:
-	rm -rf build $(EXT_STAMP) gsworkbench/_C*.so
+	rm -rf build $(EXT_STAMP) gsworkbench/_C*.so gsworkbench/viewer/static

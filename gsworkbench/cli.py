@@ -13,6 +13,7 @@ gsworkbench reconstruct PHOTOS [--out DIR]      photos or a video to a posed sce
 gsworkbench env                                  the environment metadata every run records
 gsworkbench profile WORKLOAD [-p NAME VALUE]...  stages, op table, flamegraph, overheads
 gsworkbench profile diff BEFORE AFTER            what changed between two profiles
+gsworkbench export SPLATS.ply --to .spz|.splat|.html [-o OUT]  web formats and a standalone viewer page
 """
 
 from __future__ import annotations
@@ -203,6 +204,37 @@ def _cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+EXPORT_FORMATS = (".spz", ".splat", ".html")
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from gsworkbench.io.ply import read_ply
+
+    splats = read_ply(args.ply)
+    out = args.out if args.out is not None else args.ply.with_suffix(args.to)
+    if out.resolve() == args.ply.resolve():
+        raise ValueError(f"{out}: the output would overwrite the input")
+    if args.to == ".spz":
+        from gsworkbench.io.spz import write_spz
+
+        write_spz(out, splats)
+    elif args.to == ".splat":
+        from gsworkbench.io.dotsplat import write_splat
+
+        write_splat(out, splats)
+    else:
+        from gsworkbench.viewer.page import save_viewer_html
+
+        try:
+            save_viewer_html(out, splats, width=args.width, height=args.height)
+        except RuntimeError as err:  # the browser bundle was not built
+            print(f"gsworkbench: error: {err}", file=sys.stderr)
+            return 1
+    ply_size = args.ply.stat().st_size
+    print(f"written: {out} ({len(splats)} splats, {out.stat().st_size:,} bytes; the PLY: {ply_size:,} bytes)")
+    return 0
+
+
 def _version() -> str:
     from gsworkbench import __version__
     from gsworkbench.results import _git
@@ -329,6 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_env)
 
     _add_profile_parser(sub)
+
+    p = sub.add_parser("export", help="write a splat PLY as .spz, .splat, or a standalone viewer page (.html)")
+    p.add_argument("ply", type=Path, help="an Inria 3DGS PLY file (e.g. a run's splats.ply)")
+    p.add_argument("--to", required=True, choices=EXPORT_FORMATS, help="the output format")
+    p.add_argument("-o", "--out", type=Path, default=None,
+                   help="output file (default: the PLY's name with the new suffix)")  # fmt: skip
+    p.add_argument("--width", type=int, default=None, help=".html: page width in pixels (default 960)")
+    p.add_argument("--height", type=int, default=None, help=".html: page height in pixels (default 540)")
+    p.set_defaults(func=_cmd_export)
     return parser
 
 

@@ -1,5 +1,8 @@
-"""File formats: Inria 3DGS PLY (:mod:`gsworkbench.io.ply`)."""
+"""File formats: Inria 3DGS PLY (:mod:`gsworkbench.io.ply`), antimatter15's ``.splat``
+(:mod:`gsworkbench.io.dotsplat`) and Niantic's ``.spz`` (:mod:`gsworkbench.io.spz`)."""
 
+from gsworkbench.io.dotsplat import write_splat
 from gsworkbench.io.ply import read_ply, write_ply
+from gsworkbench.io.spz import write_spz
 
-__all__ = ["read_ply", "write_ply"]
+__all__ = ["read_ply", "write_ply", "write_splat", "write_spz"]

@@ -1,0 +1,122 @@
+"""``save_viewer_html``: one HTML file holding the browser bundle and the splats, which opens in any
+browser with no server and no network.
+
+The page is ``width`` x ``height`` CSS pixels, its canvas flush with the top-left corner, and its
+camera is the given ``viewmat`` and ``K``: with a device pixel ratio of 1 the canvas shows the image
+``rasterize`` renders at that camera (up to the renderers' sorting and clipping). In the page,
+``window.gswViewer`` is the viewer (``getCamera()``, ``setCamera({viewmat, K})``, ``settle()``,
+``snapshot()``, ``setHud(bool)``) once ``window.gswReady`` (a promise) resolves.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gsworkbench.results import atomic_write_bytes
+from gsworkbench.viewer.data import (
+    BUNDLE_MISSING,
+    DEFAULT_SIZE,
+    as_splats,
+    bundle_source,
+    camera_dict,
+    default_camera,
+    encode_splats,
+    scene_center,
+)
+
+# The bundle and the splats travel base64-encoded in inert <script type="application/octet-stream">
+# blocks (no escaping of "</script>" inside them), and the bundle is imported from a data: URL.
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>html, body {{ margin: 0; padding: 0; background: {css_background}; overflow: hidden; }}</style>
+</head>
+<body>
+<script type="application/octet-stream" id="gsw-bundle">{bundle}</script>
+<script type="application/octet-stream" id="gsw-data">{data}</script>
+<script type="application/json" id="gsw-options">{options}</script>
+<script type="module">
+const text = (id) => document.getElementById(id).textContent.trim();
+const bytes = Uint8Array.from(atob(text("gsw-data")), (c) => c.charCodeAt(0));
+const options = JSON.parse(text("gsw-options"));
+window.gswReady = import("data:text/javascript;base64," + text("gsw-bundle")).then(() => {{
+  const viewer = globalThis.gswMountViewer(document.body, options);
+  window.gswViewer = viewer;
+  return viewer.setData(bytes, options.fileType, options.numSplats).then(() => viewer);
+}});
+</script>
+</body>
+</html>
+"""
+
+
+def viewer_html(
+    splats: Any,
+    *,
+    viewmat: Any = None,
+    K: Any = None,
+    width: int | None = None,
+    height: int | None = None,
+    background: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    encoding: str = "spz",
+    title: str = "gsworkbench splat viewer",
+) -> str:
+    """The standalone page's text (see :func:`save_viewer_html`)."""
+    bundle = bundle_source()
+    if bundle is None:
+        raise RuntimeError(BUNDLE_MISSING)
+    s = as_splats(splats)
+    if K is not None and (width is None or height is None):
+        k = [[float(x) for x in row] for row in (K.tolist() if hasattr(K, "tolist") else K)]
+        width, height = round(2 * k[0][2]), round(2 * k[1][2])  # a centred principal point's image
+    width, height = width or DEFAULT_SIZE[0], height or DEFAULT_SIZE[1]
+    if viewmat is None or K is None:
+        dv, dk = default_camera(s, width, height)
+        viewmat, K = dv if viewmat is None else viewmat, dk if K is None else K
+    rgb = [float(c) for c in background]
+    if len(rgb) != 3 or not all(0.0 <= c <= 1.0 for c in rgb):
+        raise ValueError(f"background must be 3 numbers in [0, 1], got {background}")
+    options = {
+        "width": width, "height": height, "background": rgb, "camera": camera_dict(viewmat, K, width, height),
+        "center": scene_center(s), "fileType": encoding, "numSplats": len(s), "views": [],
+    }  # fmt: skip
+    data = base64.b64encode(encode_splats(s, encoding)).decode("ascii")
+    return _PAGE.format(
+        title=html.escape(title),
+        css_background="rgb({}, {}, {})".format(*(round(255 * c) for c in rgb)),
+        bundle=base64.b64encode(bundle.encode("utf-8")).decode("ascii"),
+        data=data,
+        options=json.dumps(options).replace("</", "<\\/"),
+    )
+
+
+def save_viewer_html(
+    path: str | os.PathLike[str],
+    splats: Any,
+    *,
+    viewmat: Any = None,
+    K: Any = None,
+    width: int | None = None,
+    height: int | None = None,
+    background: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    encoding: str = "spz",
+) -> Path:
+    """Writes a standalone viewer page of ``splats`` (a SplatSet, a PLY path or a training result).
+
+    viewmat [4,4] (world-to-camera, OpenCV axes) and K [3,3] (pixels), as ``rasterize`` takes them: the
+    page opens at that view, ``width`` x ``height`` CSS pixels (default: the image whose centre is K's
+    principal point; without K, 960 x 540 and a view of the whole set). ``background``: RGB in [0, 1].
+    ``encoding``: ``"spz"`` (compact, quantised as :mod:`gsworkbench.io.spz` states), ``"ply"``
+    (float32, exact, about ten times larger) or ``"splat"`` (no view-dependent colour). Returns the
+    path. RuntimeError when the browser bundle was not built (no Node.js at set-up).
+    """
+    text = viewer_html(splats, viewmat=viewmat, K=K, width=width, height=height, background=background,
+                       encoding=encoding)  # fmt: skip
+    return atomic_write_bytes(path, text.encode("utf-8"))

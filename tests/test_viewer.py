@@ -1,0 +1,117 @@
+"""The viewer widget without a browser: construction from each input kind, the data sent as one binary
+buffer, the camera round trip (Python -> widget state -> Python), the standalone page's contents.
+The browser side is tests/test_viewer_browser.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from ipywidgets.widgets.widget import _remove_buffers
+
+from gsworkbench.io import write_ply
+from gsworkbench.splat import intrinsics_from_fov, look_at
+from gsworkbench.splats import synthetic_splats
+from gsworkbench.train.config import TrainConfig
+from gsworkbench.train.run import TrainResult
+from gsworkbench.viewer import SplatViewer, bundle_built, viewer_html
+from gsworkbench.viewer.data import BUNDLE, BUNDLE_MISSING, camera_dict, encode_splats
+from gsworkbench.viewer.widget import _MISSING_ESM
+
+
+def _result(splats):  # noqa: ANN001, ANN202
+    return TrainResult(splats, pd.DataFrame(), pd.DataFrame(), {}, {}, TrainConfig(), 0.0)
+
+
+def test_construction_from_each_input_kind(tmp_path: Path) -> None:
+    s = synthetic_splats(64, 3, seed=1)
+    ply = write_ply(tmp_path / "s.ply", s)
+    for source in (s, ply, str(ply), _result(s)):
+        w = SplatViewer(source)
+        assert w.num_splats == 64 and w.file_type == "ply"
+        assert w._data == ply.read_bytes()  # the PLY itself, float32, every SH band
+    with pytest.raises(ValueError, match="expected a SplatSet"):
+        SplatViewer(42)
+
+
+def test_data_travels_as_a_binary_buffer() -> None:
+    w = SplatViewer(synthetic_splats(32, 1), encoding="spz")
+    state, paths, buffers = _remove_buffers(w.get_state())
+    assert ["_data"] in paths and "_data" not in state
+    assert bytes(buffers[paths.index(["_data"])]) == encode_splats(synthetic_splats(32, 1), "spz")
+
+
+def test_camera_round_trip() -> None:
+    viewmat = look_at((1.3, -2.1, 0.7), (0.1, 0.2, -0.05))
+    K = torch.tensor([[410.5, 0.0, 333.25], [0.0, 395.0, 170.5], [0.0, 0.0, 1.0]])
+    w = SplatViewer(synthetic_splats(16, 0), viewmat=viewmat, K=K, width=640, height=360)
+    assert torch.allclose(w.viewmat, viewmat, atol=1e-5) and torch.allclose(w.K, K, atol=1e-5)
+    # the state a browser receives, and what Python reads back when a browser sends it
+    state = json.loads(json.dumps(w.get_state()["camera"]))
+    assert state["width"] == 640 and len(state["viewmat"]) == 16 and len(state["K"]) == 9
+    moved = look_at((-2.0, 0.5, 1.5), (0.0, 0.0, 0.0))
+    half = torch.cat([K[:2] * 0.5, K[2:]])  # the same view at half the resolution
+    w.set_state({"camera": camera_dict(moved, half, 320, 180)})
+    assert torch.allclose(w.viewmat, moved, atol=1e-5) and torch.allclose(w.K, half, atol=1e-5)
+    w.set_camera(viewmat)
+    assert torch.allclose(w.viewmat, viewmat, atol=1e-5)
+
+
+def test_scene_views_and_live_updates() -> None:
+    from types import SimpleNamespace
+
+    Ks = intrinsics_from_fov(48, 32, 50.0)[None].repeat(3, 1, 1)
+    viewmats = torch.stack([look_at((2.0 * np.cos(a), 2.0 * np.sin(a), 0.5)) for a in (0.0, 2.0, 4.0)])
+    scene = SimpleNamespace(viewmats=viewmats, Ks=Ks, width=48, height=32, train_ids=torch.tensor([0, 2]),
+                            test_ids=torch.tensor([1]), image_names=["a.png", "b.png", "c.png"])  # fmt: skip
+    w = SplatViewer(synthetic_splats(16, 0), scene=scene)
+    assert (w.width, w.height) == (48, 32) and torch.allclose(w.viewmat, viewmats[1])  # the first test view
+    assert [v["name"] for v in w.views] == ["train 0: a.png", "train 2: c.png", "test 1: b.png"]
+    w.show_view(2)
+    assert torch.allclose(w.viewmat, viewmats[2])
+    with pytest.raises(ValueError, match="no view 7"):
+        w.show_view(7)
+    w.update(synthetic_splats(40, 0), step=120, psnr=23.456)
+    assert w.num_splats == 40 and w.status == "step 120  PSNR 23.46 dB"
+    assert torch.allclose(w.viewmat, viewmats[2])  # updates keep the camera
+
+
+def test_bad_cameras_are_refused() -> None:
+    s = synthetic_splats(8, 0)
+    with pytest.raises(ValueError, match="rigid"):
+        SplatViewer(s, viewmat=torch.eye(4) * 2, K=intrinsics_from_fov(64, 64))
+    with pytest.raises(ValueError, match="pinhole"):
+        SplatViewer(s, viewmat=torch.eye(4), K=-intrinsics_from_fov(64, 64))
+
+
+def test_missing_bundle_says_so_in_one_line() -> None:
+    assert bundle_built() == BUNDLE.is_file()
+    assert "\n" not in _MISSING_ESM and BUNDLE_MISSING in _MISSING_ESM.replace('\\"', '"')
+    assert _MISSING_ESM.startswith("export default")
+
+
+@pytest.mark.skipif(not BUNDLE.is_file(), reason="viewer bundle not built (make setup needs Node.js)")
+def test_standalone_page_embeds_everything() -> None:
+    s = synthetic_splats(20, 3)
+    text = viewer_html(s, viewmat=look_at((0.0, -3.0, 1.0)), K=intrinsics_from_fov(200, 100), encoding="ply")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)  # nothing fetched from elsewhere
+    options = json.loads(re.search(r'id="gsw-options">(.*?)</script>', text, re.S).group(1))
+    assert (options["width"], options["height"]) == (200, 100)  # from K's principal point
+    assert options["fileType"] == "ply" and options["numSplats"] == 20
+
+
+@pytest.mark.skipif(not BUNDLE.is_file(), reason="viewer bundle not built (make setup needs Node.js)")
+def test_export_command_writes_a_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gsworkbench.cli import main
+
+    ply = write_ply(tmp_path / "splats.ply", synthetic_splats(30, 2))
+    assert main(["export", str(ply), "--to", ".html", "--width", "400", "--height", "300"]) == 0
+    page = tmp_path / "splats.html"
+    assert f"written: {page}" in capsys.readouterr().out
+    options = json.loads(re.search(r'id="gsw-options">(.*?)</script>', page.read_text(), re.S).group(1))
+    assert (options["width"], options["height"], options["numSplats"], options["fileType"]) == (400, 300, 30, "spz")
