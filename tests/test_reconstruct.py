@@ -60,7 +60,7 @@ def test_umeyama_recovers_a_similarity(seed: int, scale: float) -> None:
 
 
 def test_pose_errors_are_zero_for_a_transformed_copy_and_see_a_turned_camera() -> None:
-    viewmats, _ = arc_cameras(8, dtype=torch.float64)
+    viewmats, _ = arc_cameras(40, step_deg=4.0, dtype=torch.float64)
     truth = {f"v{i}": m.double().numpy() for i, m in enumerate(viewmats)}
     R, s, t = Rotation.random(random_state=3).as_matrix(), 2.5, np.array([1.0, -2.0, 0.5])
     # the same cameras in a world X' = s R X + t, cameras scaled with it
@@ -72,7 +72,8 @@ def test_pose_errors_are_zero_for_a_transformed_copy_and_see_a_turned_camera() -
     R3_turned = Rotation.from_euler("y", 2.0, degrees=True).as_matrix() @ R3  # turned about its own centre
     turned["v3"] = np.c_[R3_turned, R3_turned @ (R3.T @ t3)]
     e = pose_errors(turned, truth)
-    assert e.rotation_deg[e.names.index("v3")] == pytest.approx(2.0, abs=1e-6)
+    assert e.rotation_deg[e.names.index("v3")] == pytest.approx(2.0, abs=0.06)  # less the 1/40 it moves the mean
+    assert np.delete(e.rotation_deg, e.names.index("v3")).max() < 0.06
 
 
 # ---- reconstruction of a small generated photo set ---------------------------------------------------------
