@@ -34,6 +34,7 @@ from gsworkbench.scenes.colmap import write_colmap_model
 from gsworkbench.scenes.lens import make_camera
 from gsworkbench.scenes.mitsuba_render import linear_to_srgb, load_scene_dict, render_views, to_straight_srgba
 from gsworkbench.scenes.points import write_points_ply
+from gsworkbench.scenes.surface_points import sample_surface_points, stage_seconds
 from gsworkbench.scenes.synthetic import capture_scene, room_cameras
 from gsworkbench.scenes.transforms_json import GL_TO_CV
 
@@ -101,8 +102,6 @@ def write_capture(folder: Path, p: Any) -> dict[str, Any]:
     manifest (``scene.json``'s content, without the generator's own keys)."""
     import pycolmap
 
-    from gsworkbench.scenes.generate import _sample_points, stage_seconds
-
     rng = np.random.default_rng(p.seed)
     t0 = time.perf_counter()
     mi_scene = load_scene_dict(capture_scene(rng))
@@ -128,7 +127,9 @@ def write_capture(folder: Path, p: Any) -> dict[str, Any]:
         sources[i] = to_straight_srgba(img)
     t_render = time.perf_counter()
     train = [i for i in present if i not in test_pos]
-    points, colors = _sample_points(mi_scene, viewmats[train], K_src, [sources[i] for i in train], p.n_points, rng)
+    points, colors = sample_surface_points(
+        mi_scene, viewmats[train], K_src, [sources[i] for i in train], p.n_points, rng
+    )
     t_points = time.perf_counter()
 
     write_colmap_model(folder / "sparse" / "0", names, viewmats.numpy(), cams, list(range(n_listed)), points, colors)

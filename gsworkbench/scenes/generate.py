@@ -32,14 +32,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from gsworkbench.results import write_json
 from gsworkbench.scenes.blender import GL_TO_CV, POINTS_FILE, load_blender
 from gsworkbench.scenes.cache import scene_cache_dir
 from gsworkbench.scenes.colmap import load_colmap, write_colmap
 from gsworkbench.scenes.mitsuba_render import (
-    cast_rays,
     load_scene_dict,
     render_views,
     stratified_spp,
@@ -47,6 +45,7 @@ from gsworkbench.scenes.mitsuba_render import (
 )
 from gsworkbench.scenes.points import write_points_ply
 from gsworkbench.scenes.scene import Scene
+from gsworkbench.scenes.surface_points import sample_surface_points, stage_seconds
 from gsworkbench.scenes.synthetic import SYNTHETIC_SCENES
 
 GENERATOR_VERSION = 2
@@ -94,43 +93,6 @@ def _save_png(path: Path, rgba: np.ndarray) -> None:
     Image.fromarray(np.round(np.clip(rgba, 0, 1) * 255).astype(np.uint8), mode="RGBA").save(path)
 
 
-def _sample_points(
-    mi_scene: Any,
-    viewmats: torch.Tensor,
-    K: torch.Tensor,
-    images: list[np.ndarray],
-    n_points: int,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """n_points surface points seen by the given views (spread evenly over them) and the straight sRGB
-    colour of the pixel each was seen through: [P,3] world points, [P,3] colours in [0,1]."""
-    pts, cols = [], []
-    K_inv = np.linalg.inv(K.double().numpy())
-    quotas = np.diff(np.round(np.linspace(0, n_points, len(images) + 1)).astype(int))
-    for vm, img, quota in zip(viewmats.double().numpy(), images, quotas):
-        H, W = img.shape[:2]
-        R, t = vm[:3, :3], vm[:3, 3]
-        centre = -R.T @ t
-        found = 0
-        for _ in range(8):  # rounds of candidate rays until the quota is met
-            if found >= quota:
-                break
-            uv = rng.uniform(0, 1, size=(4 * (quota - found) + 16, 2)) * [W, H]
-            px = np.minimum(uv.astype(int), [W - 1, H - 1])
-            covered = img[px[:, 1], px[:, 0], 3] > 0.5
-            uv, px = uv[covered], px[covered]
-            dirs = (np.c_[uv, np.ones(len(uv))] @ K_inv.T) @ R  # (R^T d_cam) per row
-            dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-            hits, ok = cast_rays(mi_scene, np.broadcast_to(centre, dirs.shape), dirs)
-            take = np.flatnonzero(ok)[: quota - found]
-            pts.append(hits[take])
-            cols.append(img[px[take, 1], px[take, 0], :3])
-            found += len(take)
-    if not pts:
-        return np.zeros((0, 3)), np.zeros((0, 3))
-    return np.concatenate(pts), np.concatenate(cols)
-
-
 def _write_scene(folder: Path, p: GeneratorParams) -> dict[str, Any]:
     """Renders and writes every file of a generated scene into ``folder``; returns the manifest."""
     if p.name == "capture":  # its own layout: gsworkbench/scenes/capture.py
@@ -159,7 +121,7 @@ def _write_scene(folder: Path, p: GeneratorParams) -> dict[str, Any]:
         _save_png(folder / name, rgba)
         images.append(rgba)
     t_render = time.perf_counter()
-    points, colors = _sample_points(mi_scene, viewmats[: p.n_train], K, images[: p.n_train], p.n_points, rng)
+    points, colors = sample_surface_points(mi_scene, viewmats[: p.n_train], K, images[: p.n_train], p.n_points, rng)
     t_points = time.perf_counter()
 
     fov_x = 2.0 * float(np.arctan(0.5 * p.width / float(K[0, 0])))
@@ -199,12 +161,6 @@ def _write_scene(folder: Path, p: GeneratorParams) -> dict[str, Any]:
     }
     write_json(folder / MANIFEST, manifest)
     return manifest
-
-
-def stage_seconds(t0: float, t_load: float, t_render: float, t_points: float) -> dict[str, float]:
-    """The manifest's timings (seconds) of a generation that started at ``t0`` (``time.perf_counter``)."""
-    return {"scene_load": t_load - t0, "render": t_render - t_load, "points": t_points - t_render,
-            "total": time.perf_counter() - t0}  # fmt: skip
 
 
 def generate_scene(
