@@ -238,13 +238,10 @@ def _blur(rgb: np.ndarray, k: int = 9) -> np.ndarray:
     return out[0].permute(1, 2, 0).round().to(torch.uint8).numpy()
 
 
-def test_video_frames_are_sampled_evenly_and_blurry_ones_dropped(tmp_path: Path) -> None:
+def _write_clip(path: Path, frames: np.ndarray, sharp: set[int]) -> None:
+    """A lossless video of ``frames`` [N,H,W,3] uint8, the frames not in ``sharp`` blurred."""
     import av
 
-    viewmats, K = arc_cameras(30, step_deg=1.0)
-    frames = render(viewmats, K)
-    sharp = {3 * k + 1 for k in range(9)}  # one sharp frame in each stretch of 3, none in the last
-    path = tmp_path / "clip.mkv"
     with av.open(str(path), "w") as container:
         stream = container.add_stream("ffv1", rate=10)  # lossless: blur comes from us alone
         stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv444p"
@@ -254,6 +251,13 @@ def test_video_frames_are_sampled_evenly_and_blurry_ones_dropped(tmp_path: Path)
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
+
+
+def test_video_frames_are_sampled_evenly_and_blurry_ones_dropped(tmp_path: Path) -> None:
+    viewmats, K = arc_cameras(30, step_deg=1.0)
+    sharp = {3 * k + 1 for k in range(9)}  # one sharp frame in each stretch of 3, none in the last
+    path = tmp_path / "clip.mkv"
+    _write_clip(path, render(viewmats, K), sharp)
     got = extract_frames(path, tmp_path / "frames", num_frames=10)
     assert got.decoded == 30
     assert got.kept == sorted(sharp)
@@ -266,3 +270,13 @@ def test_sharpness_falls_with_blur() -> None:
     g = np.random.default_rng(2)
     img = (g.uniform(0, 1, (64, 64, 3)) * 255).astype(np.uint8)
     assert sharpness(_blur(img).mean(2)) < 0.2 * sharpness(img.mean(2))
+
+
+def test_a_video_reconstructs_with_sequential_matching(tmp_path: Path) -> None:
+    viewmats, K = arc_cameras(36, step_deg=3.0)
+    path = tmp_path / "walk.mkv"
+    _write_clip(path, render(viewmats, K), set(range(36)))
+    out = reconstruct(path, tmp_path / "scene", video_frames=12, progress=False, log=None)
+    report = read_report(out)
+    assert report["matcher"] == "sequential" and report["video"] == {"decoded": 36, "kept": 12, "blurry": 0}
+    assert report["images_registered"] >= 11 and "12 kept of 36 decoded" in format_report(report)

@@ -86,7 +86,11 @@ def read_report(folder: str | os.PathLike[str]) -> dict[str, Any]:
 
 def format_report(report: Mapping[str, Any]) -> str:
     """The report as a short table of text lines."""
-    rows = [
+    rows = []
+    if report.get("video"):
+        v = report["video"]
+        rows.append(("video frames", f"{v['kept']} kept of {v['decoded']} decoded, {v['blurry']} dropped as blurry"))
+    rows += [
         ("images registered", f"{report['images_registered']} of {report['images_given']} "
                               f"({100 * report['registered_fraction']:.0f} %)"),
         ("mean reprojection error", f"{report['mean_reprojection_error_px']:.3f} px"),
