@@ -1,4 +1,5 @@
-"""What the notebooks show besides figures: links to result files, formatted metric tables, inline SVG.
+"""What the notebooks show besides figures: links to result files, formatted metric tables, inline SVG,
+and whether a frontend is there to show widgets (:func:`headless`).
 
 Links: JupyterLab resolves a relative link in a cell's output against the folder of the notebook that
 shows it, and opens the file (or the folder) in a tab. A notebook run by hand in JupyterLab lives in
@@ -18,6 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+HEADLESS_ENV = "GSW_HEADLESS"
+"""Set to ``1`` in the environment of a kernel that no frontend shows: the headless runner's kernels
+(``gsworkbench run``, ``run-all``) and ``make test``'s nbval run."""
+
+
+def headless() -> bool:
+    """Whether this kernel runs headless (:data:`HEADLESS_ENV`): nothing would show a widget, and a cell
+    that displays one can leave the notebook client waiting for a reply that never comes, so a notebook
+    draws its static view instead."""
+    return os.environ.get(HEADLESS_ENV, "") not in ("", "0")
 
 
 @dataclass(frozen=True)
