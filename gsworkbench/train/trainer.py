@@ -94,8 +94,9 @@ class Trainer:
         self.eval_bg = torch.tensor(eval_background(scene, config.eval_background), device=self.device)
         lrs = {LEARNING_RATE_OF[n]: getattr(config, LEARNING_RATE_OF[n]) for n in NAMES}
         self.monitor = DivergenceMonitor(
-            self.scene.camera_centers().float().mean(0), scene.scene_scale, self.model.means, lrs
-        )
+            self.scene.camera_centers().float().mean(0), scene.scene_scale, self.model.means, lrs,
+            loss_ceiling=2.0 * (1.0 + config.ssim_lambda),  # twice the loss of the worst render in [0, 1]
+        )  # fmt: skip
 
     # ---- pieces ---------------------------------------------------------------------------------
     def _learning_rates(self) -> dict[str, float]:
@@ -195,7 +196,7 @@ class Trainer:
             if cfg.check_divergence or not np.isfinite(loss_value):
                 if not np.isfinite(loss_value):  # name the parameter that blew up, if one did
                     self.monitor.check_params(s, self.model.params, force=True)
-                self.monitor.check_loss(s, loss_value)
+                self.monitor.check_loss(s, loss_value, self.model.params)
         with stage("backward"):
             loss.backward()
         with stage("optimizer"):
