@@ -205,3 +205,31 @@ def test_checkpoints_every_so_many_minutes(tmp_path, cache, monkeypatch):
     monkeypatch.setattr(Trainer, "save_checkpoint", lambda self, p: saved.append(self.step_index) or real_save(self, p))
     train(scene, preset("smoke", iterations=10, checkpoint_minutes=1.0, backend=BACKEND), results_dir=tmp_path)
     assert saved == [3, 6, 9, 10]
+
+
+def test_resume_on_other_data_is_refused_on_the_terminal(tmp_path, cache):
+    """A checkpoint of one scene resumed on another exited 0 (the "trained on other data" warning only
+    inside the executed notebook), or, with another view count, failed with an IndexError."""
+    from gsworkbench.scenes import builtin_scene
+
+    nb = REPO / "notebooks" / "02_training.py"
+    first = tmp_path / "first"
+    cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(nb), "-p", "preset", "smoke", "-p", "iterations", "3",
+           "-p", "backend", BACKEND, "--out", str(first)]  # fmt: skip
+    done = subprocess.run(cmd, env=_env(cache), text=True, capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    other = builtin_scene(**SCENE, cache_dir=cache).source["folder"]  # other images, fewer views
+
+    def resume(out: str, *more: str) -> subprocess.CompletedProcess:
+        args = [*cmd[:-1], str(tmp_path / out), "-p", "resume", str(first), "-p", "scene_path", other,
+                "-p", "iterations", "6", *more]  # fmt: skip
+        return subprocess.run(args, env=_env(cache), text=True, capture_output=True, timeout=600)
+
+    refused = resume("again")
+    assert refused.returncode == 1, refused.stderr
+    assert f"ValueError: {first / 'checkpoint.pt'} was trained on other data (then scene " in refused.stderr
+    assert "resume refused (resume_other_data=True goes on anyway)" in refused.stderr
+    assert "IndexError" not in refused.stderr and "Traceback" not in refused.stderr
+    forced = resume("forced", "-p", "resume_other_data", "true")
+    assert forced.returncode == 0, forced.stderr
+    assert len(pd.read_csv(tmp_path / "forced" / "history.csv")) == 6

@@ -43,13 +43,16 @@ def train(
     splats: SplatSet | None = None,
     resume: str | os.PathLike[str] | None = None,
     results_dir: str | os.PathLike[str] | None = None,
+    resume_other_data: bool = False,
 ) -> TrainResult:
     """Trains on ``scene`` and evaluates on its test views.
 
     With ``results_dir``, writes there: ``history.csv``, ``evaluation.csv``, ``test_<view>.png`` (ground
     truth | render | error), ``splats.ply`` (Inria layout) and ``checkpoint.pt`` (also every
     ``checkpoint_every`` steps or ``checkpoint_minutes`` during the run). ``resume``: a checkpoint file,
-    or a results folder holding one; the run goes on from there.
+    or a results folder holding one; the run goes on from there. A checkpoint trained on other data (its
+    scene fingerprint differs from ``scene``'s) is refused with a ValueError, unless
+    ``resume_other_data``.
 
     Ctrl-C (SIGINT) ends the run after the current step: the history, a checkpoint and the splats so far
     are saved (in ``results_dir``, or a new ``results/<run-id>/``) and :class:`TrainingInterrupted` (a
@@ -65,7 +68,8 @@ def train(
     if resume is not None:
         resume = checkpoint_file(resume)
         remove_stale_temps(resume)
-        trainer = Trainer.from_checkpoint(resume, scene, **({"iterations": cfg.iterations} if config else {}))
+        overrides = {"iterations": cfg.iterations} if config else {}
+        trainer = Trainer.from_checkpoint(resume, scene, other_data=resume_other_data, **overrides)
     else:
         trainer = Trainer(scene, cfg, splats)
     with deferred_interrupt() as interrupted:
