@@ -20,6 +20,7 @@ import argparse
 import ast
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -307,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as err:  # one line: what stopped, what was kept (NotebookInterrupted says)
         print(f"gsworkbench: {str(err) or 'interrupted'}", file=sys.stderr)
-        return 130
+        return 128 + int(getattr(err, "signum", signal.SIGINT))  # 130 for Ctrl-C, 143 for SIGTERM
 
 
 if __name__ == "__main__":

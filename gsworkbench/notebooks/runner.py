@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.interrupt import deferred_interrupt
+from gsworkbench.interrupt import deferred_interrupt, signal_name
 from gsworkbench.notebooks.files import (
     list_notebooks,
     load_notebook,
@@ -47,14 +48,17 @@ class NotebookFailed(Exception):
 
 
 class NotebookInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped a notebook run; ``str()`` is one line: where it stopped, what the cell kept
-    (e.g. a training run's files) and the partly executed notebook."""
+    """Ctrl-C (or SIGTERM: ``signum``) stopped a notebook run; ``str()`` is one line: where it stopped,
+    what the cell kept (e.g. a training run's files) and the partly executed notebook."""
 
-    def __init__(self, notebook: Path, cell_number: int | None, said: str, executed: Path) -> None:
+    def __init__(
+        self, notebook: Path, cell_number: int | None, said: str, executed: Path, signum: int = signal.SIGINT
+    ) -> None:
         where = f"in cell {cell_number}" if cell_number else "between cells"
+        by = "" if signum == signal.SIGINT else f" by {signal_name(signum)}"
         said = f": {said}" if said else ""
-        super().__init__(f"notebook {notebook} interrupted {where}{said}; partly executed notebook: {executed}")
-        self.notebook, self.cell_number, self.executed = notebook, cell_number, executed
+        super().__init__(f"notebook {notebook} interrupted{by} {where}{said}; partly executed notebook: {executed}")
+        self.notebook, self.cell_number, self.executed, self.signum = notebook, cell_number, executed, signum
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -157,11 +161,16 @@ def run_notebook(
                 said = (str(err.evalue).strip().splitlines() or [""])[0]
                 if err.ename == "TrainingInterrupted" and "resume" in notebook_rules(source_nb):
                     said += f"; to go on: gsworkbench run {path} -p resume {run_dir} (and the same -p as before)"
-                raise NotebookInterrupted(path, failure.cell_number, said, out) from None
+                raise NotebookInterrupted(path, failure.cell_number, said, out, _signum(interrupted)) from None
             raise failure from None
         if interrupted():
-            raise NotebookInterrupted(path, None, "", out)
+            raise NotebookInterrupted(path, None, "", out, _signum(interrupted))
     return out
+
+
+def _signum(interrupted: Any) -> int:
+    """The signal that stopped a run (SIGINT when none was caught here: the kernel's own Ctrl-C)."""
+    return interrupted.signum if interrupted.signum is not None else signal.SIGINT
 
 
 def run_all(

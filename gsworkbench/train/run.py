@@ -1,9 +1,10 @@
 """A whole training run: :func:`train` trains, evaluates and writes its results folder, and keeps
-what it did when it is interrupted (Ctrl-C) or diverges."""
+what it did when it is interrupted (Ctrl-C, SIGTERM) or diverges."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench.interrupt import deferred_interrupt
+from gsworkbench.interrupt import deferred_interrupt, signal_name
 from gsworkbench.results import new_run_dir, remove_stale_temps
 from gsworkbench.splats import SplatSet
 from gsworkbench.train.config import TrainConfig
@@ -54,9 +55,10 @@ def train(
     scene fingerprint differs from ``scene``'s) is refused with a ValueError, unless
     ``resume_other_data``.
 
-    Ctrl-C (SIGINT) ends the run after the current step: the history, a checkpoint and the splats so far
-    are saved (in ``results_dir``, or a new ``results/<run-id>/``) and :class:`TrainingInterrupted` (a
-    KeyboardInterrupt) says where and how to resume. A diverging run raises :class:`TrainingDiverged`
+    Ctrl-C (SIGINT) or SIGTERM ends the run after the current step: the history, a checkpoint and the
+    splats so far are saved (in ``results_dir``, or a new ``results/<run-id>/``) and
+    :class:`TrainingInterrupted` (a KeyboardInterrupt, with the signal as ``signum``) says where and how
+    to resume. A diverging run raises :class:`TrainingDiverged`
     naming the step and the likely cause, with its history saved the same way.
     """
     cfg = config if config is not None else TrainConfig()
@@ -78,9 +80,9 @@ def train(
         except TrainingDiverged as err:
             raise _diverged(err, trainer, run_dir) from None
         except KeyboardInterrupt:  # a second Ctrl-C mid-step: the parameters may be half-updated
-            raise _interrupted(trainer, run_dir, consistent=False) from None
+            raise _interrupted(trainer, run_dir, False, interrupted.signum) from None
         if interrupted():
-            raise _interrupted(trainer, run_dir, consistent=True) from None
+            raise _interrupted(trainer, run_dir, True, interrupted.signum) from None
     seconds = time.perf_counter() - t0
     evaluation, renders = trainer.evaluate()
     hist = trainer.history
@@ -109,8 +111,11 @@ def checkpoint_file(path: str | os.PathLike[str]) -> Path:
     return path / "checkpoint.pt" if path.is_dir() else path
 
 
-def _interrupted(trainer: Trainer, run_dir: Path | None, consistent: bool) -> TrainingInterrupted:
-    """Saves what an interrupted run did and returns the exception that says where it is."""
+def _interrupted(
+    trainer: Trainer, run_dir: Path | None, consistent: bool, signum: int | None
+) -> TrainingInterrupted:
+    """Saves what an interrupted run did and returns the exception that says where it is (and, for a
+    signal other than SIGINT, which one stopped it)."""
     from gsworkbench.train.output import save_partial
 
     with deferred_interrupt():  # one more Ctrl-C while saving does not lose the files
@@ -122,8 +127,10 @@ def _interrupted(trainer: Trainer, run_dir: Path | None, consistent: bool) -> Tr
         how = f"resume with train(scene, config, resume='{run_dir}', results_dir='{run_dir}')"
     else:
         how = "interrupted mid-step, so no checkpoint was written"
-    msg = f"training interrupted after step {step} of {end}: kept {kept} in {run_dir}; {how}"
-    return TrainingInterrupted(msg, step, run_dir, files)
+    signum = signal.SIGINT if signum is None else signum
+    by = "" if signum == signal.SIGINT else f" by {signal_name(signum)}"
+    msg = f"training interrupted{by} after step {step} of {end}: kept {kept} in {run_dir}; {how}"
+    return TrainingInterrupted(msg, step, run_dir, files, signum)
 
 
 def _diverged(err: TrainingDiverged, trainer: Trainer, run_dir: Path | None) -> TrainingDiverged:
