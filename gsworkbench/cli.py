@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "verbose", False):
             print("  (--verbose shows the full traceback)", file=sys.stderr)
         return 1
-    except ValueError as err:  # bad parameters, missing files: a message, not a traceback
+    except ValueError as err:  # bad parameters, missing files, an unusable --out: a message, not a traceback
         print(f"gsworkbench: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:  # one line: what stopped, what was kept (NotebookInterrupted says)

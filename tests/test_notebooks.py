@@ -298,3 +298,64 @@ def test_results_dir_as_a_parameter_is_the_run_folder(tmp_path, monkeypatch):
     assert executed == tmp_path / "mine" / "96_dir.ipynb" and (tmp_path / "mine" / "made.txt").is_file()
     with pytest.raises(ValueError, match="results_dir mine2 and the run folder .* differ"):
         nbs.run_notebook(tmp_path / "96_dir.ipynb", {"results_dir": "mine2"}, tmp_path / "other")
+
+
+# ---- the run folder: one run at a time, usable, and what a dying kernel leaves -----------------------
+
+
+def test_a_second_run_into_a_held_folder_is_refused_naming_the_holder(tmp_path):
+    """Two runs into the same --out both succeeded, and the folder ended with the second run's files."""
+    _writing_notebook(tmp_path / "92_writes.ipynb")
+    out = tmp_path / "out"
+    hold = ("import sys\nfrom gsworkbench.results import run_lock\nwith run_lock(sys.argv[1], 'the first run'):\n"
+            "    print('held', flush=True)\n    sys.stdin.readline()\n")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = _cli("run", tmp_path / "92_writes.ipynb", "--out", out)
+        assert second.returncode == 2 and not (out / "made.txt").exists()
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert lines[0].startswith(f"gsworkbench: error: the run folder {out} is in use by process {holder.pid} "
+                                   f"(the first run), started ")  # fmt: skip
+        assert lines[0].endswith(": wait for that run to end, or give another folder")
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0
+    assert not (out / ".gsworkbench-run.lock").exists()  # the lock goes with its run
+    again = _cli("run", tmp_path / "92_writes.ipynb", "--out", out)
+    assert again.returncode == 0, again.stderr
+    assert (out / "made.txt").is_file() and not (out / ".gsworkbench-run.lock").exists()
+
+
+def test_an_unusable_out_is_one_line(tmp_path, monkeypatch, capsys):
+    """--out on an existing file (a 15-line FileExistsError) or a read-only mount (15-39 lines)."""
+    import errno
+    import os
+
+    from gsworkbench import cli
+
+    _writing_notebook(tmp_path / "91_writes.ipynb")
+    (tmp_path / "a_file").write_text("x")
+    assert cli.main(["run", str(tmp_path / "91_writes.ipynb"), "--out", str(tmp_path / "a_file")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"gsworkbench: error: the run folder {tmp_path / 'a_file'} is an existing file, not a folder"
+    assert cli.main(["run", str(tmp_path / "91_writes.ipynb"), "--out", str(tmp_path / "a_file" / "sub")]) == 2
+    assert capsys.readouterr().err.strip() == f"gsworkbench: error: cannot write the run folder " \
+        f"{tmp_path / 'a_file' / 'sub'}: Not a directory"
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    real_open = os.open
+
+    def open_on_a_read_only_mount(path, *args, **kwargs):  # as os.open fails on a read-only mount
+        if str(path).startswith(str(readonly)):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_on_a_read_only_mount)
+    assert cli.main(["run", str(tmp_path / "91_writes.ipynb"), "--out", str(readonly)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gsworkbench: error: cannot write the run folder {readonly}: Read-only file system"
+    )
+

@@ -20,7 +20,7 @@ from gsworkbench.notebooks.files import (
 )
 from gsworkbench.notebooks.parameters import validate_parameters
 from gsworkbench.notebooks.progress import ENGINE_NAME, CellProgress, first_line, interrupt_kernels
-from gsworkbench.results import new_run_dir
+from gsworkbench.results import new_run_dir, run_lock
 
 KERNEL_NAME = "gsworkbench"
 
@@ -118,11 +118,11 @@ def run_notebook(
 ) -> Path:
     """Executes one notebook (``.ipynb`` or percent-format ``.py``) with checked parameters; returns
     the executed copy's path. Its tables and plots go to ``run_dir`` (a new ``results/<run-id>/``
-    when None). Bad parameters raise ParameterError before any kernel starts; a failing cell raises
-    :class:`NotebookFailed`.
+    when None), which the run holds for itself (:func:`gsworkbench.results.run_lock`: another run into
+    it is a ValueError naming that run's process). Bad parameters, or a run folder that cannot be
+    written, raise a ValueError (ParameterError) before any kernel starts; a failing cell raises
+    :class:`NotebookFailed`, Ctrl-C or SIGTERM :class:`NotebookInterrupted`.
     """
-    import papermill as pm
-
     path = Path(path)
     params = check_parameters(path, parameters)
     source_nb = load_notebook(path)
@@ -133,7 +133,15 @@ def run_notebook(
         run_dir = asked
     # absolute: the kernel runs in the notebook's folder, where a relative --out would point elsewhere
     run_dir = Path(run_dir).resolve() if run_dir is not None else new_run_dir(path.stem)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    with run_lock(run_dir):
+        return _execute(path, source_nb, params, run_dir, prepare_only, progress)
+
+
+def _execute(
+    path: Path, source_nb: Any, params: dict[str, Any], run_dir: Path, prepare_only: bool, progress: bool
+) -> Path:
+    import papermill as pm
+
     params["results_dir"] = str(run_dir)
     out = run_dir / (path.stem + ".ipynb")
     extra: dict[str, Any] = {}
