@@ -290,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
-    from gsworkbench.notebooks import NotebookFailed
+    from gsworkbench.notebooks import NotebookFailed, NotebookKernelDied
 
     try:
         return args.func(args)
@@ -302,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gsworkbench: {err}", file=sys.stderr)
         if not getattr(args, "verbose", False):
             print("  (--verbose shows the full traceback)", file=sys.stderr)
+        return 1
+    except NotebookKernelDied as err:  # one line: the cell, the signal, what was kept, how to go on
+        print(f"gsworkbench: {err}", file=sys.stderr)
         return 1
     except ValueError as err:  # bad parameters, missing files, an unusable --out: a message, not a traceback
         print(f"gsworkbench: error: {err}", file=sys.stderr)

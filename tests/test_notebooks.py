@@ -359,3 +359,31 @@ def test_an_unusable_out_is_one_line(tmp_path, monkeypatch, capsys):
         f"gsworkbench: error: cannot write the run folder {readonly}: Read-only file system"
     )
 
+
+def test_a_killed_kernel_is_one_line_with_the_cell_signal_what_was_kept_and_how_to_go_on(tmp_path):
+    """A kernel killed by the OOM killer or kill -9 gave "cell 8/15 done" and a 49-line DeadKernelError
+    traceback."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('resume = ""\nresults_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    keep = nbformat.v4.new_code_cell("from pathlib import Path\n(Path(results_dir) / 'checkpoint.pt').write_text('x')")
+    die = nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    after = nbformat.v4.new_code_cell("print('not reached')")
+    guard = nbformat.v4.new_code_cell('from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard('
+                                      'resume={"path": "dir"})')  # fmt: skip
+    nb.cells = [guard, params, keep, die, after]
+    path = tmp_path / "90_dies.ipynb"
+    nbformat.write(nb, path)
+    out = _cli("run", path, "--out", tmp_path / "run")
+    assert out.returncode == 1, out.stderr
+    said = [ln for ln in out.stderr.splitlines() if ln.startswith("gsworkbench:")]
+    run = tmp_path / "run"
+    assert said == [
+        f"gsworkbench: notebook {path}: the kernel died in cell 4/5 (killed by SIGKILL: out of memory, or kill -9);"
+        f" kept checkpoint.pt in {run}; to go on: gsworkbench run {path} -p resume {run} (and the same -p as before);"
+        f" partly executed notebook: {run / path.name}"
+    ], out.stderr
+    assert "Traceback" not in out.stderr and "DeadKernelError" not in out.stderr and "Kernel died" not in out.stderr
+    assert "cell 4/5 done" not in out.stderr
+    assert (run / path.name).is_file()

@@ -32,8 +32,8 @@ from typing import Any, TextIO
 
 import zmq
 from jupyter_client.manager import AsyncKernelManager
-from nbclient.exceptions import CellExecutionError
-from nbclient.util import ensure_async
+from nbclient.exceptions import CellExecutionError, DeadKernelError
+from nbclient.util import ensure_async, run_sync
 from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine, papermill_engines
 from papermill.log import logger as papermill_logger
@@ -192,6 +192,23 @@ class WatchedClient(PapermillNotebookClient):
     def __init__(self, nb_man: Any, on_lost_reply: Callable[[int], None] | None = None, **kw: Any) -> None:
         super().__init__(nb_man, **kw)
         self.on_lost_reply = on_lost_reply
+        self.current_cell: int | None = None  # the index of the cell last sent to the kernel
+        self.kernel_exit: int | None = None  # a dead kernel's exit status (negative: killed by that signal)
+
+    async def async_execute_cell(self, cell: Any, cell_index: int, *args: Any, **kwargs: Any) -> Any:
+        self.current_cell = cell_index
+        return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+
+    execute_cell = run_sync(async_execute_cell)  # nbclient binds its own at class creation
+
+    async def _async_check_alive(self) -> None:
+        # nbclient's own also logs "Kernel died while waiting for execute reply" above the runner's line
+        assert self.kc is not None
+        if not await ensure_async(self.kc.is_alive()):
+            provisioner = getattr(self.km, "provisioner", None)
+            if provisioner is not None:
+                self.kernel_exit = await provisioner.poll()
+            raise DeadKernelError("Kernel died")
 
     async def _async_poll_for_reply(
         self, msg_id: str, cell: Any, timeout: int | None, task_poll_output_msg: Any, task_poll_kernel_alive: Any
@@ -244,6 +261,15 @@ class WatchedClient(PapermillNotebookClient):
                 return None
             if msg["parent_header"].get("msg_id") == msg_id:
                 return msg
+
+
+class KernelDied(Exception):
+    """The kernel died (OOM killer, kill -9, a crash) while running ``label`` (``cell 8/15``);
+    ``exit_status`` is its exit status, negative when a signal killed it, None when unknown."""
+
+    def __init__(self, label: str, exit_status: int | None) -> None:
+        super().__init__(f"the kernel died in {label}")
+        self.label, self.exit_status = label, exit_status
 
 
 def _reply_from_outputs(msg_id: str, cell: Any) -> dict[str, Any]:
@@ -316,6 +342,8 @@ class ProgressEngine(NBClientEngine):
 
         def cell_complete(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
             why = failed.pop() if failed else None
+            if isinstance(sys.exc_info()[1], DeadKernelError):  # papermill completes the cell in a finally
+                why = "the kernel's death"
             if cell.cell_type == "code" and cell_index in started:
                 progress.cell_end(why)
             return complete(cell, cell_index, **kw)
@@ -357,7 +385,12 @@ class ProgressEngine(NBClientEngine):
         client = WatchedClient(nb_man, on_lost_reply=_lost_reply_reporter(nb_man.nb, stream), **final)
         if reply_grace is not None:
             client.reply_grace = reply_grace
-        return client.execute()
+        try:
+            return client.execute()
+        except DeadKernelError:
+            index = client.current_cell
+            raise KernelDied(_cell_labels(nb_man.nb)(index) if index is not None else "a cell",
+                             client.kernel_exit) from None  # fmt: skip
 
 
 papermill_engines.register(ENGINE_NAME, ProgressEngine)

@@ -19,8 +19,8 @@ from gsworkbench.notebooks.files import (
     smoke_parameters,
 )
 from gsworkbench.notebooks.parameters import validate_parameters
-from gsworkbench.notebooks.progress import ENGINE_NAME, CellProgress, first_line, interrupt_kernels
-from gsworkbench.results import new_run_dir, run_lock
+from gsworkbench.notebooks.progress import ENGINE_NAME, CellProgress, KernelDied, first_line, interrupt_kernels
+from gsworkbench.results import LOCK_NAME, new_run_dir, run_lock
 
 KERNEL_NAME = "gsworkbench"
 
@@ -62,6 +62,26 @@ class NotebookInterrupted(KeyboardInterrupt):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class NotebookKernelDied(RuntimeError):
+    """The kernel died under a notebook run (the OOM killer, kill -9, a crash); ``str()`` is one line:
+    the cell, how the kernel ended, what the run folder kept and how to go on."""
+
+    def __init__(self, notebook: Path, died: KernelDied, run_dir: Path, executed: Path, resume: bool) -> None:
+        status = died.exit_status
+        if status is not None and status < 0:
+            how = f"killed by {signal_name(-status)}" + (": out of memory, or kill -9" if -status == 9 else "")
+        else:
+            how = "exit status unknown" if status is None else f"exit status {status}"
+        kept = sorted(p.name for p in run_dir.iterdir() if p.is_file() and p.name not in (executed.name, LOCK_NAME))
+        said = f"kept {', '.join(kept)} in {run_dir}" if kept else f"nothing kept in {run_dir}"
+        go_on = ""
+        if resume and (run_dir / "checkpoint.pt").is_file():
+            go_on = f"; to go on: gsworkbench run {notebook} -p resume {run_dir} (and the same -p as before)"
+        super().__init__(f"notebook {notebook}: the kernel died in {died.label} ({how}); {said}{go_on}; "
+                         f"partly executed notebook: {executed}")  # fmt: skip
+        self.notebook, self.exit_status, self.executed = notebook, status, executed
 
 
 @contextlib.contextmanager
@@ -121,7 +141,8 @@ def run_notebook(
     when None), which the run holds for itself (:func:`gsworkbench.results.run_lock`: another run into
     it is a ValueError naming that run's process). Bad parameters, or a run folder that cannot be
     written, raise a ValueError (ParameterError) before any kernel starts; a failing cell raises
-    :class:`NotebookFailed`, Ctrl-C or SIGTERM :class:`NotebookInterrupted`.
+    :class:`NotebookFailed`, a dying kernel :class:`NotebookKernelDied`, Ctrl-C or SIGTERM
+    :class:`NotebookInterrupted`.
     """
     path = Path(path)
     params = check_parameters(path, parameters)
@@ -171,6 +192,8 @@ def _execute(
                     said += f"; to go on: gsworkbench run {path} -p resume {run_dir} (and the same -p as before)"
                 raise NotebookInterrupted(path, failure.cell_number, said, out, _signum(interrupted)) from None
             raise failure from None
+        except KernelDied as died:
+            raise NotebookKernelDied(path, died, run_dir, out, "resume" in notebook_rules(source_nb)) from None
         if interrupted():
             raise NotebookInterrupted(path, None, "", out, _signum(interrupted))
     return out
@@ -199,7 +222,7 @@ def run_all(
         except NotebookFailed as err:  # keep going: one failing notebook must not lose the others
             message = (err.evalue.splitlines() or [""])[0]
             statuses.append((nb, f"FAILED in cell {err.cell_number}: {err.ename}: {message}"))
-        except ValueError as err:
+        except (ValueError, NotebookKernelDied) as err:
             statuses.append((nb, f"FAILED: {err}"))
     return run_dir, statuses
 
