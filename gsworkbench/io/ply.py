@@ -84,12 +84,12 @@ class PlyExtraDataWarning(UserWarning):
     """A PLY file holds more data after its header than the header's element counts describe."""
 
 
-def check_element_sizes(path: str | os.PathLike[str]) -> None:
+def check_element_sizes(path: str | os.PathLike[str], stacklevel: int = 2) -> None:
     """Refuses a header whose element counts the file cannot hold, before anything is allocated for
     them: each element needs at least 2 bytes per property as ASCII ("0 "), or its item size as binary.
     Warns (:class:`PlyExtraDataWarning`) when the body holds more than the header declares (binary
     elements of fixed size, or more ASCII lines than elements): PLY readers read the declared count and
-    ignore the rest without a word."""
+    ignore the rest without a word. ``stacklevel`` is the warning's, as for :func:`warnings.warn`."""
     path = Path(path)
     with open(path, "rb") as f:
         head = f.read(1 << 16)
@@ -126,16 +126,17 @@ def check_element_sizes(path: str | os.PathLike[str]) -> None:
         extra = lines - sum(c for _, c, _ in elements)
         if extra > 0:
             warnings.warn(f"{path}: the header declares {declared} elements, but {extra} more lines follow "
-                          f"them; they are ignored", PlyExtraDataWarning, stacklevel=3)  # fmt: skip
+                          f"them; they are ignored", PlyExtraDataWarning, stacklevel=stacklevel + 1)  # fmt: skip
     elif fixed and body > need:
-        more = f" (about {(body - need) // size} more {name} elements)" if size else ""
+        whole = (body - need) // size if size else 0
+        more = f" (about {whole} more {name} elements)" if whole else ""
         warnings.warn(f"{path}: the header declares {declared} elements ({need} bytes), but {body} bytes "
                       f"follow it; the last {body - need}{more} are ignored", PlyExtraDataWarning,
-                      stacklevel=3)  # fmt: skip
+                      stacklevel=stacklevel + 1)  # fmt: skip
 
 
 def _read(path: Path, np_dtype: type) -> SplatSet:
-    check_element_sizes(path)
+    check_element_sizes(path, stacklevel=4)  # the warning points at read_ply's caller
     with open(path, "rb") as f:
         ply = PlyData.read(f)
     names = [e.name for e in ply.elements]

@@ -35,7 +35,7 @@ def read_points_ply(path: str | os.PathLike[str]) -> tuple[torch.Tensor, torch.T
     from gsworkbench.io.ply import check_element_sizes
 
     try:
-        check_element_sizes(path)  # a header count the file cannot hold: refused; more data: a warning
+        check_element_sizes(path, stacklevel=3)  # too little data: refused; more: a warning
         vertex = PlyData.read(str(path))["vertex"]
         pts = np.stack([np.asarray(vertex[c], dtype=np.float32) for c in "xyz"], axis=1)
     except Exception as e:  # plyfile raises assorted errors on malformed files
