@@ -126,13 +126,13 @@ def check_element_sizes(path: str | os.PathLike[str], stacklevel: int = 2) -> No
         extra = lines - sum(c for _, c, _ in elements)
         if extra > 0:
             warnings.warn(f"{path}: the header declares {declared} elements, but {extra} more lines follow "
-                          f"them; they are ignored", PlyExtraDataWarning, stacklevel=stacklevel + 1)  # fmt: skip
+                          f"them; they are ignored", PlyExtraDataWarning, stacklevel=stacklevel)  # fmt: skip
     elif fixed and body > need:
         whole = (body - need) // size if size else 0
         more = f" (about {whole} more {name} elements)" if whole else ""
         warnings.warn(f"{path}: the header declares {declared} elements ({need} bytes), but {body} bytes "
                       f"follow it; the last {body - need}{more} are ignored", PlyExtraDataWarning,
-                      stacklevel=stacklevel + 1)  # fmt: skip
+                      stacklevel=stacklevel)  # fmt: skip
 
 
 def _read(path: Path, np_dtype: type) -> SplatSet:
