@@ -151,6 +151,22 @@ def test_guard_inside_a_kernel(tiny_notebook, tmp_path):
         )
 
 
+def test_a_bad_parameter_in_a_kernel_shows_one_internal_frame(tiny_notebook, tmp_path):
+    """A bad parameter set inside the notebook showed three internal traceback frames before the line."""
+    import papermill as pm
+    from papermill.exceptions import strip_color
+
+    nb = nbformat.read(tiny_notebook, as_version=4)
+    nb.cells[0].source = 'from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard(n={"ge": 1})'
+    nbformat.write(nb, tiny_notebook)
+    with pytest.raises(pm.PapermillExecutionError) as info:
+        pm.execute_notebook(str(tiny_notebook), str(tmp_path / "bad.ipynb"), parameters={"n": 0}, kernel_name="python3")
+    text = strip_color("\n".join(info.value.traceback))
+    frames = [ln for ln in text.splitlines() if ln.startswith("File ")]
+    assert len(frames) == 1 and "in ParameterGuard.check" in frames[0], text
+    assert text.rstrip().endswith("ParameterError: parameter 'n' must be >= 1, got 0")
+
+
 def test_cli_rejects_bad_parameters_before_running(tmp_path):
     nb = nbs.list_notebooks()[0]
     cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(nb), "-p", "no_such_param", "1", "--out", str(tmp_path)]
