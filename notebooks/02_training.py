@@ -116,7 +116,8 @@ plt.show()
 # the splats in the results folder; `resume` set to that folder goes on from there.
 
 # %%
-result = train(data, config, results_dir=run_dir, resume=resume or None, resume_other_data=resume_other_data)
+result = train(data, config, results_dir=run_dir, resume=resume or None, resume_other_data=resume_other_data,
+               resume_hint="to go on, set resume = '{run_dir}' in the parameters cell and run the notebook again")
 metrics_table(result.metrics)
 
 # %%

@@ -121,6 +121,8 @@ def test_a_signal_into_the_cli_is_one_line_and_keeps_the_training(tmp_path, cach
     assert f"interrupted{by} in cell" in said[0] and "training interrupted after step" in said[0]
     assert str(run) in said[0] and "partly executed notebook" in said[0]
     assert f"to go on: gsworkbench run {REPO / 'notebooks' / '02_training.py'} -p resume {run}" in said[0]
+    # the hint inside the notebook names its resume parameter, not train(scene, config, resume=...)
+    assert f"to go on, set resume = '{run}' in the parameters cell" in said[0] and "train(scene" not in said[0]
     for noise in ("Traceback", "ZMQError", "KeyboardInterrupt"):
         assert noise not in err, err
     assert "done in" not in err.splitlines()[-2]  # the interrupted cell is not reported as done
@@ -137,6 +139,25 @@ def test_a_signal_into_the_cli_is_one_line_and_keeps_the_training(tmp_path, cach
     done = subprocess.run(cmd, env=_env(cache), text=True, capture_output=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert len(pd.read_csv(again / "history.csv")) == step + 2
+
+
+def test_the_resume_hint_can_name_a_notebook_parameter(tmp_path, cache, monkeypatch):
+    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.train import TrainingInterrupted
+
+    scene = builtin_scene(**SCENE, cache_dir=cache)
+    real_step = Trainer.step
+
+    def step(self):
+        if self.step_index == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C during the step: the run ends after it
+        return real_step(self)
+
+    monkeypatch.setattr(Trainer, "step", step)
+    with pytest.raises(TrainingInterrupted) as info:
+        train(scene, preset("smoke", iterations=50, backend=BACKEND), results_dir=tmp_path,
+              resume_hint="set resume = '{run_dir}' and run again")  # fmt: skip
+    assert info.value.step == 4 and str(info.value).endswith(f"; set resume = '{tmp_path}' and run again")
 
 
 def test_periodic_checkpoints_and_stale_temporaries(tmp_path, cache, monkeypatch):

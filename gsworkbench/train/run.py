@@ -45,6 +45,7 @@ def train(
     resume: str | os.PathLike[str] | None = None,
     results_dir: str | os.PathLike[str] | None = None,
     resume_other_data: bool = False,
+    resume_hint: str | None = None,
 ) -> TrainResult:
     """Trains on ``scene`` and evaluates on its test views.
 
@@ -58,8 +59,10 @@ def train(
     Ctrl-C (SIGINT) or SIGTERM ends the run after the current step: the history, a checkpoint and the
     splats so far are saved (in ``results_dir``, or a new ``results/<run-id>/``) and
     :class:`TrainingInterrupted` (a KeyboardInterrupt, with the signal as ``signum``) says where and how
-    to resume. A diverging run raises :class:`TrainingDiverged`
-    naming the step and the likely cause, with its history saved the same way.
+    to resume: ``resume_hint`` (``{run_dir}`` stands for the folder) words the how, e.g. for a notebook
+    whose ``resume`` parameter does it; by default it names ``train(..., resume=...)``. A diverging run
+    raises :class:`TrainingDiverged` naming the step and the likely cause, with its history saved the
+    same way.
     """
     cfg = config if config is not None else TrainConfig()
     t0 = time.perf_counter()
@@ -80,9 +83,9 @@ def train(
         except TrainingDiverged as err:
             raise _diverged(err, trainer, run_dir) from None
         except KeyboardInterrupt:  # a second Ctrl-C mid-step: the parameters may be half-updated
-            raise _interrupted(trainer, run_dir, False, interrupted.signum) from None
+            raise _interrupted(trainer, run_dir, False, interrupted.signum, resume_hint) from None
         if interrupted():
-            raise _interrupted(trainer, run_dir, True, interrupted.signum) from None
+            raise _interrupted(trainer, run_dir, True, interrupted.signum, resume_hint) from None
     seconds = time.perf_counter() - t0
     evaluation, renders = trainer.evaluate()
     hist = trainer.history
@@ -112,7 +115,7 @@ def checkpoint_file(path: str | os.PathLike[str]) -> Path:
 
 
 def _interrupted(
-    trainer: Trainer, run_dir: Path | None, consistent: bool, signum: int | None
+    trainer: Trainer, run_dir: Path | None, consistent: bool, signum: int | None, hint: str | None = None
 ) -> TrainingInterrupted:
     """Saves what an interrupted run did and returns the exception that says where it is (and, for a
     signal other than SIGINT, which one stopped it)."""
@@ -125,6 +128,8 @@ def _interrupted(
     kept = ", ".join(p.name for p in files.values())
     if "checkpoint" in files:
         how = f"resume with train(scene, config, resume='{run_dir}', results_dir='{run_dir}')"
+        if hint is not None:
+            how = hint.format(run_dir=run_dir)
     else:
         how = "interrupted mid-step, so no checkpoint was written"
     signum = signal.SIGINT if signum is None else signum
