@@ -90,16 +90,34 @@ def _format_value(value: Any, fmt: str | None) -> str:
     return str(value)
 
 
+class FullTextTable(pd.DataFrame):
+    """A table whose cells are shown whole: pandas cuts text cells to ``display.max_colwidth`` (50)
+    characters, which cut a note such as the LPIPS row's mid-sentence."""
+
+    @property
+    def _constructor(self) -> type[FullTextTable]:
+        return FullTextTable
+
+    def _repr_html_(self) -> str | None:
+        with pd.option_context("display.max_colwidth", None):
+            return super()._repr_html_()
+
+    def __repr__(self) -> str:
+        with pd.option_context("display.max_colwidth", None):
+            return super().__repr__()
+
+
 def metrics_table(metrics: Mapping[str, Any], names: Mapping[str, tuple[str, str, str]] = METRICS) -> pd.DataFrame:
     """A metrics dict as a table: one row per metric (the known ones first, in ``names`` order), with
     its description, its value formatted for reading (as text) and its unit. Unknown keys keep their
-    name; floats get 4 significant digits; a NaN reads "n/a"."""
+    name; floats get 4 significant digits; a NaN reads "n/a". Text values are shown whole
+    (:class:`FullTextTable`)."""
     keys = [k for k in names if k in metrics] + [k for k in metrics if k not in names]
     rows = []
     for key in keys:
         what, unit, fmt = names.get(key, (key, "", None))  # type: ignore[arg-type]
         rows.append({"metric": what, "value": _format_value(metrics[key], fmt), "unit": unit})
-    return pd.DataFrame(rows, columns=["metric", "value", "unit"]).set_index("metric")
+    return FullTextTable(rows, columns=["metric", "value", "unit"]).set_index("metric")
 
 
 # ---- SVG ---------------------------------------------------------------------------------------
