@@ -50,7 +50,7 @@ test: setup
 	$(BIN)/python -m ruff check gsworkbench tests notebooks
 	GSW_REQUIRE_EXT=1 $(BIN)/python -m pytest -q -n 2 tests
 	rm -rf build/smoke && $(BIN)/gsworkbench prepare-smoke build/smoke
-	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
+	GSW_HEADLESS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
 	$(MAKE) --no-print-directory test-generic
 
 # The ext tests again against a GSW_MARCH=x86-64-v3 build (no AVX-512), so the generic twins of the

@@ -22,6 +22,7 @@ import argparse
 import ast
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -376,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
-    from gsworkbench.notebooks import NotebookFailed
+    from gsworkbench.notebooks import NotebookFailed, NotebookKernelDied
 
     try:
         return args.func(args)
@@ -389,12 +390,15 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "verbose", False):
             print("  (--verbose shows the full traceback)", file=sys.stderr)
         return 1
-    except ValueError as err:  # bad parameters, missing files: a message, not a traceback
+    except NotebookKernelDied as err:  # one line: the cell, the signal, what was kept, how to go on
+        print(f"gsworkbench: {err}", file=sys.stderr)
+        return 1
+    except ValueError as err:  # bad parameters, missing files, an unusable --out: a message, not a traceback
         print(f"gsworkbench: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:  # one line: what stopped, what was kept (NotebookInterrupted says)
         print(f"gsworkbench: {str(err) or 'interrupted'}", file=sys.stderr)
-        return 130
+        return 128 + int(getattr(err, "signum", signal.SIGINT))  # 130 for Ctrl-C, 143 for SIGTERM
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
-"""Ctrl-C that finishes what it interrupts: :func:`deferred_interrupt`.
+"""Ctrl-C and SIGTERM that finish what they interrupt: :func:`deferred_interrupt`.
 
-The first SIGINT (Ctrl-C in a terminal, "interrupt kernel" in Jupyter) only sets a flag, which the
-interrupted work reads at a safe point (a training loop between steps, a notebook runner between
-cells), and calls ``on_first`` (e.g. to pass the interrupt on to a kernel). A second SIGINT raises
-``KeyboardInterrupt`` at once, as usual. Outside the main thread, where Python delivers no signals, it
-changes nothing.
+The first SIGINT (Ctrl-C in a terminal, "interrupt kernel" in Jupyter) or SIGTERM (what ``timeout``,
+``docker stop``, Slurm and Kubernetes send) only sets a flag, which the interrupted work reads at a safe
+point (a training loop between steps, a notebook runner between cells), and calls ``on_first`` (e.g. to
+pass the interrupt on to a kernel). A second one raises ``KeyboardInterrupt`` at once. Which signal came
+first is :attr:`Interrupted.signum`, so that a command can exit with the conventional ``128 + signal``
+(130 for SIGINT, 143 for SIGTERM). Outside the main thread, where Python delivers no signals, it changes
+nothing.
 """
 
 from __future__ import annotations
@@ -14,25 +16,51 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15, and so on."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class Interrupted:
+    """``interrupted()`` is True once a signal arrived; ``signum`` is the first one (None before)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.hits = 0
+
+    def __call__(self) -> bool:
+        return self.hits > 0
+
 
 @contextlib.contextmanager
-def deferred_interrupt(on_first: Callable[[], object] | None = None) -> Iterator[Callable[[], bool]]:
-    """While active, yields ``interrupted()``: True once a SIGINT arrived. The previous handler is
-    restored on exit."""
-    hits = [0]
+def deferred_interrupt(
+    on_first: Callable[[], object] | None = None, signals: tuple[int, ...] = SIGNALS
+) -> Iterator[Interrupted]:
+    """While active, yields an :class:`Interrupted`: true once one of ``signals`` arrived. The previous
+    Python handlers are restored on exit; one installed outside Python (glog's stack-dumping handler,
+    which pycolmap brings in) cannot be, and the signal's default action takes its place."""
+    state = Interrupted()
     if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
+        yield state
         return
 
     def handler(signum: int, frame: object) -> None:
-        hits[0] += 1
-        if hits[0] > 1:
+        state.hits += 1
+        if state.hits > 1:
             raise KeyboardInterrupt
+        state.signum = signum
         if on_first is not None:
             on_first()
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {s: signal.signal(s, handler) for s in signals}
     try:
-        yield lambda: hits[0] > 0
+        yield state
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, h in previous.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)

@@ -45,6 +45,7 @@ guard = ParameterGuard(
     checkpoint_every={"ge": 0, "help": "write checkpoint.pt every this many steps; 0 = only at the end"},
     resolution_schedule={"help": "coarse-to-fine 'until_step:factor,...' (e.g. '1000:4,2000:2'); '' = full size"},
     resume={"path": "dir", "help": "a results folder of an interrupted run to go on from; '' = start afresh"},
+    resume_other_data={"help": "resume even from a checkpoint trained on other data (refused otherwise)"},
 )
 
 # %% tags=["parameters"]
@@ -60,6 +61,7 @@ seed = 0
 checkpoint_every = 0
 resolution_schedule = ""
 resume = ""
+resume_other_data = False
 results_dir = ""
 
 # %%
@@ -114,7 +116,8 @@ plt.show()
 # the splats in the results folder; `resume` set to that folder goes on from there.
 
 # %%
-result = train(data, config, results_dir=run_dir, resume=resume or None)
+result = train(data, config, results_dir=run_dir, resume=resume or None, resume_other_data=resume_other_data,
+               resume_hint="to go on, set resume = '{run_dir}' in the parameters cell and run the notebook again")
 metrics_table(result.metrics)
 
 # %%

@@ -85,7 +85,7 @@ from IPython.display import display
 from gsworkbench import plots
 from gsworkbench.bench import run_cases
 from gsworkbench.bench.suites.render import STAGES, render_cases, summarize_render
-from gsworkbench.notebooks.display import result_link
+from gsworkbench.notebooks.display import headless, result_link
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 from gsworkbench.splat import orbit_cameras, rasterize
 from gsworkbench.splats import synthetic_splats
@@ -169,7 +169,8 @@ plt.show()
 #
 # Drag the sliders to orbit the scene (needs a live kernel with ipywidgets). The default view is also
 # drawn as a plain image (and saved as `camera_default_view.png`), so the executed notebook shows it in any
-# viewer; run headless (papermill, nbval), the cell does not wait for input.
+# viewer; run headless (`gsworkbench run`, `make test`'s nbval: `GSW_HEADLESS=1`), the cell creates no
+# widget and shows only that image.
 
 # %%
 from gsworkbench.splat import intrinsics_from_fov, look_at, orbit_eye
@@ -202,7 +203,9 @@ try:
     from IPython.display import display
 except ImportError:
     widgets = None
-if widgets is not None:
+if headless():  # no frontend to show sliders: the default view above is the cell's output
+    print("run headless: no sliders; open the notebook in JupyterLab to orbit the camera")
+elif widgets is not None:
     slider = dict(continuous_update=False)
     display(widgets.interactive(
         render_view,

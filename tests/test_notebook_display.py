@@ -69,6 +69,16 @@ def test_metrics_table_formats_known_and_unknown_metrics():
     assert len(table) == len(metrics)
 
 
+def test_the_lpips_note_is_shown_whole():
+    """The LPIPS row of the metrics table was cut off mid-sentence (pandas' 50-character cells)."""
+    from gsworkbench.train.evaluate import LPIPS_NOTE
+
+    table = display.metrics_table({"psnr_db": 20.0, "lpips": LPIPS_NOTE})
+    assert len(LPIPS_NOTE) > 50
+    assert LPIPS_NOTE in table._repr_html_() and LPIPS_NOTE in repr(table)
+    assert "..." not in repr(table)
+
+
 # ---- flamegraphs -------------------------------------------------------------------------------
 
 

@@ -151,6 +151,22 @@ def test_guard_inside_a_kernel(tiny_notebook, tmp_path):
         )
 
 
+def test_a_bad_parameter_in_a_kernel_shows_one_internal_frame(tiny_notebook, tmp_path):
+    """A bad parameter set inside the notebook showed three internal traceback frames before the line."""
+    import papermill as pm
+    from papermill.exceptions import strip_color
+
+    nb = nbformat.read(tiny_notebook, as_version=4)
+    nb.cells[0].source = 'from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard(n={"ge": 1})'
+    nbformat.write(nb, tiny_notebook)
+    with pytest.raises(pm.PapermillExecutionError) as info:
+        pm.execute_notebook(str(tiny_notebook), str(tmp_path / "bad.ipynb"), parameters={"n": 0}, kernel_name="python3")
+    text = strip_color("\n".join(info.value.traceback))
+    frames = [ln for ln in text.splitlines() if ln.startswith("File ")]
+    assert len(frames) == 1 and "in ParameterGuard.check" in frames[0], text
+    assert text.rstrip().endswith("ParameterError: parameter 'n' must be >= 1, got 0")
+
+
 def test_cli_rejects_bad_parameters_before_running(tmp_path):
     nb = nbs.list_notebooks()[0]
     cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(nb), "-p", "no_such_param", "1", "--out", str(tmp_path)]
@@ -298,3 +314,92 @@ def test_results_dir_as_a_parameter_is_the_run_folder(tmp_path, monkeypatch):
     assert executed == tmp_path / "mine" / "96_dir.ipynb" and (tmp_path / "mine" / "made.txt").is_file()
     with pytest.raises(ValueError, match="results_dir mine2 and the run folder .* differ"):
         nbs.run_notebook(tmp_path / "96_dir.ipynb", {"results_dir": "mine2"}, tmp_path / "other")
+
+
+# ---- the run folder: one run at a time, usable, and what a dying kernel leaves -----------------------
+
+
+def test_a_second_run_into_a_held_folder_is_refused_naming_the_holder(tmp_path):
+    """Two runs into the same --out both succeeded, and the folder ended with the second run's files."""
+    _writing_notebook(tmp_path / "92_writes.ipynb")
+    out = tmp_path / "out"
+    hold = ("import sys\nfrom gsworkbench.results import run_lock\nwith run_lock(sys.argv[1], 'the first run'):\n"
+            "    print('held', flush=True)\n    sys.stdin.readline()\n")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = _cli("run", tmp_path / "92_writes.ipynb", "--out", out)
+        assert second.returncode == 2 and not (out / "made.txt").exists()
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert lines[0].startswith(f"gsworkbench: error: the run folder {out} is in use by process {holder.pid} "
+                                   f"(the first run), started ")  # fmt: skip
+        assert lines[0].endswith(": wait for that run to end, or give another folder")
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert holder.returncode == 0
+    assert not (out / ".gsworkbench-run.lock").exists()  # the lock goes with its run
+    again = _cli("run", tmp_path / "92_writes.ipynb", "--out", out)
+    assert again.returncode == 0, again.stderr
+    assert (out / "made.txt").is_file() and not (out / ".gsworkbench-run.lock").exists()
+
+
+def test_an_unusable_out_is_one_line(tmp_path, monkeypatch, capsys):
+    """--out on an existing file (a 15-line FileExistsError) or a read-only mount (15-39 lines)."""
+    import errno
+    import os
+
+    from gsworkbench import cli
+
+    _writing_notebook(tmp_path / "91_writes.ipynb")
+    (tmp_path / "a_file").write_text("x")
+    assert cli.main(["run", str(tmp_path / "91_writes.ipynb"), "--out", str(tmp_path / "a_file")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"gsworkbench: error: the run folder {tmp_path / 'a_file'} is an existing file, not a folder"
+    assert cli.main(["run", str(tmp_path / "91_writes.ipynb"), "--out", str(tmp_path / "a_file" / "sub")]) == 2
+    assert capsys.readouterr().err.strip() == f"gsworkbench: error: cannot write the run folder " \
+        f"{tmp_path / 'a_file' / 'sub'}: Not a directory"
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    real_open = os.open
+
+    def open_on_a_read_only_mount(path, *args, **kwargs):  # as os.open fails on a read-only mount
+        if str(path).startswith(str(readonly)):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_on_a_read_only_mount)
+    assert cli.main(["run", str(tmp_path / "91_writes.ipynb"), "--out", str(readonly)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gsworkbench: error: cannot write the run folder {readonly}: Read-only file system"
+    )
+
+
+def test_a_killed_kernel_is_one_line_with_the_cell_signal_what_was_kept_and_how_to_go_on(tmp_path):
+    """A kernel killed by the OOM killer or kill -9 gave "cell 8/15 done" and a 49-line DeadKernelError
+    traceback."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('resume = ""\nresults_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    keep = nbformat.v4.new_code_cell("from pathlib import Path\n(Path(results_dir) / 'checkpoint.pt').write_text('x')")
+    die = nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    after = nbformat.v4.new_code_cell("print('not reached')")
+    guard = nbformat.v4.new_code_cell('from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard('
+                                      'resume={"path": "dir"})')  # fmt: skip
+    nb.cells = [guard, params, keep, die, after]
+    path = tmp_path / "90_dies.ipynb"
+    nbformat.write(nb, path)
+    out = _cli("run", path, "--out", tmp_path / "run")
+    assert out.returncode == 1, out.stderr
+    said = [ln for ln in out.stderr.splitlines() if ln.startswith("gsworkbench:")]
+    run = tmp_path / "run"
+    assert said == [
+        f"gsworkbench: notebook {path}: the kernel died in cell 4/5 (killed by SIGKILL: out of memory, or kill -9);"
+        f" kept checkpoint.pt in {run}; to go on: gsworkbench run {path} -p resume {run} (and the same -p as before);"
+        f" partly executed notebook: {run / path.name}"
+    ], out.stderr
+    assert "Traceback" not in out.stderr and "DeadKernelError" not in out.stderr and "Kernel died" not in out.stderr
+    assert "cell 4/5 done" not in out.stderr
+    assert (run / path.name).is_file()

@@ -151,3 +151,28 @@ def test_a_header_count_the_file_cannot_hold_is_one_line_before_any_allocation(t
     message = str(info.value)
     assert "\n" not in message and len(message) < 300
     assert message.startswith(f"{path}: truncated or corrupt PLY file") and "2000000000 vertex" in message
+
+
+@pytest.mark.parametrize("text", [False, True])
+def test_more_vertices_than_the_header_declares_warns(tmp_path: Path, text: bool) -> None:
+    """A header declaring fewer vertices than the body holds was read as declared, without a word."""
+    import warnings
+
+    from gsworkbench.io.ply import PlyExtraDataWarning
+
+    s = synthetic_splats(10, 1)
+    write_ply(tmp_path / "src.ply", s)
+    src = PlyData.read(str(tmp_path / "src.ply"))
+    src.text = text
+    src.write(str(tmp_path / "full.ply"))
+    data = (tmp_path / "full.ply").read_bytes()
+    (tmp_path / "short.ply").write_bytes(data.replace(b"element vertex 10\n", b"element vertex 7\n", 1))
+    with pytest.warns(PlyExtraDataWarning, match=r"short.ply: the header declares 7 vertex elements.* ignored"):
+        back = read_ply(tmp_path / "short.ply")
+    assert len(back) == 7
+    if not text:
+        with pytest.warns(PlyExtraDataWarning, match=r"about 3 more vertex elements"):
+            read_ply(tmp_path / "short.ply")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PlyExtraDataWarning)
+        assert len(read_ply(tmp_path / "full.ply")) == 10

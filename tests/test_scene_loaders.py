@@ -417,6 +417,71 @@ def test_points3d_bin_truncated_garbage_or_missing(tmp_path: Path) -> None:
     assert s.points is None and len(s) == 2
 
 
+def _one_camera_model(tmp_path: Path, pts: np.ndarray | None = None) -> tuple[Path, Path]:
+    """A COLMAP scene of two views taken by one PINHOLE camera, with ``pts`` as its points3D."""
+    from gsworkbench.scenes.colmap import write_colmap_model
+    from gsworkbench.scenes.lens import make_camera
+
+    folder = write_colmap_dots(tmp_path, [("PINHOLE", W, H, [80.0, 80.0, 48.0, 36.0])] * 2)
+    sparse = folder / "sparse" / "0"
+    pts = np.random.default_rng(0).normal(size=(20, 3)) if pts is None else pts
+    cam = make_camera("PINHOLE", W, H, [80.0, 80.0, 48.0, 36.0])
+    names = ["view_00.png", "view_01.png"]
+    write_colmap_model(sparse, names, np.stack(POSES[:2]), [cam], [0, 0], pts, np.full((len(pts), 3), 0.5))
+    return folder, sparse
+
+
+def test_truncated_cameras_bin_is_named(tmp_path: Path) -> None:
+    """Cut to 40 of its 64 bytes, cameras.bin loaded without a word: pycolmap filled the missing
+    parameters with the last one it read (cx = cy = fx)."""
+    folder, sparse = _one_camera_model(tmp_path)
+    data = (sparse / "cameras.bin").read_bytes()
+    assert len(data) == 64 and len(load_colmap(folder)) == 2
+    (sparse / "cameras.bin").write_bytes(data[:40])
+    with pytest.raises(ValueError, match=r"cameras.bin is truncated or not a COLMAP cameras.bin \(camera 1 "
+                       r"\(PINHOLE\) needs 4 parameters .* the file has 40 bytes\)"):  # fmt: skip
+        load_colmap(folder)
+    for cut in range(len(data)):
+        (sparse / "cameras.bin").write_bytes(data[:cut])
+        with pytest.raises(ValueError, match=r"cameras.bin is truncated or not a COLMAP cameras.bin"):
+            load_colmap(folder)
+    (sparse / "cameras.bin").write_bytes(data + b"\0" * 8)
+    with pytest.raises(ValueError, match=r"8 bytes follow the 1 cameras"):
+        load_colmap(folder)
+    bad_model = bytearray(data)
+    bad_model[12:16] = (77).to_bytes(4, "little")  # the first camera's model id
+    (sparse / "cameras.bin").write_bytes(bytes(bad_model))
+    with pytest.raises(ValueError, match=r"camera 1 \(at byte 8\) has an unknown camera model id 77"):
+        load_colmap(folder)
+
+
+def test_truncated_images_bin_is_named(tmp_path: Path) -> None:
+    """Cut in half, images.bin gave only pycolmap's "vector::reserve"."""
+    folder, sparse = _one_camera_model(tmp_path)
+    data = (sparse / "images.bin").read_bytes()
+    for cut in [len(data) // 2, *range(len(data))]:
+        (sparse / "images.bin").write_bytes(data[:cut])
+        with pytest.raises(ValueError, match=r"images.bin is truncated or not a COLMAP images.bin"):
+            load_colmap(folder)
+    garbage = np.random.default_rng(2).integers(0, 255, len(data), dtype=np.uint8).tobytes()
+    (sparse / "images.bin").write_bytes(garbage)
+    with pytest.raises(ValueError, match=r"images.bin is truncated or not a COLMAP images.bin"):
+        load_colmap(folder)
+    (sparse / "images.bin").write_bytes(data)
+    assert len(load_colmap(folder)) == 2
+
+
+def test_non_finite_points3d_are_refused_naming_the_file(tmp_path: Path) -> None:
+    """NaN coordinates loaded, and training then failed inside scipy's KD-tree ("data must be finite")."""
+    pts = np.random.default_rng(0).normal(size=(20, 3))
+    pts[3, 1] = np.nan
+    pts[7, 0] = 1e300  # finite in the file, inf as float32
+    folder, sparse = _one_camera_model(tmp_path, pts)
+    with pytest.raises(ValueError, match=r"points3D.bin: 2 of 20 points have non-finite coordinates \(point ids "
+                       r"\[4, 8\]\)"):  # fmt: skip
+        load_colmap(folder)
+
+
 def test_unsupported_colmap_model_names_model_and_file(tmp_path: Path) -> None:
     folder = write_colmap_dots(tmp_path, [("FOV", W, H, [80.0, 80.0, 48.0, 36.0, 0.9])] * 2)
     with pytest.raises(ValueError, match=r"cameras.bin: camera 1 uses the FOV camera model, which the loaders cannot"):

@@ -93,6 +93,67 @@ def test_monitor_catches_a_loss_that_keeps_rising_but_not_a_short_spike():
         _monitor().check_loss(0, math.nan)
 
 
+def test_monitor_catches_an_early_blow_up_and_names_the_parameter_that_grew():
+    """The smoothed best loss was tracked only from step 100: a blow-up before it went unflagged."""
+    mon, params = _monitor(), _params()
+    with torch.no_grad():
+        params["sh_rest"].zero_()  # as initialised
+    for s in range(12):
+        mon.check_loss(s, 0.08, params)
+    with torch.no_grad():
+        params["sh_rest"].normal_(0.0, 300.0)  # a runaway SH rate
+    with pytest.raises(TrainingDiverged, match=r"step (\d+): the loss blew up from 0.08 to .* \(smoothed\); "
+                       r"sh_rest grew from \|0\| to \|.*\| at most; the learning rate lr_shN=0.000125 is "
+                       r"likely too high") as info:  # fmt: skip
+        for s in range(12, 200):
+            mon.check_loss(s, 25.0, params)
+    assert info.value.step < 50
+    # a blow-up with no parameter grown: the inputs and rates in general
+    mon = _monitor()
+    with pytest.raises(TrainingDiverged, match=r"the loss blew up .*; check the inputs and learning rates"):
+        for s in range(200):
+            mon.check_loss(s, 0.08 if s < 12 else 25.0, _params())
+
+
+def test_a_low_first_loss_or_an_opacity_reset_is_not_a_blow_up():
+    mon = _monitor()
+    mon.check_loss(0, 0.002)  # a view that is nearly all background
+    for s in range(1, 3000):
+        mon.check_loss(s, 0.1 if s % 7 else 0.01)
+    for s in range(3000, 3100):  # an opacity reset: the render is the background for a while
+        mon.check_loss(s, 0.6)
+    for s in range(3100, 3500):
+        mon.check_loss(s, 0.1)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "rate"),
+    [
+        # the SH degree rises at step 10, so the runaway rate acts from then on
+        ({"lr_shN": 1e3, "sh_degree_interval": 10}, "lr_shN=1000"),
+        ({"lr_sh0": 1e3}, "lr_sh0=1000"),  # a 400x loss from the second step, which decays slowly
+    ],
+)
+def test_a_runaway_colour_rate_is_named_within_tens_of_steps(scene, tmp_path, overrides, rate):
+    """lr_shN=1e3 sent the loss from 0.08 to 22-30 by step 100 and the run finished with exit 0 at
+    9.4 dB; lr_sh0=1e3 spiked the loss unflagged."""
+    with pytest.raises(TrainingDiverged, match=rf"training diverged at step \d+: .*{rate} is likely too high"
+                       ) as info:  # fmt: skip
+        train(scene, preset("smoke", backend=BACKEND, **overrides), results_dir=tmp_path)
+    assert info.value.step <= 50
+
+
+def test_monitor_catches_a_loss_above_the_ceiling_from_the_first_steps():
+    mon, params = _monitor(loss_ceiling=2.4), _params()
+    mon.check_loss(0, 0.1, params)
+    with torch.no_grad():
+        params["sh_dc"].mul_(100.0)
+    with pytest.raises(TrainingDiverged, match=r"the loss blew up from 0.1 to .*; sh_dc grew .*lr_sh0") as info:
+        for s in range(1, 100):
+            mon.check_loss(s, 40.0 * 0.9**s, params)
+    assert info.value.step <= 21
+
+
 def test_the_scene_size_follows_a_point_cloud_beyond_the_cameras():
     """A capture's cloud may lie far outside the cameras' extent: its own spread sets the bounds."""
     far = torch.randn(100, 3, generator=torch.Generator().manual_seed(0)) * 50

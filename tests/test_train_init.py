@@ -172,9 +172,29 @@ def test_run_records_the_scene_fingerprint(bare, surface, tmp_path):
     changed.images[0, 0, 0, 0] += 1e-3
     assert scene_fingerprint(changed)["content_sha256"] != fp["content_sha256"]
     assert scene_fingerprint(bare)["sha256"] == fp["sha256"]  # and is stable
-    # resuming on other data says so
+    # resuming on other data is refused, saying how the data differ; forced, it goes on with a warning
+    ckpt = result.files["checkpoint"]
+    with pytest.raises(ValueError, match=rf"{ckpt} was trained on other data \(then scene .*, fingerprint "
+                       rf"{fp['sha256'][:12]}; now .*\); resume refused \(resume_other_data=True"):  # fmt: skip
+        Trainer.from_checkpoint(ckpt, changed)
     with pytest.warns(UserWarning, match="trained on other data"):
-        Trainer.from_checkpoint(result.files["checkpoint"], changed)
+        Trainer.from_checkpoint(ckpt, changed, other_data=True)
+
+
+def test_resume_on_other_data_is_refused_and_forcing_it_runs(bare, surface, tmp_path):
+    """A checkpoint of one scene resumed on another exited 0 at 5.65 dB (same view count), or failed
+    with "IndexError: index 19 is out of bounds" (a different view count)."""
+    cfg = preset("smoke", iterations=3, init_random_num=300, backend=_backend())
+    run = tmp_path / "run"
+    train(bare, cfg, results_dir=run)
+    fewer = bare.subset(bare.train_ids[:3].tolist() + bare.test_ids[:1].tolist())
+    assert len(fewer.train_ids) < len(bare.train_ids)
+    for other in (surface, fewer):
+        with pytest.raises(ValueError, match=r"trained on other data .* views of .*; resume refused"):
+            train(other, preset("smoke", iterations=6, backend=_backend()), resume=run)
+    with pytest.warns(UserWarning, match="trained on other data"):
+        result = train(fewer, preset("smoke", iterations=6, backend=_backend()), resume=run, resume_other_data=True)
+    assert result.metrics["iterations"] == 6
 
 
 def test_nerf_synthetic_preset():

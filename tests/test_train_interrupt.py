@@ -67,22 +67,26 @@ try:
 except TrainingInterrupted as err:
     print("STEP", err.step)
     print(err)
-    sys.exit(130)
+    sys.exit(128 + err.signum)
 """
 
 
-def test_sigint_into_train_keeps_history_checkpoint_and_splats(tmp_path, cache):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_into_train_keeps_history_checkpoint_and_splats(tmp_path, cache, sig):
+    """SIGTERM (what timeout, docker stop, Slurm and Kubernetes send) as Ctrl-C: it ended the process at
+    once, with glog's native stack dump (pycolmap installs its handler) and no files."""
     run = tmp_path / "run"
-    script = textwrap.dedent(TRAIN_SCRIPT.format(scene=SCENE, backend=BACKEND))
+    script = "import pycolmap\n" + textwrap.dedent(TRAIN_SCRIPT.format(scene=SCENE, backend=BACKEND))
     proc = subprocess.Popen([sys.executable, "-c", script, str(run)], env=_env(cache), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     _wait_for(run / "checkpoint.pt", proc)  # a periodic checkpoint: training is under way
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=240)
-    assert proc.returncode == 130, (out, err)
+    assert proc.returncode == 128 + sig, (out, err)
     step = int(out.split("STEP")[1].split()[0])
-    assert f"training interrupted after step {step}" in out and "resume" in out and str(run) in out
-    assert "Traceback" not in err
+    by = " by SIGTERM" if sig == signal.SIGTERM else ""
+    assert f"training interrupted{by} after step {step}" in out and "resume" in out and str(run) in out
+    assert "Traceback" not in err and "@ 0x" not in err
     history = pd.read_csv(run / "history.csv")
     assert len(history) == step and history.step.tolist() == list(range(step))
     state = load_checkpoint(run / "checkpoint.pt")
@@ -99,25 +103,33 @@ def test_sigint_into_train_keeps_history_checkpoint_and_splats(tmp_path, cache):
 NOTEBOOK_ARGS = ["-p", "preset", "smoke", "-p", "iterations", "10000000", "-p", "checkpoint_every", "5"]
 
 
-def test_ctrl_c_in_the_cli_is_one_line_exit_130_and_keeps_the_training(tmp_path, cache):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_into_the_cli_is_one_line_and_keeps_the_training(tmp_path, cache, sig):
+    """Ctrl-C: exit 130; SIGTERM (it ended `gsworkbench run` at once, exit 143, no message and no
+    training files) the same way, exit 143."""
     run = tmp_path / "nb"
     cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(REPO / "notebooks" / "02_training.py"),
            *NOTEBOOK_ARGS, "-p", "backend", BACKEND, "--out", str(run)]  # fmt: skip
     proc = subprocess.Popen(cmd, env=_env(cache), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _wait_for(run / "checkpoint.pt", proc)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=240)
-    assert proc.returncode == 130, (out, err)
+    assert proc.returncode == 128 + sig, (out, err)
     said = [line for line in err.splitlines() if line.startswith("gsworkbench:")]
     assert len(said) == 1, err
-    assert "interrupted in cell" in said[0] and "training interrupted after step" in said[0]
+    by = " by SIGTERM" if sig == signal.SIGTERM else ""
+    assert f"interrupted{by} in cell" in said[0] and "training interrupted after step" in said[0]
     assert str(run) in said[0] and "partly executed notebook" in said[0]
     assert f"to go on: gsworkbench run {REPO / 'notebooks' / '02_training.py'} -p resume {run}" in said[0]
+    # the hint inside the notebook names its resume parameter, not train(scene, config, resume=...)
+    assert f"to go on, set resume = '{run}' in the parameters cell" in said[0] and "train(scene" not in said[0]
     for noise in ("Traceback", "ZMQError", "KeyboardInterrupt"):
         assert noise not in err, err
     assert "done in" not in err.splitlines()[-2]  # the interrupted cell is not reported as done
     for name in ("history.csv", "checkpoint.pt", "splats.ply", "02_training.ipynb"):
         assert (run / name).is_file(), name
+    if sig != signal.SIGINT:
+        return
     # the notebook goes on from that folder
     step = load_checkpoint(run / "checkpoint.pt")["step"]
     again = tmp_path / "again"
@@ -127,6 +139,25 @@ def test_ctrl_c_in_the_cli_is_one_line_exit_130_and_keeps_the_training(tmp_path,
     done = subprocess.run(cmd, env=_env(cache), text=True, capture_output=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert len(pd.read_csv(again / "history.csv")) == step + 2
+
+
+def test_the_resume_hint_can_name_a_notebook_parameter(tmp_path, cache, monkeypatch):
+    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.train import TrainingInterrupted
+
+    scene = builtin_scene(**SCENE, cache_dir=cache)
+    real_step = Trainer.step
+
+    def step(self):
+        if self.step_index == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C during the step: the run ends after it
+        return real_step(self)
+
+    monkeypatch.setattr(Trainer, "step", step)
+    with pytest.raises(TrainingInterrupted) as info:
+        train(scene, preset("smoke", iterations=50, backend=BACKEND), results_dir=tmp_path,
+              resume_hint="set resume = '{run_dir}' and run again")  # fmt: skip
+    assert info.value.step == 4 and str(info.value).endswith(f"; set resume = '{tmp_path}' and run again")
 
 
 def test_periodic_checkpoints_and_stale_temporaries(tmp_path, cache, monkeypatch):
@@ -205,3 +236,31 @@ def test_checkpoints_every_so_many_minutes(tmp_path, cache, monkeypatch):
     monkeypatch.setattr(Trainer, "save_checkpoint", lambda self, p: saved.append(self.step_index) or real_save(self, p))
     train(scene, preset("smoke", iterations=10, checkpoint_minutes=1.0, backend=BACKEND), results_dir=tmp_path)
     assert saved == [3, 6, 9, 10]
+
+
+def test_resume_on_other_data_is_refused_on_the_terminal(tmp_path, cache):
+    """A checkpoint of one scene resumed on another exited 0 (the "trained on other data" warning only
+    inside the executed notebook), or, with another view count, failed with an IndexError."""
+    from gsworkbench.scenes import builtin_scene
+
+    nb = REPO / "notebooks" / "02_training.py"
+    first = tmp_path / "first"
+    cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(nb), "-p", "preset", "smoke", "-p", "iterations", "3",
+           "-p", "backend", BACKEND, "--out", str(first)]  # fmt: skip
+    done = subprocess.run(cmd, env=_env(cache), text=True, capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    other = builtin_scene(**SCENE, cache_dir=cache).source["folder"]  # other images, fewer views
+
+    def resume(out: str, *more: str) -> subprocess.CompletedProcess:
+        args = [*cmd[:-1], str(tmp_path / out), "-p", "resume", str(first), "-p", "scene_path", other,
+                "-p", "iterations", "6", *more]  # fmt: skip
+        return subprocess.run(args, env=_env(cache), text=True, capture_output=True, timeout=600)
+
+    refused = resume("again")
+    assert refused.returncode == 1, refused.stderr
+    assert f"ValueError: {first / 'checkpoint.pt'} was trained on other data (then scene " in refused.stderr
+    assert "resume refused (resume_other_data=True goes on anyway)" in refused.stderr
+    assert "IndexError" not in refused.stderr and "Traceback" not in refused.stderr
+    forced = resume("forced", "-p", "resume_other_data", "true")
+    assert forced.returncode == 0, forced.stderr
+    assert len(pd.read_csv(tmp_path / "forced" / "history.csv")) == 6

@@ -11,7 +11,8 @@ Layout (binary little-endian float32, one ``vertex`` element, one row per splat)
 
 Reading accepts files other tools wrote: extra properties, no normals, float64 properties (cast
 to float32 unless ``dtype=torch.float64``), any property order. Everything a 3DGS file needs must
-be present; otherwise, and for truncated or corrupt files, ValueError says what is wrong.
+be present; otherwise, and for truncated or corrupt files, ValueError says what is wrong. A file
+with more data after its header than the header declares is read as declared, with a warning.
 A float32 round trip is bit-exact. Writing float64 splats warns that they are stored as float32
 (the Inria layout), unless ``dtype=torch.float64`` asks for double properties (read back bit-exact
 with ``dtype=torch.float64``; other 3DGS tools may expect float32).
@@ -79,16 +80,25 @@ _PLY_SIZES = {"char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort"
               "int": 4, "uint": 4, "int32": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
 
 
-def _check_element_sizes(path: Path) -> None:
+class PlyExtraDataWarning(UserWarning):
+    """A PLY file holds more data after its header than the header's element counts describe."""
+
+
+def check_element_sizes(path: str | os.PathLike[str], stacklevel: int = 2) -> None:
     """Refuses a header whose element counts the file cannot hold, before anything is allocated for
-    them: each element needs at least 2 bytes per property as ASCII ("0 "), or its item size as binary."""
+    them: each element needs at least 2 bytes per property as ASCII ("0 "), or its item size as binary.
+    Warns (:class:`PlyExtraDataWarning`) when the body holds more than the header declares (binary
+    elements of fixed size, or more ASCII lines than elements): PLY readers read the declared count and
+    ignore the rest without a word. ``stacklevel`` is the warning's, as for :func:`warnings.warn`."""
+    path = Path(path)
     with open(path, "rb") as f:
         head = f.read(1 << 16)
     end = head.find(b"end_header")
     if end < 0:
         return  # plyfile reports the malformed header
-    body = path.stat().st_size - (head.find(b"\n", end) + 1)
-    ascii_format, elements = False, []  # [name, count, bytes per item]
+    start = head.find(b"\n", end) + 1
+    body = path.stat().st_size - start
+    ascii_format, fixed, elements = False, True, []  # elements: [name, count, bytes per item]
     for line in head[:end].decode("ascii", "replace").splitlines():
         words = line.split()
         if words[:2] == ["format", "ascii"]:
@@ -96,6 +106,7 @@ def _check_element_sizes(path: Path) -> None:
         elif len(words) == 3 and words[0] == "element" and words[2].isdigit():
             elements.append([words[1], int(words[2]), 0])
         elif len(words) >= 3 and words[0] == "property" and elements:
+            fixed = fixed and words[1] != "list" and words[1] in _PLY_SIZES
             elements[-1][2] += 2 if ascii_format or words[1] == "list" else _PLY_SIZES.get(words[1], 1)
     need = sum(count * size for _, count, size in elements)
     if need > body:
@@ -104,10 +115,28 @@ def _check_element_sizes(path: Path) -> None:
             f"{path}: truncated or corrupt PLY file: the header declares {count} {name} elements, which "
             f"need at least {need} bytes, but the file holds {body} bytes after the header"
         )
+    if not elements:
+        return
+    name, count, size = elements[-1]  # what follows the declared data would be more of the last element
+    declared = ", ".join(f"{c} {n}" for n, c, _ in elements)
+    if ascii_format:
+        with open(path, "rb") as f:
+            f.seek(start)
+            lines = sum(1 for ln in f if ln.strip())
+        extra = lines - sum(c for _, c, _ in elements)
+        if extra > 0:
+            warnings.warn(f"{path}: the header declares {declared} elements, but {extra} more lines follow "
+                          f"them; they are ignored", PlyExtraDataWarning, stacklevel=stacklevel)  # fmt: skip
+    elif fixed and body > need:
+        whole = (body - need) // size if size else 0
+        more = f" (about {whole} more {name} elements)" if whole else ""
+        warnings.warn(f"{path}: the header declares {declared} elements ({need} bytes), but {body} bytes "
+                      f"follow it; the last {body - need}{more} are ignored", PlyExtraDataWarning,
+                      stacklevel=stacklevel)  # fmt: skip
 
 
 def _read(path: Path, np_dtype: type) -> SplatSet:
-    _check_element_sizes(path)
+    check_element_sizes(path, stacklevel=4)  # the warning points at read_ply's caller
     with open(path, "rb") as f:
         ply = PlyData.read(f)
     names = [e.name for e in ply.elements]

@@ -1,4 +1,5 @@
-"""What the notebooks show besides figures: links to result files, formatted metric tables, inline SVG.
+"""What the notebooks show besides figures: links to result files, formatted metric tables, inline SVG,
+and whether a frontend is there to show widgets (:func:`headless`).
 
 Links: JupyterLab resolves a relative link in a cell's output against the folder of the notebook that
 shows it, and opens the file (or the folder) in a tab. A notebook run by hand in JupyterLab lives in
@@ -18,6 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+HEADLESS_ENV = "GSW_HEADLESS"
+"""Set to ``1`` in the environment of a kernel that no frontend shows: the headless runner's kernels
+(``gsworkbench run``, ``run-all``) and ``make test``'s nbval run."""
+
+
+def headless() -> bool:
+    """Whether this kernel runs headless (:data:`HEADLESS_ENV`): nothing would show a widget, and a cell
+    that displays one can leave the notebook client waiting for a reply that never comes, so a notebook
+    draws its static view instead."""
+    return os.environ.get(HEADLESS_ENV, "") not in ("", "0")
 
 
 @dataclass(frozen=True)
@@ -78,16 +90,34 @@ def _format_value(value: Any, fmt: str | None) -> str:
     return str(value)
 
 
+class FullTextTable(pd.DataFrame):
+    """A table whose cells are shown whole: pandas cuts text cells to ``display.max_colwidth`` (50)
+    characters, which cut a note such as the LPIPS row's mid-sentence."""
+
+    @property
+    def _constructor(self) -> type[FullTextTable]:
+        return FullTextTable
+
+    def _repr_html_(self) -> str | None:
+        with pd.option_context("display.max_colwidth", None):
+            return super()._repr_html_()
+
+    def __repr__(self) -> str:
+        with pd.option_context("display.max_colwidth", None):
+            return super().__repr__()
+
+
 def metrics_table(metrics: Mapping[str, Any], names: Mapping[str, tuple[str, str, str]] = METRICS) -> pd.DataFrame:
     """A metrics dict as a table: one row per metric (the known ones first, in ``names`` order), with
     its description, its value formatted for reading (as text) and its unit. Unknown keys keep their
-    name; floats get 4 significant digits; a NaN reads "n/a"."""
+    name; floats get 4 significant digits; a NaN reads "n/a". Text values are shown whole
+    (:class:`FullTextTable`)."""
     keys = [k for k in names if k in metrics] + [k for k in metrics if k not in names]
     rows = []
     for key in keys:
         what, unit, fmt = names.get(key, (key, "", None))  # type: ignore[arg-type]
         rows.append({"metric": what, "value": _format_value(metrics[key], fmt), "unit": unit})
-    return pd.DataFrame(rows, columns=["metric", "value", "unit"]).set_index("metric")
+    return FullTextTable(rows, columns=["metric", "value", "unit"]).set_index("metric")
 
 
 # ---- SVG ---------------------------------------------------------------------------------------

@@ -224,6 +224,8 @@ class ParameterGuard:
         """The notebook's parameters (defaults + injected), validated; ParameterError otherwise.
 
         Coerced values (``1000`` given for a list, ``2`` for a float) are written back to ``namespace``.
+        The error's traceback in the notebook is the calling cell's line, this method's raise and the
+        message: the checks' own frames are dropped.
         """
         if self._ip is None:
             raise RuntimeError("ParameterGuard needs an IPython kernel")
@@ -235,6 +237,9 @@ class ParameterGuard:
         injected: dict[str, Any] = {}
         for src in cells[1:]:
             injected.update({k: namespace[k] for k in parse_parameters_source(src) if k in namespace})
-        params = validate_parameters(defaults, injected, self.rules)
+        try:
+            params = validate_parameters(defaults, injected, self.rules)
+        except ParameterError as err:
+            raise ParameterError(str(err)) from None
         namespace.update(params)
         return params

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.interrupt import deferred_interrupt
+from gsworkbench.interrupt import deferred_interrupt, signal_name
 from gsworkbench.notebooks.files import (
     list_notebooks,
     load_notebook,
@@ -18,8 +19,8 @@ from gsworkbench.notebooks.files import (
     smoke_parameters,
 )
 from gsworkbench.notebooks.parameters import validate_parameters
-from gsworkbench.notebooks.progress import ENGINE_NAME, CellProgress, first_line, interrupt_kernels
-from gsworkbench.results import new_run_dir
+from gsworkbench.notebooks.progress import ENGINE_NAME, CellProgress, KernelDied, first_line, interrupt_kernels
+from gsworkbench.results import LOCK_NAME, new_run_dir, run_lock
 
 KERNEL_NAME = "gsworkbench"
 
@@ -47,17 +48,40 @@ class NotebookFailed(Exception):
 
 
 class NotebookInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped a notebook run; ``str()`` is one line: where it stopped, what the cell kept
-    (e.g. a training run's files) and the partly executed notebook."""
+    """Ctrl-C (or SIGTERM: ``signum``) stopped a notebook run; ``str()`` is one line: where it stopped,
+    what the cell kept (e.g. a training run's files) and the partly executed notebook."""
 
-    def __init__(self, notebook: Path, cell_number: int | None, said: str, executed: Path) -> None:
+    def __init__(
+        self, notebook: Path, cell_number: int | None, said: str, executed: Path, signum: int = signal.SIGINT
+    ) -> None:
         where = f"in cell {cell_number}" if cell_number else "between cells"
+        by = "" if signum == signal.SIGINT else f" by {signal_name(signum)}"
         said = f": {said}" if said else ""
-        super().__init__(f"notebook {notebook} interrupted {where}{said}; partly executed notebook: {executed}")
-        self.notebook, self.cell_number, self.executed = notebook, cell_number, executed
+        super().__init__(f"notebook {notebook} interrupted{by} {where}{said}; partly executed notebook: {executed}")
+        self.notebook, self.cell_number, self.executed, self.signum = notebook, cell_number, executed, signum
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class NotebookKernelDied(RuntimeError):
+    """The kernel died under a notebook run (the OOM killer, kill -9, a crash); ``str()`` is one line:
+    the cell, how the kernel ended, what the run folder kept and how to go on."""
+
+    def __init__(self, notebook: Path, died: KernelDied, run_dir: Path, executed: Path, resume: bool) -> None:
+        status = died.exit_status
+        if status is not None and status < 0:
+            how = f"killed by {signal_name(-status)}" + (": out of memory, or kill -9" if -status == 9 else "")
+        else:
+            how = "exit status unknown" if status is None else f"exit status {status}"
+        kept = sorted(p.name for p in run_dir.iterdir() if p.is_file() and p.name not in (executed.name, LOCK_NAME))
+        said = f"kept {', '.join(kept)} in {run_dir}" if kept else f"nothing kept in {run_dir}"
+        go_on = ""
+        if resume and (run_dir / "checkpoint.pt").is_file():
+            go_on = f"; to go on: gsworkbench run {notebook} -p resume {run_dir} (and the same -p as before)"
+        super().__init__(f"notebook {notebook}: the kernel died in {died.label} ({how}); {said}{go_on}; "
+                         f"partly executed notebook: {executed}")  # fmt: skip
+        self.notebook, self.exit_status, self.executed = notebook, status, executed
 
 
 @contextlib.contextmanager
@@ -114,11 +138,12 @@ def run_notebook(
 ) -> Path:
     """Executes one notebook (``.ipynb`` or percent-format ``.py``) with checked parameters; returns
     the executed copy's path. Its tables and plots go to ``run_dir`` (a new ``results/<run-id>/``
-    when None). Bad parameters raise ParameterError before any kernel starts; a failing cell raises
-    :class:`NotebookFailed`.
+    when None), which the run holds for itself (:func:`gsworkbench.results.run_lock`: another run into
+    it is a ValueError naming that run's process). Bad parameters, or a run folder that cannot be
+    written, raise a ValueError (ParameterError) before any kernel starts; a failing cell raises
+    :class:`NotebookFailed`, a dying kernel :class:`NotebookKernelDied`, Ctrl-C or SIGTERM
+    :class:`NotebookInterrupted`.
     """
-    import papermill as pm
-
     path = Path(path)
     params = check_parameters(path, parameters)
     source_nb = load_notebook(path)
@@ -129,7 +154,15 @@ def run_notebook(
         run_dir = asked
     # absolute: the kernel runs in the notebook's folder, where a relative --out would point elsewhere
     run_dir = Path(run_dir).resolve() if run_dir is not None else new_run_dir(path.stem)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    with run_lock(run_dir):
+        return _execute(path, source_nb, params, run_dir, prepare_only, progress)
+
+
+def _execute(
+    path: Path, source_nb: Any, params: dict[str, Any], run_dir: Path, prepare_only: bool, progress: bool
+) -> Path:
+    import papermill as pm
+
     params["results_dir"] = str(run_dir)
     out = run_dir / (path.stem + ".ipynb")
     extra: dict[str, Any] = {}
@@ -157,11 +190,18 @@ def run_notebook(
                 said = (str(err.evalue).strip().splitlines() or [""])[0]
                 if err.ename == "TrainingInterrupted" and "resume" in notebook_rules(source_nb):
                     said += f"; to go on: gsworkbench run {path} -p resume {run_dir} (and the same -p as before)"
-                raise NotebookInterrupted(path, failure.cell_number, said, out) from None
+                raise NotebookInterrupted(path, failure.cell_number, said, out, _signum(interrupted)) from None
             raise failure from None
+        except KernelDied as died:
+            raise NotebookKernelDied(path, died, run_dir, out, "resume" in notebook_rules(source_nb)) from None
         if interrupted():
-            raise NotebookInterrupted(path, None, "", out)
+            raise NotebookInterrupted(path, None, "", out, _signum(interrupted))
     return out
+
+
+def _signum(interrupted: Any) -> int:
+    """The signal that stopped a run (SIGINT when none was caught here: the kernel's own Ctrl-C)."""
+    return interrupted.signum if interrupted.signum is not None else signal.SIGINT
 
 
 def run_all(
@@ -182,7 +222,7 @@ def run_all(
         except NotebookFailed as err:  # keep going: one failing notebook must not lose the others
             message = (err.evalue.splitlines() or [""])[0]
             statuses.append((nb, f"FAILED in cell {err.cell_number}: {err.ename}: {message}"))
-        except ValueError as err:
+        except (ValueError, NotebookKernelDied) as err:
             statuses.append((nb, f"FAILED: {err}"))
     return run_dir, statuses
 

@@ -96,7 +96,14 @@ def load_colmap(
     points = colors = bounds = None
     if rec.num_points3D():
         pts = [p for _, p in sorted(rec.points3D.items(), key=lambda kv: kv[0])]  # by id: a stable order
-        points = torch.tensor(np.stack([p.xyz for p in pts]), dtype=torch.float32)
+        with np.errstate(over="ignore"):  # beyond float32's range becomes inf, refused below
+            xyz = np.stack([p.xyz for p in pts]).astype(np.float32)
+        bad = ~np.isfinite(xyz).all(axis=1)  # NaN, inf, or beyond float32's range
+        if bad.any():
+            ids = [pid for pid, b in zip(sorted(rec.points3D), bad) if b]
+            raise ValueError(f"{model_file(sparse, 'points3D')}: {len(ids)} of {len(pts)} points have non-finite "
+                             f"coordinates (point ids {ids[:5]}{' ...' if len(ids) > 5 else ''})")  # fmt: skip
+        points = torch.from_numpy(xyz)
         colors = torch.tensor(np.stack([p.color for p in pts]), dtype=torch.float32) / 255.0
         bounds = points_bounds(points)
     return Scene.from_views(

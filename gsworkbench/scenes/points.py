@@ -32,7 +32,10 @@ def read_points_ply(path: str | os.PathLike[str]) -> tuple[torch.Tensor, torch.T
     """Points [P,3] float32 and colours [P,3] float32 in [0,1] (grey where the file has none)."""
     from plyfile import PlyData
 
+    from gsworkbench.io.ply import check_element_sizes
+
     try:
+        check_element_sizes(path, stacklevel=3)  # too little data: refused; more: a warning
         vertex = PlyData.read(str(path))["vertex"]
         pts = np.stack([np.asarray(vertex[c], dtype=np.float32) for c in "xyz"], axis=1)
     except Exception as e:  # plyfile raises assorted errors on malformed files

@@ -8,11 +8,23 @@ and at every step's loss. A run has diverged when
 - the Gaussians' means leave the scene: their median distance from the cameras' centroid exceeds
   ``bounds_factor`` times the larger of the scene scale and that median at the start (random starts
   lie within 3 scene scales; a capture's point cloud may lie further out than its cameras' extent);
+- the loss blows up: smoothed over about 50 steps, it stays above ``blowup_factor`` (20) times its
+  lowest smoothed value (watched from the ``BLOWUP_WARMUP``-th step on), or above ``loss_ceiling``
+  (watched from the first step), for ``blowup_patience`` (20) steps in a row. A runaway colour rate
+  sends the loss from 0.08 to 20-40 within a few steps, the first one included; an opacity reset
+  raises the smoothed loss by a few times at most. The trainer's ceiling is twice the largest
+  photometric loss of a render within [0, 1], ``2 (1 + ssim_lambda)``: only colours far outside that
+  range go above it;
 - the loss, smoothed over about 50 steps, stays above ``loss_factor`` times its lowest smoothed value
-  for ``patience`` steps in a row (1,000: an opacity reset raises it for a few hundred steps only).
+  for ``patience`` steps in a row (1,000: an opacity reset raises it for a few hundred steps only),
+  watched from step 100.
+
+The smoothed loss is an exponential average with Adam's bias correction: from the first step on it is
+a weighted mean of the losses so far, not the first step's loss alone.
 
 It raises :class:`TrainingDiverged`, naming the step, the parameter at fault, and the learning rate
-that most likely caused it. The check costs one small reduction per parameter and one device sync.
+that most likely caused it: for a blow-up of the loss, the parameter whose largest magnitude grew the
+most since the first step. The check costs one small reduction per parameter and one device sync.
 """
 
 from __future__ import annotations
@@ -34,6 +46,9 @@ LEARNING_RATE_OF = {
     "sh_rest": "lr_shN",
 }
 LOG_SCALE_MAX = 80.0  # exp(80) ~ 5.5e34: still finite in float32, and no real scene comes near it
+BLOWUP_WARMUP = 5  # steps: the smoothed loss then averages several views, not one view's loss
+SMOOTHING = 0.98  # the loss average's decay per step (about 50 steps)
+GROWTH_SUSPECT = 10.0  # a parameter whose magnitude grew this much (or more) is named as the cause
 
 
 class TrainingDiverged(FloatingPointError):
@@ -62,6 +77,9 @@ class DivergenceMonitor:
         bounds_factor: float = 100.0,
         loss_factor: float = 3.0,
         patience: int = 1000,
+        blowup_factor: float = 20.0,
+        blowup_patience: int = 20,
+        loss_ceiling: float = math.inf,
     ) -> None:
         self.center = center.detach().float().reshape(1, 3).to(means.device)
         self.bounds_factor = bounds_factor
@@ -71,9 +89,17 @@ class DivergenceMonitor:
         self.check_every = check_every
         self.loss_factor = loss_factor
         self.patience = patience
-        self.ema: float | None = None
-        self.best = math.inf
+        self.blowup_factor = blowup_factor
+        self.blowup_patience = blowup_patience
+        self.loss_ceiling = loss_ceiling
+        self.ema: float | None = None  # the smoothed loss (bias-corrected)
+        self._avg, self._weight, self._seen = 0.0, 0.0, 0
+        self.best = math.inf  # the lowest smoothed loss from step 100 (the slow rise)
+        self.lowest = math.inf  # the lowest smoothed loss from BLOWUP_WARMUP losses on (the blow-up)
         self.high_steps = 0
+        self.blowup_steps = 0
+        self.start: dict[str, float] | None = None  # each parameter's largest magnitude at the first step
+        self.start_loss = math.inf  # the first step's loss
 
     def _spread(self, means: torch.Tensor) -> float | torch.Tensor:
         """The median distance of ``means`` from the centre (a 0-dim tensor; 0.0 when empty)."""
@@ -87,12 +113,28 @@ class DivergenceMonitor:
         msg = f"training diverged at step {step}: {what}{detail}; {hint}"
         return TrainingDiverged(msg, step, what)
 
-    def check_loss(self, step: int, loss: float) -> None:
-        """After each step's forward pass: a non-finite loss, or one that keeps rising."""
+    def check_loss(self, step: int, loss: float, params: Mapping[str, torch.Tensor] | None = None) -> None:
+        """After each step's forward pass: a non-finite loss, one that blows up, or one that keeps rising.
+        ``params`` (the parameters by name) name the cause of a blow-up."""
         if not math.isfinite(loss):
             raise self._fail(step, f"the loss is {loss}", None, " (a NaN or inf in the render or its inputs)")
-        self.ema = loss if self.ema is None else 0.98 * self.ema + 0.02 * loss
-        if step < 100:  # the smoothed loss needs some steps to mean anything
+        if params is not None and self.start is None:
+            self.start = _magnitudes(params)
+        if self._seen == 0:
+            self.start_loss = loss
+        self._avg = SMOOTHING * self._avg + (1 - SMOOTHING) * loss
+        self._weight = SMOOTHING * self._weight + (1 - SMOOTHING)
+        self._seen += 1
+        self.ema = self._avg / self._weight
+        if self._seen >= BLOWUP_WARMUP:
+            self.lowest = min(self.lowest, self.ema)
+        high = self.ema > self.blowup_factor * self.lowest or self.ema > self.loss_ceiling
+        self.blowup_steps = self.blowup_steps + 1 if high else 0
+        if self.blowup_steps >= self.blowup_patience:
+            param, detail = self._grown(params)
+            low = min(self.lowest, self.start_loss)
+            raise self._fail(step, f"the loss blew up from {low:.4g} to {self.ema:.4g} (smoothed)", param, detail)
+        if step < 100:  # the slow rule compares with the loss of a trained-in model
             return
         self.best = min(self.best, self.ema)
         self.high_steps = self.high_steps + 1 if self.ema > self.loss_factor * self.best else 0
@@ -103,6 +145,22 @@ class DivergenceMonitor:
                 f"{self.patience} steps",
                 None,
             )
+
+    def _grown(self, params: Mapping[str, torch.Tensor] | None) -> tuple[str | None, str]:
+        """The parameter whose largest magnitude grew the most since the first step (None when none grew
+        ``GROWTH_SUSPECT`` times), and a few words on it."""
+        if params is None or self.start is None:
+            return None, ""
+        now = _magnitudes(params)
+        # magnitudes are O(1) in each parameter's units (logits, log-scales, SH), so +1 keeps a
+        # parameter that starts at zero (sh_rest) comparable
+        growth = {n: (now[n] + 1.0) / (self.start[n] + 1.0) for n in now if n in self.start and n in LEARNING_RATE_OF}
+        if not growth:
+            return None, ""
+        name = max(growth, key=lambda n: growth[n])
+        if not growth[name] >= GROWTH_SUSPECT:
+            return None, ""
+        return name, f"; {name} grew from |{self.start[name]:.3g}| to |{now[name]:.3g}| at most"
 
     def check_params(self, step: int, params: Mapping[str, torch.Tensor], force: bool = False) -> None:
         """After the backward pass, every ``check_every`` steps (or when ``force``): non-finite
@@ -134,6 +192,16 @@ class DivergenceMonitor:
                 f"{self.limit:.3g} ({self.bounds_factor:g}x the scene's size, {self.reference:.3g})",
                 "means",
             )
+
+
+def _magnitudes(params: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    """Each parameter's largest magnitude max |x| (0 for an empty one; inf when not finite)."""
+    with torch.no_grad():
+        rows = value_stats([params[n].detach() for n in params])
+    out = {}
+    for n, (finite, lo, hi) in zip(params, rows):
+        out[n] = math.inf if not finite else 0.0 if lo > hi else max(abs(lo), abs(hi))  # lo > hi: empty
+    return out
 
 
 def _nan_or_inf(t: torch.Tensor) -> str:

@@ -1,9 +1,10 @@
 """A whole training run: :func:`train` trains, evaluates and writes its results folder, and keeps
-what it did when it is interrupted (Ctrl-C) or diverges."""
+what it did when it is interrupted (Ctrl-C, SIGTERM) or diverges."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench.interrupt import deferred_interrupt
+from gsworkbench.interrupt import deferred_interrupt, signal_name
 from gsworkbench.results import new_run_dir, remove_stale_temps
 from gsworkbench.splats import SplatSet
 from gsworkbench.train.config import TrainConfig
@@ -43,18 +44,25 @@ def train(
     splats: SplatSet | None = None,
     resume: str | os.PathLike[str] | None = None,
     results_dir: str | os.PathLike[str] | None = None,
+    resume_other_data: bool = False,
+    resume_hint: str | None = None,
 ) -> TrainResult:
     """Trains on ``scene`` and evaluates on its test views.
 
     With ``results_dir``, writes there: ``history.csv``, ``evaluation.csv``, ``test_<view>.png`` (ground
     truth | render | error), ``splats.ply`` (Inria layout) and ``checkpoint.pt`` (also every
     ``checkpoint_every`` steps or ``checkpoint_minutes`` during the run). ``resume``: a checkpoint file,
-    or a results folder holding one; the run goes on from there.
+    or a results folder holding one; the run goes on from there. A checkpoint trained on other data (its
+    scene fingerprint differs from ``scene``'s) is refused with a ValueError, unless
+    ``resume_other_data``.
 
-    Ctrl-C (SIGINT) ends the run after the current step: the history, a checkpoint and the splats so far
-    are saved (in ``results_dir``, or a new ``results/<run-id>/``) and :class:`TrainingInterrupted` (a
-    KeyboardInterrupt) says where and how to resume. A diverging run raises :class:`TrainingDiverged`
-    naming the step and the likely cause, with its history saved the same way.
+    Ctrl-C (SIGINT) or SIGTERM ends the run after the current step: the history, a checkpoint and the
+    splats so far are saved (in ``results_dir``, or a new ``results/<run-id>/``) and
+    :class:`TrainingInterrupted` (a KeyboardInterrupt, with the signal as ``signum``) says where and how
+    to resume: ``resume_hint`` (``{run_dir}`` stands for the folder) words the how, e.g. for a notebook
+    whose ``resume`` parameter does it; by default it names ``train(..., resume=...)``. A diverging run
+    raises :class:`TrainingDiverged` naming the step and the likely cause, with its history saved the
+    same way.
     """
     cfg = config if config is not None else TrainConfig()
     t0 = time.perf_counter()
@@ -65,7 +73,8 @@ def train(
     if resume is not None:
         resume = checkpoint_file(resume)
         remove_stale_temps(resume)
-        trainer = Trainer.from_checkpoint(resume, scene, **({"iterations": cfg.iterations} if config else {}))
+        overrides = {"iterations": cfg.iterations} if config else {}
+        trainer = Trainer.from_checkpoint(resume, scene, other_data=resume_other_data, **overrides)
     else:
         trainer = Trainer(scene, cfg, splats)
     with deferred_interrupt() as interrupted:
@@ -74,9 +83,9 @@ def train(
         except TrainingDiverged as err:
             raise _diverged(err, trainer, run_dir) from None
         except KeyboardInterrupt:  # a second Ctrl-C mid-step: the parameters may be half-updated
-            raise _interrupted(trainer, run_dir, consistent=False) from None
+            raise _interrupted(trainer, run_dir, False, interrupted.signum, resume_hint) from None
         if interrupted():
-            raise _interrupted(trainer, run_dir, consistent=True) from None
+            raise _interrupted(trainer, run_dir, True, interrupted.signum, resume_hint) from None
     seconds = time.perf_counter() - t0
     evaluation, renders = trainer.evaluate()
     hist = trainer.history
@@ -105,8 +114,11 @@ def checkpoint_file(path: str | os.PathLike[str]) -> Path:
     return path / "checkpoint.pt" if path.is_dir() else path
 
 
-def _interrupted(trainer: Trainer, run_dir: Path | None, consistent: bool) -> TrainingInterrupted:
-    """Saves what an interrupted run did and returns the exception that says where it is."""
+def _interrupted(
+    trainer: Trainer, run_dir: Path | None, consistent: bool, signum: int | None, hint: str | None = None
+) -> TrainingInterrupted:
+    """Saves what an interrupted run did and returns the exception that says where it is (and, for a
+    signal other than SIGINT, which one stopped it)."""
     from gsworkbench.train.output import save_partial
 
     with deferred_interrupt():  # one more Ctrl-C while saving does not lose the files
@@ -116,10 +128,14 @@ def _interrupted(trainer: Trainer, run_dir: Path | None, consistent: bool) -> Tr
     kept = ", ".join(p.name for p in files.values())
     if "checkpoint" in files:
         how = f"resume with train(scene, config, resume='{run_dir}', results_dir='{run_dir}')"
+        if hint is not None:
+            how = hint.format(run_dir=run_dir)
     else:
         how = "interrupted mid-step, so no checkpoint was written"
-    msg = f"training interrupted after step {step} of {end}: kept {kept} in {run_dir}; {how}"
-    return TrainingInterrupted(msg, step, run_dir, files)
+    signum = signal.SIGINT if signum is None else signum
+    by = "" if signum == signal.SIGINT else f" by {signal_name(signum)}"
+    msg = f"training interrupted{by} after step {step} of {end}: kept {kept} in {run_dir}; {how}"
+    return TrainingInterrupted(msg, step, run_dir, files, signum)
 
 
 def _diverged(err: TrainingDiverged, trainer: Trainer, run_dir: Path | None) -> TrainingDiverged:

@@ -94,8 +94,9 @@ class Trainer:
         self.eval_bg = torch.tensor(eval_background(scene, config.eval_background), device=self.device)
         lrs = {LEARNING_RATE_OF[n]: getattr(config, LEARNING_RATE_OF[n]) for n in NAMES}
         self.monitor = DivergenceMonitor(
-            self.scene.camera_centers().float().mean(0), scene.scene_scale, self.model.means, lrs
-        )
+            self.scene.camera_centers().float().mean(0), scene.scene_scale, self.model.means, lrs,
+            loss_ceiling=2.0 * (1.0 + config.ssim_lambda),  # twice the loss of the worst render in [0, 1]
+        )  # fmt: skip
 
     # ---- pieces ---------------------------------------------------------------------------------
     def _learning_rates(self) -> dict[str, float]:
@@ -195,7 +196,7 @@ class Trainer:
             if cfg.check_divergence or not np.isfinite(loss_value):
                 if not np.isfinite(loss_value):  # name the parameter that blew up, if one did
                     self.monitor.check_params(s, self.model.params, force=True)
-                self.monitor.check_loss(s, loss_value)
+                self.monitor.check_loss(s, loss_value, self.model.params)
         with stage("backward"):
             loss.backward()
         with stage("optimizer"):
@@ -303,24 +304,44 @@ class Trainer:
         return atomic_write_bytes(path, buf.getvalue())
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike[str], scene: Any, **config_overrides: Any) -> Trainer:
-        """A trainer that goes on from a checkpoint, as if it had never stopped."""
+    def from_checkpoint(
+        cls, path: str | os.PathLike[str], scene: Any, *, other_data: bool = False, **config_overrides: Any
+    ) -> Trainer:
+        """A trainer that goes on from a checkpoint, as if it had never stopped. A checkpoint trained on
+        other data (its scene fingerprint differs) is refused with a ValueError saying how the data
+        differ, unless ``other_data``: then it goes on with a warning, from a fresh pass over the views."""
         state = load_checkpoint(path)
         cfg = replace(TrainConfig(**state["config"]), **config_overrides)
         splats = SplatSet(*(state["params"][n] for n in NAMES))
         trainer = cls(scene, cfg, splats)
+        was = state.get("scene_fingerprint", {})
+        same = not was.get("sha256") or was["sha256"] == trainer.scene_fingerprint["sha256"]
+        if not same:
+            why = f"{path} was trained on other data ({_data_change(was, trainer.scene_fingerprint)})"
+            if not other_data:
+                raise ValueError(f"{why}; resume refused (resume_other_data=True goes on anyway)")
+            warnings.warn(why, stacklevel=2)
         trainer.model.optimizer.load_state_dict(state["optimizer"])
         trainer.strategy.state = {k: v.to(trainer.device) for k, v in state["strategy"].items()}
         trainer.gen.set_state(state["generator"])
-        trainer._queue = list(state["queue"])
+        trainer._queue = list(state["queue"]) if same else []  # other data: its views, a fresh pass
         trainer.rows = list(state["history"])
         trainer.step_index = int(state["step"])
         trainer.init_info = state.get("init", trainer.init_info)
-        was = state.get("scene_fingerprint", {}).get("sha256")
-        if was and was != trainer.scene_fingerprint["sha256"]:
-            warnings.warn(f"{path} was trained on other data (scene fingerprint {was[:12]}, now "
-                          f"{trainer.scene_fingerprint['sha256'][:12]})", stacklevel=2)  # fmt: skip
         return trainer
+
+
+def _data_change(was: dict[str, Any], now: dict[str, Any]) -> str:
+    """How two scene fingerprints differ, in a few words: name, view count and image size, else content."""
+
+    def says(fp: dict[str, Any]) -> str:
+        size = f"{fp.get('width', '?')}x{fp.get('height', '?')}"
+        return f"scene {fp.get('name', '?')!r}, {fp.get('views', '?')} views of {size}"
+
+    then, here = says(was), says(now)
+    if then == here:
+        then, here = f"{then}, fingerprint {was['sha256'][:12]}", f"{here}, fingerprint {now['sha256'][:12]}"
+    return f"then {then}; now {here}"
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
