@@ -160,3 +160,26 @@ back = read_ply(ply)
 display(result_link(ply, results_dir, "splats"))
 print(f"{ply.stat().st_size / 1e6:.1f} MB, {len(back)} splats, SH degree {back.sh_degree}")
 display(result_link(result.files["checkpoint"], results_dir, "checkpoint"))
+
+# %% [markdown]
+# ## Look at it
+#
+# The splats in the browser (WebGL, Spark): drag to orbit, the button switches to fly (WASD), the menu
+# jumps to any train or test view. `viewer.viewmat` and `viewer.K` are the view shown now, ready for
+# `rasterize`. `viewer.html` opens in any browser with no server, at the first test view. Run headless
+# (`gsworkbench run`, nbval), the cell writes the page and creates no widget.
+
+# %%
+from gsworkbench.notebooks.display import headless
+from gsworkbench.viewer import SplatViewer, bundle_built, save_viewer_html
+
+i = int(data.test_ids[0]) if len(data.test_ids) else 0
+if bundle_built():
+    page = save_viewer_html(run_dir / "viewer.html", result, viewmat=data.viewmats[i], K=data.Ks[i],
+                            width=data.width, height=data.height, background=data.background)
+    display(result_link(page, results_dir, "viewer page"))
+if headless():
+    print("run headless: no live viewer; open the notebook in JupyterLab, or the viewer page in a browser")
+else:
+    viewer = SplatViewer(result, scene=data, background=data.background)
+    display(viewer)

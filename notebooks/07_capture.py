@@ -152,9 +152,23 @@ plt.show()
 # %% [markdown]
 # ## The splats
 #
-# `splats.ply` uses the Inria 3DGS layout, which splat viewers and `gsworkbench.io.read_ply` load.
+# `splats.ply` uses the Inria 3DGS layout, which splat viewers and `gsworkbench.io.read_ply` load;
+# `viewer.html` shows them in any browser with no server, at the first held-out photo's view. In
+# JupyterLab the viewer below orbits them (run headless, only the page is written).
 
 # %%
+from gsworkbench.notebooks.display import headless
+from gsworkbench.viewer import SplatViewer, bundle_built, save_viewer_html
+
 ply = result.files["ply"]
 print(f"{ply}: {ply.stat().st_size / 1e6:.1f} MB")
 display(result_link(ply, results_dir, "splats"))
+i = int(data.test_ids[0]) if len(data.test_ids) else 0
+if bundle_built():
+    page = save_viewer_html(run_dir / "viewer.html", result, viewmat=data.viewmats[i], K=data.Ks[i],
+                            width=data.width, height=data.height, background=data.background)
+    display(result_link(page, results_dir, "viewer page"))
+if headless():
+    print("run headless: no live viewer; open the notebook in JupyterLab, or the viewer page in a browser")
+else:
+    display(SplatViewer(result, scene=data, background=data.background))
