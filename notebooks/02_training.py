@@ -45,6 +45,7 @@ guard = ParameterGuard(
     checkpoint_every={"ge": 0, "help": "write checkpoint.pt every this many steps; 0 = only at the end"},
     resolution_schedule={"help": "coarse-to-fine 'until_step:factor,...' (e.g. '1000:4,2000:2'); '' = full size"},
     resume={"path": "dir", "help": "a results folder of an interrupted run to go on from; '' = start afresh"},
+    live_every={"ge": 0, "help": "in JupyterLab, a live splat viewer follows the run every this many steps; 0 = off"},
     resume_other_data={"help": "resume even from a checkpoint trained on other data (refused otherwise)"},
 )
 
@@ -61,6 +62,7 @@ seed = 0
 checkpoint_every = 0
 resolution_schedule = ""
 resume = ""
+live_every = 100
 resume_other_data = False
 results_dir = ""
 
@@ -111,13 +113,20 @@ plt.show()
 # %% [markdown]
 # ## Training
 #
-# The progress bar shows the loss, the PSNR of the step's training view and the Gaussian count.
+# The progress bar shows the loss, the PSNR of the step's training view and the Gaussian count. In
+# JupyterLab a splat viewer follows the run every `live_every` steps (orbit it while it trains); run
+# headless, there is none.
 # Ctrl-C (or "interrupt kernel") stops after the current step and keeps the history, a checkpoint and
 # the splats in the results folder; `resume` set to that folder goes on from there.
 
 # %%
+from gsworkbench.notebooks.display import headless
+from gsworkbench.viewer import LiveViewer
+
+live = None if headless() or not live_every else LiveViewer(data, background=data.background)
 result = train(data, config, results_dir=run_dir, resume=resume or None, resume_other_data=resume_other_data,
-               resume_hint="to go on, set resume = '{run_dir}' in the parameters cell and run the notebook again")
+               resume_hint="to go on, set resume = '{run_dir}' in the parameters cell and run the notebook again",
+               watch=live, watch_every=live_every or 1)
 metrics_table(result.metrics)
 
 # %%
@@ -170,7 +179,6 @@ display(result_link(result.files["checkpoint"], results_dir, "checkpoint"))
 # (`gsworkbench run`, nbval), the cell writes the page and creates no widget.
 
 # %%
-from gsworkbench.notebooks.display import headless
 from gsworkbench.viewer import SplatViewer, bundle_built, save_viewer_html
 
 i = int(data.test_ids[0]) if len(data.test_ids) else 0

@@ -128,3 +128,18 @@ def test_trainer_rejects_bad_setups(scene):
         s.alphas = None
         Trainer(s, preset("smoke", background="random")).step()
 
+
+
+def test_a_watcher_sees_the_run_every_n_steps(tmp_path):
+    """train(watch=...) is how a live viewer follows a run: called between steps, every watch_every."""
+    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.train import preset_scene
+
+    scene = builtin_scene(**{**preset_scene("smoke"), "cache_dir": tmp_path / "cache"})
+    seen = []
+    cfg = preset("smoke", iterations=12, backend="ext" if ext_built() else "torch")
+    result = train(scene, cfg, watch=lambda t: seen.append((t.step_index, len(t.splats()))), watch_every=5)
+    assert [s for s, _ in seen] == [5, 10] and result.metrics["iterations"] == 12
+    assert all(n > 0 for _, n in seen)
+    with pytest.raises(ValueError, match="watch_every"):
+        train(scene, cfg, watch=print, watch_every=0)

@@ -115,3 +115,16 @@ def test_export_command_writes_a_page(tmp_path: Path, capsys: pytest.CaptureFixt
     assert f"written: {page}" in capsys.readouterr().out
     options = json.loads(re.search(r'id="gsw-options">(.*?)</script>', page.read_text(), re.S).group(1))
     assert (options["width"], options["height"], options["numSplats"], options["fileType"]) == (400, 300, 30, "spz")
+
+
+def test_the_live_viewer_shows_itself_once_then_follows_the_run(tmp_path) -> None:
+    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.train import preset, preset_scene, train
+    from gsworkbench.viewer import LiveViewer
+
+    scene = builtin_scene(**{**preset_scene("smoke"), "cache_dir": tmp_path / "cache"})
+    shown = []
+    live = LiveViewer(scene, display=shown.append)
+    train(scene, preset("smoke", iterations=9, refine_start=1000), watch=live, watch_every=4)
+    assert len(shown) == 1 and shown[0] is live.viewer
+    assert live.viewer.status.startswith("step 8  PSNR ") and live.viewer.num_splats > 0

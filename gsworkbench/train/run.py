@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ def train(
     results_dir: str | os.PathLike[str] | None = None,
     resume_other_data: bool = False,
     resume_hint: str | None = None,
+    watch: Callable[[Trainer], object] | None = None,
+    watch_every: int = 100,
 ) -> TrainResult:
     """Trains on ``scene`` and evaluates on its test views.
 
@@ -63,6 +66,9 @@ def train(
     whose ``resume`` parameter does it; by default it names ``train(..., resume=...)``. A diverging run
     raises :class:`TrainingDiverged` naming the step and the likely cause, with its history saved the
     same way.
+
+    ``watch(trainer)`` is called every ``watch_every`` steps, between steps (e.g. a live viewer's
+    update); its time counts as the run's.
     """
     cfg = config if config is not None else TrainConfig()
     t0 = time.perf_counter()
@@ -77,9 +83,17 @@ def train(
         trainer = Trainer.from_checkpoint(resume, scene, other_data=resume_other_data, **overrides)
     else:
         trainer = Trainer(scene, cfg, splats)
+    if watch is not None and (isinstance(watch_every, bool) or not isinstance(watch_every, int) or watch_every < 1):
+        raise ValueError(f"watch_every must be a positive int, got {watch_every!r}")
     with deferred_interrupt() as interrupted:
+
+        def stop() -> bool:  # asked after every step: the watcher rides on it
+            if watch is not None and trainer.step_index and trainer.step_index % watch_every == 0:
+                watch(trainer)
+            return interrupted()
+
         try:
-            trainer.run(checkpoint=None if run_dir is None else run_dir / "checkpoint.pt", stop=interrupted)
+            trainer.run(checkpoint=None if run_dir is None else run_dir / "checkpoint.pt", stop=stop)
         except TrainingDiverged as err:
             raise _diverged(err, trainer, run_dir) from None
         except KeyboardInterrupt:  # a second Ctrl-C mid-step: the parameters may be half-updated
