@@ -1,20 +1,18 @@
-"""Running pycolmap's long calls so that Ctrl-C stops them cleanly, with live counts for progress bars.
+"""Running pycolmap's long calls so that Ctrl-C stops them cleanly, with a tick for progress bars.
 
 pycolmap's extraction, matching and mapping run in C++ for seconds to minutes. Python delivers a
 signal only between bytecodes of the main thread, so a Ctrl-C during such a call would wait for its
 end. :func:`cancellable` runs the call in a worker thread instead, while the main thread waits in
 short slices: the first Ctrl-C cancels the call through pycolmap's ``CancellationToken`` (COLMAP stops
 at its next check and the database keeps what was written), and :class:`Cancelled` is raised once the
-call has returned. :func:`count_rows` reads a table's row count from a database COLMAP is writing.
+call has returned.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from gsworkbench.interrupt import deferred_interrupt
@@ -36,16 +34,6 @@ def colmap_log_level(level: int) -> Iterator[None]:
 
 class Cancelled(KeyboardInterrupt):
     """A pycolmap call was cancelled by Ctrl-C; what it wrote to its database is kept."""
-
-
-def count_rows(database: Path, table: str) -> int | None:
-    """The number of rows of ``table`` in the SQLite file ``database`` (read-only), or None while it is
-    locked or not there yet."""
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=0.05)) as con:
-            return int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-    except sqlite3.Error:
-        return None
 
 
 def cancellable(

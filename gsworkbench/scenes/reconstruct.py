@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.scenes.colmap_run import Cancelled, cancellable, colmap_log_level, count_rows
+from gsworkbench.scenes.colmap_run import Cancelled, cancellable, colmap_log_level
 from gsworkbench.scenes.photos import Photo, is_video, prepare_photos
 from gsworkbench.scenes.sfm_report import sfm_report
 
@@ -48,6 +48,7 @@ FEW_FEATURES = 2000  # median keypoints per image under which the mapper's thres
 SMALL_INIT_INLIERS = 30  # COLMAP's defaults: 100 for the initial pair
 SMALL_ABS_POSE_INLIERS = 15  # and 30 for each registered image
 CHUNK = 8  # images per extraction call (the bar advances by this)
+MATCH_BLOCK = 64  # photo pairs per matching call
 LOG_LEVEL = 2  # COLMAP's own log: errors only (the bars and the report say what happened)
 
 
@@ -237,7 +238,7 @@ def _reconstruct(
     # 3. matching
     if not state.done("matching"):
         t = time.perf_counter()
-        matcher = _match(db, len(prepared), opts, progress, video=is_video(source))
+        matcher = _match(db, [p.name for p in prepared], opts, progress, video=is_video(source))
         state.finish("matching", time.perf_counter() - t, matcher=matcher)
     unmatched = _unmatched(db)
     if len(unmatched) == len(prepared):
@@ -348,36 +349,46 @@ def _has_image(d: Any, name: str) -> bool:
     return True
 
 
-def _match(db: Path, n: int, opts: ReconstructOptions, progress: bool, video: bool) -> str:
-    """Matches the photos' features (see the module docstring); returns the matcher used."""
+def match_pairs(names: list[str], kind: str, overlap: int) -> list[tuple[str, str]]:
+    """The photo pairs to match: every pair (``"exhaustive"``), or each photo in name order with its
+    ``overlap`` successors and those 2^k ahead for k < ``overlap`` (``"sequential"``, COLMAP's quadratic
+    overlap)."""
+    n = len(names)
+    if kind == "exhaustive":
+        return [(names[i], names[j]) for i in range(n) for j in range(i + 1, n)]
+    pairs = set()
+    for i in range(n):
+        for k in range(1, overlap + 1):
+            if i + k < n:
+                pairs.add((i, i + k))
+        for k in range(overlap):
+            if i + 2**k < n:
+                pairs.add((i, i + 2**k))
+    return [(names[i], names[j]) for i, j in sorted(pairs)]
+
+
+def _match(db: Path, names: list[str], opts: ReconstructOptions, progress: bool, video: bool) -> str:
+    """Matches the photos' features (see the module docstring) in blocks of :data:`MATCH_BLOCK` pairs
+    (the bar advances by block: the database is never read while COLMAP writes it, since a second SQLite
+    library in one process would break its locks); returns the matcher used."""
     import pycolmap
 
     kind = opts.matcher
     if kind == "auto":
-        kind = "sequential" if (video or n > opts.exhaustive_max) else "exhaustive"
+        kind = "sequential" if (video or len(names) > opts.exhaustive_max) else "exhaustive"
     matching = pycolmap.FeatureMatchingOptions()
     matching.num_threads = opts.num_threads
-    if kind == "exhaustive":
-        total = n * (n - 1) // 2
-        call, pairing = pycolmap.match_exhaustive, pycolmap.ExhaustivePairingOptions()
-    else:
-        pairing = pycolmap.SequentialPairingOptions()
-        pairing.overlap = opts.overlap
-        # quadratic overlap: neighbours at 1..overlap and at 2^0..2^(overlap-1) positions ahead
-        total = sum(min(2 * opts.overlap, n - 1 - i) for i in range(n))
-        call = pycolmap.match_sequential
-    with _bar(total, f"matching ({kind}, pairs)", progress) as bar:
-
-        def tick() -> None:
-            done = count_rows(db, "matches")
-            if done is not None and done > bar.n:
-                bar.update(min(done, total) - bar.n)
-
-        cancellable(call, str(db), matching_options=matching, pairing_options=pairing,
-                    device=pycolmap.Device.cpu, on_tick=tick)  # fmt: skip
-        tick()
-        bar.total = max(bar.n, 1)
-        bar.refresh()
+    pairs = match_pairs(sorted(names), kind, opts.overlap)
+    listing = db.parent / "pairs.txt"
+    with _bar(len(pairs), f"matching ({kind}, pairs)", progress) as bar:
+        for k in range(0, len(pairs), MATCH_BLOCK):
+            block = pairs[k : k + MATCH_BLOCK]
+            listing.write_text("".join(f"{a} {b}\n" for a, b in block))
+            pairing = pycolmap.ImportedPairingOptions()
+            pairing.match_list_path = listing
+            cancellable(pycolmap.match_image_pairs, str(db), matching_options=matching, pairing_options=pairing,
+                        device=pycolmap.Device.cpu)  # fmt: skip
+            bar.update(len(block))
     return kind
 
 
