@@ -158,15 +158,13 @@ plt.show()
 
 # %%
 from gsworkbench.notebooks.display import headless
-from gsworkbench.viewer import SplatViewer, bundle_built, save_viewer_html
+from gsworkbench.viewer import SplatViewer, save_result_page
 
 ply = result.files["ply"]
 print(f"{ply}: {ply.stat().st_size / 1e6:.1f} MB")
 display(result_link(ply, results_dir, "splats"))
-i = int(data.test_ids[0]) if len(data.test_ids) else 0
-if bundle_built():
-    page = save_viewer_html(run_dir / "viewer.html", result, viewmat=data.viewmats[i], K=data.Ks[i],
-                            width=data.width, height=data.height, background=data.background)
+page = save_result_page(run_dir / "viewer.html", result, data)
+if page is not None:
     display(result_link(page, results_dir, "viewer page"))
 if headless():
     print("run headless: no live viewer; open the notebook in JupyterLab, or the viewer page in a browser")

@@ -192,11 +192,11 @@ def test_ctrl_c_cancels_a_running_pycolmap_call() -> None:
     seen = []
 
     def long_call(*, cancellation_token) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the call runs (the handler is in place by now)
         while not cancellation_token.is_cancelled:
             threading.Event().wait(0.01)
         seen.append("cancelled")
 
-    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
     with pytest.raises(Cancelled):
         cancellable(long_call)
     assert seen == ["cancelled"]
@@ -280,3 +280,16 @@ def test_a_video_reconstructs_with_sequential_matching(tmp_path: Path) -> None:
     report = read_report(out)
     assert report["matcher"] == "sequential" and report["video"] == {"decoded": 36, "kept": 12, "blurry": 0}
     assert report["images_registered"] >= 11 and "12 kept of 36 decoded" in format_report(report)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [({"camera": "each"}, "camera must be one of"), ({"matcher": "vocab"}, "matcher must be one of"),
+     ({"max_size": 8}, "max_size must be"), ({"min_registered": 0.0}, "min_registered must be"),
+     ({"min_inliers": 3}, "min_inliers must be"), ({"overlap": 0}, "overlap must be"),
+     ({"focal": 500.0}, "unknown reconstruct option.*focal")],
+)  # fmt: skip
+def test_bad_options_are_named_before_anything_runs(photos, tmp_path: Path, options, named) -> None:
+    with pytest.raises(ValueError, match=named):
+        reconstruct(photos[0], tmp_path / "scene", progress=False, log=None, **options)
+    assert not (tmp_path / "scene").exists()

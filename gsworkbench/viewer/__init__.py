@@ -8,7 +8,7 @@
 
 from gsworkbench.viewer.data import bundle_built
 from gsworkbench.viewer.live import LiveViewer
-from gsworkbench.viewer.page import save_viewer_html, viewer_html
+from gsworkbench.viewer.page import save_result_page, save_viewer_html, viewer_html
 from gsworkbench.viewer.widget import SplatViewer
 
-__all__ = ["LiveViewer", "SplatViewer", "bundle_built", "save_viewer_html", "viewer_html"]
+__all__ = ["LiveViewer", "SplatViewer", "bundle_built", "save_result_page", "save_viewer_html", "viewer_html"]

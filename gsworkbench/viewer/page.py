@@ -120,3 +120,15 @@ def save_viewer_html(
     text = viewer_html(splats, viewmat=viewmat, K=K, width=width, height=height, background=background,
                        encoding=encoding)  # fmt: skip
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def save_result_page(path: str | os.PathLike[str], result: Any, scene: Any) -> Path | None:
+    """The notebooks' viewer page: ``result``'s splats at ``scene``'s first test view (its first view
+    when it has none), over its background; None, with nothing written, where the bundle is not built."""
+    from gsworkbench.viewer.data import bundle_built
+
+    if not bundle_built():
+        return None
+    i = int(scene.test_ids[0]) if len(scene.test_ids) else 0
+    return save_viewer_html(path, result, viewmat=scene.viewmats[i], K=scene.Ks[i], width=scene.width,
+                            height=scene.height, background=scene.background)  # fmt: skip
