@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gsworkbench.scenes.colmap_run import Cancelled, cancellable, colmap_log_level
-from gsworkbench.scenes.photos import Photo, is_video, prepare_photos
+from gsworkbench.scenes.photos import VIDEO_SUFFIXES, Photo, is_video, list_photos, prepare_photos
 from gsworkbench.scenes.sfm_report import sfm_report
 
 CAMERA_MODES = ("per_size", "single", "per_image")
@@ -213,9 +213,7 @@ def _reconstruct(
     elif source.is_dir():
         prep_src = source
     else:
-        raise ValueError(f"{source} is neither a folder of images nor a video ({', '.join(_video_suffixes())})")
-    from gsworkbench.scenes.photos import list_photos
-
+        raise ValueError(f"{source} is neither a folder of images nor a video ({', '.join(VIDEO_SUFFIXES)})")
     n_given = len(list_photos(prep_src))
     if n_given < opts.min_images:
         raise ReconstructionFailed(
@@ -275,12 +273,6 @@ def _reconstruct(
     write_json(out / REPORT, report)
     say(format_report(report))
     return out
-
-
-def _video_suffixes() -> tuple[str, ...]:
-    from gsworkbench.scenes.photos import VIDEO_SUFFIXES
-
-    return VIDEO_SUFFIXES
 
 
 def _groups(prepared: list[Photo], camera: str) -> list[list[Photo]]:
