@@ -326,6 +326,7 @@ def test_flamegraph_samples_the_workload_thread_not_the_idle_ones(tmp_path) -> N
     svg = (run.run_dir / "flamegraph.svg").read_text()
     assert "of workload (the workload&#x27;s thread)" in svg or "of workload (the workload's thread)" in svg
     assert "left out:" in svg and "kernel-" in svg
+    assert "flamegraph: the samples of workload (" in profiling.summary(run)
 
 
 def test_speedscope_to_folded() -> None:

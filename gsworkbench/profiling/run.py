@@ -220,6 +220,10 @@ def summary(run: ProfileRun, top: int = 15) -> str:
               ops.top_ops(run.ops, top).to_string(**fmt)]  # fmt: skip
     parts += ["\n== profiler overhead (wall seconds per run) ==", run.overhead.to_string(**fmt)]
     parts.append(f"\npy-spy: {run.metadata.get('pyspy')}")
+    threads = run.metadata.get("pyspy_threads")
+    if threads and run.folded is not None:
+        note = pyspy.left_out_note(sum(run.folded.values()), threads.get("left_out", {}))
+        parts.append(f"flamegraph: the samples of {threads['sampled']}" + (f"; {note}" if note else ""))
     parts.append(f"files: {run.run_dir}/ ({', '.join(sorted(p.name for p in run.run_dir.iterdir() if p.is_file()))})")
     return "\n".join(parts)
 
