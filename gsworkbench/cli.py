@@ -259,6 +259,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _add_profile_parser(sub: argparse._SubParsersAction) -> None:
+    from gsworkbench.stats import ALPHA, THRESHOLD
+
     p = sub.add_parser(
         "profile",
         help="profile a workload (train:<preset>, render, field), or 'diff BEFORE AFTER' two profile runs",
@@ -266,7 +268,8 @@ def _add_profile_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("target", nargs="+", metavar="WORKLOAD | diff BEFORE AFTER")
     p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="a workload parameter")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs for the stage breakdown (default 5)")
+    p.add_argument("--repeats", type=int, default=7,
+                   help="timed runs for the stage breakdown (default 7, the fewest the diff's test can judge)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
     p.add_argument("--rate", type=int, default=100, help="py-spy samples per second (default 100)")
     p.add_argument("--sample-s", dest="sample_s", type=float, default=3.0, help="seconds of py-spy sampling")
@@ -274,8 +277,10 @@ def _add_profile_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-native", dest="native", action="store_false", help="py-spy without --native")
     p.add_argument("--record-shapes", action="store_true", help="op table per input shape")
     p.add_argument("--top", type=int, default=15, help="rows of the printed op tables (default 15)")
-    p.add_argument("--alpha", type=float, default=0.01, help="diff: p-value threshold (default 0.01)")
-    p.add_argument("--min-change", type=float, default=0.05, help="diff: smallest relative change (default 0.05)")
+    p.add_argument("--alpha", type=float, default=ALPHA,
+                   help=f"diff: Mann-Whitney U p-value threshold (default {ALPHA:g})")
+    p.add_argument("--min-change", type=float, default=THRESHOLD,
+                   help=f"diff: smallest relative change (default {THRESHOLD:g})")
     p.add_argument("--out", type=Path, default=None, help="run folder (default: results/<run-id>/)")
     p.set_defaults(func=_cmd_profile)
 

@@ -68,7 +68,7 @@ from gsworkbench import field, plots
 from gsworkbench.bench import run_cases
 from gsworkbench.bench.suites.field import summarize as summarize_field_bench
 from gsworkbench.bench.suites.field import train_step_cases
-from gsworkbench.notebooks.display import result_link
+from gsworkbench.notebooks.display import readable, result_link
 from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("01_gaussian_field")
@@ -119,4 +119,4 @@ ax.barh(summary.backend, summary.median_s * 1e3, xerr=summary.iqr_s.fillna(0) * 
 ax.set(xscale="log", xlabel="ms per iteration (median, IQR)", title=f"N={timing_gaussians}, batch={timing_batch}")
 save_figure(run_dir / "step_times.png", fig)
 plt.show()
-summary
+readable(summary)

@@ -39,7 +39,7 @@ guard = ParameterGuard(
     backends={"choices": ["torch", "ext"], "min_len": 1, "help": "one profile each; the diff compares first and last"},
     device={"choices": ["cpu", "cuda"]},
     iterations={"ge": 0, "help": "training steps per run; 0 = the preset's"},
-    repeats={"ge": 1, "help": "timed runs per profile (2 or more for the diff's significance)"},
+    repeats={"ge": 1, "help": "timed runs per profile (7 or more for the diff's significance test)"},
     rate={"ge": 1, "help": "py-spy samples per second"},
     sample_s={"ge": 0.0, "help": "seconds of py-spy sampling after a first run (at least two runs)"},
 )
@@ -50,7 +50,7 @@ preset = "micro"
 backends = ["torch", "ext"]
 device = "cpu"
 iterations = 10
-repeats = 3
+repeats = 7
 rate = 100
 sample_s = 2.0
 results_dir = ""
@@ -64,8 +64,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from gsworkbench.notebooks.display import result_link, svg_view
-from gsworkbench.profiling import diff, diff_summary, plot_stages, profile
+from gsworkbench.notebooks.display import readable, result_link, svg_view
+from gsworkbench.profiling import diff, plot_stages, profile
+from gsworkbench.profiling.compare import frames_view, ops_view, stages_view
 from gsworkbench.profiling.ops import top_ops
 from gsworkbench.profiling.workloads import workload_spec
 from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata
@@ -101,7 +102,7 @@ fig = plot_stages({r.label: r.stages for r in runs.values()}, f"{workload}: time
 save_figure(run_dir / "stages.png", fig)
 plt.show()
 table = pd.concat({r.label: r.stages.set_index("stage")[["median_s", "share"]] for r in runs.values()}, axis=1)
-display(table)
+display(readable(table))
 
 # %% [markdown]
 # ## Top ops (torch.profiler, self time, one run)
@@ -109,20 +110,23 @@ display(table)
 # %%
 for r in runs.values():
     print(r.label)
-    display(top_ops(r.ops, 15))
+    display(readable(top_ops(r.ops, 15)))
 
 # %% [markdown]
 # ## Profiler overheads (wall seconds per run)
 
 # %%
-display(pd.concat({r.label: r.overhead.set_index("mode") for r in runs.values()}, axis=0))
+display(readable(pd.concat({r.label: r.overhead.set_index("mode") for r in runs.values()}, axis=0)))
 
 # %% [markdown]
 # ## Flamegraphs (py-spy `--native`)
 #
-# Width is the share of samples; Python frames warm, the extension's C++ frames (`csrc/`) aqua, other
-# native frames blue-grey. Hover a box for its samples; click a box to zoom to it and its callees, click
-# `all` (or a caller) to zoom back out. The link under each graph opens its SVG file.
+# The samples of the thread that ran the workload (in JupyterLab, the kernel's main thread): the
+# kernel's own threads (IOPub, heartbeat, control), idle in their waits, are left out, and the line
+# under each graph's title says how many samples that was. Width is the share of samples; Python
+# frames warm, the extension's C++ frames (`csrc/`) aqua, other native frames blue-grey. Hover a box
+# for its samples; click a box to zoom to it and its callees, click `all` (or a caller) to zoom back
+# out. The link under each graph opens its SVG file.
 # `profile.speedscope.json` in each folder opens in speedscope.app for the time-ordered view.
 
 # %%
@@ -136,13 +140,22 @@ for r in runs.values():
 # %% [markdown]
 # ## The difference: first backend -> last backend
 #
-# Stage ratios with their significance (Welch's t-test over the repeats), the ops' gains and losses,
-# and the differential flamegraph: the second profile's flamegraph coloured by the change in each
-# frame's share of the samples (red: more, blue: less).
+# Stage ratios with their significance, judged by the workbench's one rule (as `gsworkbench compare`
+# judges; the line above the table names it: Mann–Whitney U over the repeats at p < 0.002, which needs
+# 7 repeats a side), the ops' gains and losses (self milliseconds), the frames whose share of the
+# samples changed most, and the differential flamegraph: the second profile's flamegraph coloured by
+# the change in each frame's share of the samples (red: more, blue: less).
 
 # %%
 first, last = runs[backends[0]], runs[backends[-1]]
 result = diff(first, last, out=run_dir / "diff")
-print(diff_summary(result))
+for warning in result.warnings:
+    print("WARNING:", warning)
+print(f"{first.label} -> {last.label}\nsignificance: {result.rule}")
+display(readable(stages_view(result.stages)))
+print("significant changes:", ", ".join(result.significant) or "none")
+display(readable(ops_view(result.ops)))
+if result.frames is not None:
+    display(readable(frames_view(result.frames)))
 if result.svg is not None:
     display(svg_view(run_dir / "diff" / "diff_flamegraph.svg", results_dir, svg=result.svg))

@@ -220,3 +220,135 @@ def test_two_backends_of_one_run(tmp_path):
     assert "[backend fast]" in cmp.candidate
     with pytest.raises(ValueError, match="no backend 'nope'"):
         select_backend(load_bench_run(run), "nope")
+
+
+# ---- the one statistics rule (gsworkbench.stats), as both commands apply it -----------------------
+
+FIXED_BEFORE = [1.00, 1.02, 0.99, 1.01, 0.98, 1.03, 1.005, 0.97, 1.015, 1.025]  # seconds, 2% spread, no ties
+
+
+def test_the_rule_finds_a_clear_difference_and_not_identical_samples():
+    from gsworkbench import stats
+
+    after = [1.3 * x for x in FIXED_BEFORE]
+    slower = stats.compare_samples(FIXED_BEFORE, after)
+    assert slower["verdict"] == stats.SLOWER and slower["p_value"] < stats.ALPHA
+    assert slower["ratio"] == pytest.approx(1.3) and slower["ratio_ci_low"] <= 1.3 <= slower["ratio_ci_high"]
+    assert stats.compare_samples(after, FIXED_BEFORE)["verdict"] == stats.FASTER
+    same = stats.compare_samples(FIXED_BEFORE, list(reversed(FIXED_BEFORE)))
+    assert same["verdict"] == stats.NO_CHANGE and same["p_value"] == 1.0 and same["ratio"] == 1.0
+    # a shifted copy whose sets interleave: the medians differ by 1%, within the threshold and the noise
+    close = stats.compare_samples(FIXED_BEFORE, [x + 0.01 for x in FIXED_BEFORE])
+    assert close["verdict"] == stats.NO_CHANGE
+    # 7 a side is the least that can reach p < 0.002; 6 cannot, whatever the samples
+    assert stats.min_samples() == 7
+    assert stats.compare_samples(FIXED_BEFORE[:6], after[:6])["verdict"] == "too few samples (6 vs 6)"
+    assert stats.compare_samples(FIXED_BEFORE[:7], after[:7])["verdict"] == stats.SLOWER
+    with pytest.raises(ValueError, match="samples on both sides"):
+        stats.compare_samples([], after)
+
+
+def test_the_rule_text_names_test_level_and_counts():
+    from gsworkbench import stats
+
+    text = stats.rule_text(counts=[10, 10])
+    assert text.startswith("Mann-Whitney U (two-sided), p < 0.002, n=10,") and "5%" in text
+    assert "n=3-10" in stats.rule_text(counts=[3, 10]) and "p < 0.01" in stats.rule_text(alpha=0.01)
+
+
+def test_compare_command_names_the_rule(tmp_path, capsys):
+    from gsworkbench.cli import main
+
+    base, cand = paired_runs(tmp_path, 0.001, 0.0013)
+    assert main(["compare", str(base), str(cand)]) == 1  # 30% slower: the gate fails
+    out = capsys.readouterr().out
+    assert "test: Mann-Whitney U (two-sided), p < 0.002, n=10," in out
+    assert "slower" in out
+
+
+def test_profile_diff_names_the_same_rule(tmp_path, capsys):
+    """``profile diff`` judges the stages with the rule of ``compare`` (fixed repeats: 8 a side)."""
+    from gsworkbench import profiling
+    from gsworkbench.cli import main
+
+    def workload(stage) -> None:  # noqa: ANN001
+        with stage("a"):
+            pass
+
+    wl = profiling.callable_workload(workload, name="test:fixed", params={"n": 1})
+    for side, slow in (("before", 1.0), ("after", 1.5)):
+        profiling.profile(wl, out=tmp_path / side, pyspy_enabled=False, repeats=8, warmup=0, log=None)
+        rows = []
+        for r, x in enumerate(FIXED_BEFORE[:8]):
+            rows += [{"repeat": r, "stage": "a", "seconds": 0.01 * slow * x},
+                     {"repeat": r, "stage": "other", "seconds": 1e-4 * x},
+                     {"repeat": r, "stage": "total (wall)", "seconds": 0.01 * slow * x + 1e-4 * x}]  # fmt: skip
+        pd.DataFrame(rows).to_csv(tmp_path / side / "repeats.csv", index=False)
+    d = profiling.diff(tmp_path / "before", tmp_path / "after", save=False)
+    assert d.significant == ["a"] and d.rule.startswith("Mann-Whitney U (two-sided), p < 0.002, n=8,")
+    row = d.stages.set_index("stage").loc["a"]
+    assert row["verdict"] == "slower" and row["ratio"] == pytest.approx(1.5)
+    assert d.stages.set_index("stage").loc["other", "verdict"] == "no significant change"
+    assert main(["profile", "diff", str(tmp_path / "before"), str(tmp_path / "after"),
+                 "--out", str(tmp_path / "diff")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "significance: Mann-Whitney U (two-sided), p < 0.002, n=8," in out and "significant changes: a" in out
+    meta = json.loads((tmp_path / "diff" / "metadata.json").read_text())
+    assert meta["criteria"]["alpha"] == 0.002 and meta["rule"] == d.rule
+
+
+def test_profile_diff_with_too_few_repeats_says_how_many(tmp_path):
+    from gsworkbench import profiling
+
+    def workload(stage) -> None:  # noqa: ANN001
+        with stage("a"):
+            pass
+
+    wl = profiling.callable_workload(workload, name="test:few", params={"n": 1})
+    run = profiling.profile(wl, out=tmp_path / "r", pyspy_enabled=False, repeats=3, warmup=0, log=None)
+    d = profiling.diff(run, run, save=False)
+    assert set(d.stages.verdict) == {"too few samples (3 vs 3)"} and d.significant == []
+    assert any("needs 7 repeats per profile (have 3 and 3" in w for w in d.warnings)
+
+
+# ---- one timing loop for the runner and the revision worker --------------------------------------
+
+
+class _ScriptedTimer:
+    """A BlockTimer whose calls take ``seconds`` each and which logs what the loop asked of it."""
+
+    def __init__(self, name: str, seconds: float, log: list) -> None:
+        self.name, self.seconds, self.log = name, seconds, log
+
+    def call(self) -> None:
+        self.log.append((self.name, "call"))
+
+    def time_block(self, number: int) -> float:
+        self.log.append((self.name, number))
+        return self.seconds
+
+
+def test_time_blocks_warms_up_sizes_blocks_and_alternates():
+    from gsworkbench.bench.runner import time_blocks
+
+    log: list = []
+    a, b = _ScriptedTimer("A", 0.001, log), _ScriptedTimer("B", 0.002, log)
+    out = time_blocks([a, b], min_run_time=0.1, warmup=2, rounds=4, alternate=True)
+    # warm-up: one timed call, one untimed, one timed (the block size's measure), per timer
+    assert log[:6] == [("A", 1), ("A", "call"), ("A", 1), ("B", 1), ("B", "call"), ("B", 1)]
+    # 4 rounds of 0.1/4 s each: 25 calls of A, 12 of B; ABBA order
+    assert log[6:] == [("A", 25), ("B", 12), ("B", 12), ("A", 25), ("A", 25), ("B", 12), ("B", 12), ("A", 25)]
+    assert [r["calls_per_run"] for r in out] == [25, 12] and [r["runs"] for r in out] == [4, 4]
+    assert out[1]["median_s"] == 0.002 and out[0]["samples_s"] == [0.001] * 4
+    log.clear()
+    time_blocks([a, b], min_run_time=0.1, warmup=2, rounds=2)  # not alternating: A B, A B
+    assert [x for x in log[6:]] == [("A", 50), ("B", 25), ("A", 50), ("B", 25)]
+
+
+def test_revision_worker_has_no_timing_loop_of_its_own():
+    """The worker answers the runner's loop step by step: it never sizes blocks or counts rounds."""
+    from gsworkbench.bench import revisions
+
+    source = revisions.WORKER.read_text()
+    assert '"call"' in source and '"time"' in source
+    assert "min_run_time" not in source and "rounds" not in source

@@ -38,8 +38,60 @@ def test_result_link_is_relative_to_the_showing_notebook(tmp_path, monkeypatch):
     assert repr(link) == f"plot: {run / 'curves.png'}"  # text: the absolute path
     papermill = display.result_link(run / "curves.png", str(run))  # executed notebook saved in run
     assert papermill.href == "curves.png"
-    assert display.result_link(run, "", "results").href == "../results/run1/"  # a folder
-    assert display.result_link(run, str(run)).href == "./"
+
+
+def test_folder_links_point_the_file_browser_there(tmp_path, monkeypatch):
+    """JupyterLab's editor refuses a folder ("is a directory"): a folder links to the server's
+    lab/tree URL (and the file browser command), relative to the server's root, not to the notebook."""
+    run = tmp_path / "results" / "run 1"
+    run.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    server = display.ServerRoot(tmp_path, "/user/me/")
+    link = display.result_link(run, "", "results", server=server)
+    assert link.kind == "folder" and link.tree_path == "results/run 1"
+    assert link.href == "/user/me/lab/tree/results/run%201"
+    out = link._repr_html_()
+    assert "href='/user/me/lab/tree/results/run%201'" in out and "target='_blank'" in out
+    assert "data-commandlinker-command='filebrowser:go-to-path'" in out
+    assert "data-commandlinker-args='{&quot;path&quot;: &quot;results/run 1&quot;}'" in out
+    # no server to link into (headless, or the folder outside its root): the folder is named, unlinked
+    monkeypatch.setenv(display.HEADLESS_ENV, "1")
+    plain = display.result_link(run, "", "results")
+    assert plain.kind == "name" and "<a " not in plain._repr_html_() and str(run) in plain._repr_html_()
+    outside = display.result_link(run, "", server=display.ServerRoot(tmp_path / "elsewhere"))
+    assert outside.kind == "name"
+
+
+def test_jupyter_server_root_is_the_deepest_server_root_holding_the_folder(tmp_path, monkeypatch):
+    import jupyter_server.serverapp as serverapp
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    servers = [{"root_dir": str(tmp_path), "base_url": "/"}, {"root_dir": str(tmp_path / "a"), "base_url": "/x/"},
+               {"root_dir": str(tmp_path / "other"), "base_url": "/y/"}]  # fmt: skip
+    monkeypatch.setattr(serverapp, "list_running_servers", lambda: iter(servers))
+    monkeypatch.delenv(display.HEADLESS_ENV, raising=False)
+    assert display.jupyter_server_root(tmp_path / "a" / "b") == display.ServerRoot((tmp_path / "a").resolve(), "/x/")
+    assert display.jupyter_server_root(tmp_path / "c") == display.ServerRoot(tmp_path.resolve(), "/")
+    monkeypatch.setattr(serverapp, "list_running_servers", lambda: iter([]))
+    assert display.jupyter_server_root(tmp_path) is None
+
+
+def test_binary_files_get_download_links_text_and_images_open(tmp_path):
+    """JupyterLab opens a file it has no viewer for in its text editor ("is not UTF-8 encoded"):
+    binary files download instead; text (UTF-8, a character cut at the probe's end too) and images open."""
+    (tmp_path / "splats.ply").write_bytes(b"ply\nformat binary_little_endian 1.0\nend_header\n" + bytes(range(256)))
+    (tmp_path / "checkpoint.pt").write_bytes(b"PK\x03\x04\x00\x00\xff\xfe")
+    (tmp_path / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    (tmp_path / "table.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "cut.txt").write_bytes(("x" * 9 + "é").encode()[:10])  # 'é' cut in half at the probe's end
+    for name, kind in (("splats.ply", "download"), ("checkpoint.pt", "download"), ("curves.png", "file"),
+                       ("table.csv", "file")):  # fmt: skip
+        link = display.result_link(tmp_path / name, str(tmp_path), name)
+        assert link.kind == kind, name
+        assert link.href == name
+    ply = display.result_link(tmp_path / "splats.ply", str(tmp_path))._repr_html_()
+    assert "<a href='splats.ply' download>" in ply and "target=" not in ply
+    assert display.opens_as_text_or_image(tmp_path / "cut.txt", probe_bytes=10)
 
 
 def test_result_link_escapes_html(tmp_path):
@@ -47,6 +99,41 @@ def test_result_link_escapes_html(tmp_path):
     odd.write_text("x")
     html_text = display.result_link(odd, str(tmp_path))._repr_html_()
     assert "<c>" not in html_text and "&#x27;" in html_text
+
+
+# ---- readable tables ---------------------------------------------------------------------------
+
+
+def test_readable_tables_have_no_exponents():
+    raw = pd.DataFrame({"case": ["a", "b"], "per_s": [2.509551e06, 0.000123], "median_s": [2.31e-05, 0.0123],
+                        "runs": [10, 10]})  # fmt: skip
+    assert "2.509551e+06" in raw._repr_html_() and "2.509551e+06" in repr(raw)  # what pandas does by itself
+    table = display.readable(raw)
+    for shown in (table._repr_html_(), repr(table)):
+        assert not re.search(r"\de[+-]\d", shown), shown
+        assert "2,509,551" in shown and "0.000123" in shown and "0.0000231" in shown and "0.0123" in shown
+    pd.testing.assert_frame_equal(pd.DataFrame(table), raw)  # the values themselves unchanged
+    assert [display.readable_number(v) for v in (123.456, 12345.0, float("nan"), 0.1)] == ["123.5", "12,345", "", "0.1"]
+
+
+def test_field_training_bar_is_a_notebook_widget_in_a_notebook(monkeypatch):
+    """Notebook 01's bar went to stderr as text (a pink box) while 02's is a widget: both use tqdm.auto."""
+    import tqdm.auto
+
+    from gsworkbench import field
+
+    made = []
+
+    class Recorder(tqdm.auto.tqdm):
+        def __init__(self, *args, **kw) -> None:
+            made.append(kw.get("desc"))
+            super().__init__(*args, **{**kw, "disable": True})
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recorder)
+    tgt = field.make_target("torus", seed=0)
+    model = field.GaussianField(4, "diag", backend="torch", seed=0)
+    field.train_field(model, tgt, field.TrainConfig(iterations=2, batch_size=16, seed=0))
+    assert made == ["train"]
 
 
 # ---- metrics -----------------------------------------------------------------------------------

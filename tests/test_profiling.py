@@ -149,13 +149,13 @@ def test_diff_against_itself_is_quiet(render_run: profiling.ProfileRun, tmp_path
     assert (tmp_path / "stages_diff.csv").is_file()
 
 
-def _fixed_repeats(run_dir, slow_stage: str | None, seed: int, seconds: float = 0.01) -> None:
-    """Replaces a profile's measured repeats by fixed samples (stages a, b, c of ``seconds`` each, the
-    slow stage 3x, with a 2% lognormal spread from ``seed``), so the diff's significance test sees
+def _fixed_repeats(run_dir, slow_stage: str | None, seed: int, seconds: float = 0.01, n: int = 8) -> None:
+    """Replaces a profile's measured repeats by ``n`` fixed samples (stages a, b, c of ``seconds`` each,
+    the slow stage 3x, with a 2% lognormal spread from ``seed``), so the diff's significance test sees
     the same numbers on a loaded machine as on a quiet one."""
     rng = np.random.default_rng(seed)
     rows = []
-    for r in range(5):
+    for r in range(n):
         times = {s: seconds * (3 if s == slow_stage else 1) * rng.lognormal(0, 0.02) for s in ("a", "b", "c")}
         times["other"] = 1e-4 * rng.lognormal(0, 0.02)
         rows += [{"repeat": r, "stage": s, "seconds": v} for s, v in times.items()]
@@ -176,6 +176,23 @@ def test_diff_finds_the_slowed_stage_and_only_it(tmp_path) -> None:
     assert before.metadata["workload"] == after.metadata["workload"] == "test:sleepy"
     text = compare.diff_summary(d)
     assert "significant changes: b" in text
+    assert "significance: Mann-Whitney U (two-sided), p < 0.002, n=8," in text
+
+
+def test_diff_summary_is_narrow(tmp_path) -> None:
+    """Op names of a hundred characters (templated C++ symbols) are cut, so no printed row wraps."""
+    before = profile(_sleepy(None), out=tmp_path / "before", pyspy_enabled=False, repeats=2, warmup=0, log=None)
+    long = "gsworkbench::" + "splat_rasterize_backward_with_a_very_long_templated_name<float, 16, 3>" * 2
+    ops = pd.DataFrame({"name": [long, "aten::mul"], "calls": [3, 5], "self_cpu_s": [0.5, 0.25],
+                        "cpu_total_s": [0.5, 0.25]})  # fmt: skip
+    ops.to_csv(tmp_path / "before" / "ops.csv", index=False)
+    after = tmp_path / "after"
+    shutil.copytree(tmp_path / "before", after)
+    ops.assign(self_cpu_s=[2.509551e6 / 1e6, 0.1]).to_csv(after / "ops.csv", index=False)
+    text = compare.diff_summary(profiling.diff(before, after, save=False))
+    widest = max(text.splitlines(), key=len)
+    assert len(widest) <= 110, widest
+    assert "gsworkbench::splat_rasterize_backward" in text and "aten::mul" in text
 
 
 def test_diff_warns_on_other_thread_count(render_run: profiling.ProfileRun, tmp_path) -> None:
@@ -225,6 +242,91 @@ def test_folded_round_trip_and_tree(tmp_path) -> None:
     (tmp_path / "bad.folded").write_text("main;f 3\nno count here\n")
     with pytest.raises(ValueError, match="bad.folded:2"):
         flamegraph.read_folded(tmp_path / "bad.folded")
+
+
+def _two_thread_doc() -> dict:
+    """A py-spy speedscope recording of a workload thread and a kernel's idle IOPub thread."""
+    frames = [
+        {"name": "run", "file": "/x/work.py", "line": 3},
+        {"name": "epoll_wait", "file": "/l/libc.so.6", "line": 0},
+        {"name": "loop", "file": "/x/iopub.py", "line": 8},
+    ]
+    return {"shared": {"frames": frames}, "profiles": [
+        {"name": 'Thread 501 "MainThread"', "samples": [[0]] * 3, "weights": [0.01] * 3},
+        {"name": 'Thread 777 "IOPub"', "samples": [[2, 1]] * 6, "weights": [0.01] * 6},
+    ]}  # fmt: skip
+
+
+def test_one_thread_is_kept_and_the_rest_named() -> None:
+    doc = _two_thread_doc()
+    assert pyspy.profile_thread('Thread 501 "MainThread"') == (501, "MainThread")
+    assert pyspy.profile_thread("something else") == (None, "something else")
+    assert sum(pyspy.speedscope_to_folded(doc, rate=100).values()) == 9  # every thread
+    folded, left_out = pyspy.one_thread_folded(doc, 501, rate=100)
+    assert folded == {"run (work.py:3)": 3} and left_out == {"IOPub (777)": 6}
+    note = pyspy.left_out_note(3, left_out)
+    assert note == "left out: 6 samples (67%) of 1 other thread(s): IOPub (777)"
+    # a thread id no profile has (py-spy naming threads otherwise): every thread, nothing left out
+    assert pyspy.one_thread_folded(doc, 999, rate=100) == (pyspy.speedscope_to_folded(doc, rate=100), {})
+
+
+def test_flamegraph_samples_the_workload_thread_not_the_idle_ones(tmp_path) -> None:
+    """As in a Jupyter kernel: the workload runs on one thread while others (IOPub, heartbeat) are
+    alive; here they are made busier than idle ones so that, were they kept, they would dominate."""
+    import threading
+
+    stop = threading.Event()
+
+    def chatter() -> None:  # a kernel thread's loop: wakes, does a little, waits
+        while not stop.is_set():
+            sum(range(20000))
+            stop.wait(0.001)
+
+    noise = [threading.Thread(target=chatter, name=f"kernel-{k}", daemon=True) for k in range(3)]
+
+    def workload_spin(stage) -> None:  # noqa: ANN001
+        with stage("spin"):
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 0.05:
+                sum(range(5000))
+
+    wl = profiling.callable_workload(workload_spin, name="test:spin", params={"n": 1})
+    result: dict = {}
+
+    def run_in_thread() -> None:  # not the main thread, as a kernel's executing thread need not be
+        try:
+            result["run"] = profile(wl, out=tmp_path / "spin", repeats=1, warmup=0, rate=200, sample_s=0.5,
+                                    log=None)  # fmt: skip
+        except BaseException as err:  # re-raised in the test's thread
+            result["error"] = err
+
+    for t in noise:
+        t.start()
+    try:
+        worker = threading.Thread(target=run_in_thread, name="workload")
+        worker.start()
+        worker.join()
+    finally:
+        stop.set()
+        for t in noise:
+            t.join()
+    if "error" in result:
+        raise result["error"]
+    run = result["run"]
+    if not str(run.metadata["pyspy"]).startswith("ok"):
+        pytest.skip(f"py-spy cannot attach here: {run.metadata['pyspy']}")
+    total = sum(run.folded.values())
+    mine = sum(n for stack, n in run.folded.items() if "workload_spin" in stack or "run_in_thread" in stack)
+    assert total and mine == total, "a sample of another thread is in the flamegraph"
+    assert not any("chatter" in stack for stack in run.folded)
+    threads = run.metadata["pyspy_threads"]
+    assert threads["sampled"].startswith("workload (")
+    left = threads["left_out"]
+    assert any(name.startswith("kernel-") for name in left) and sum(left.values()) > 0
+    svg = (run.run_dir / "flamegraph.svg").read_text()
+    assert "of workload (the workload&#x27;s thread)" in svg or "of workload (the workload's thread)" in svg
+    assert "left out:" in svg and "kernel-" in svg
+    assert "flamegraph: the samples of workload (" in profiling.summary(run)
 
 
 def test_speedscope_to_folded() -> None:

@@ -4,11 +4,14 @@ This file is executed as a script (``python -c <this source> SUITE QUICK THREADS
 revision's worktree, with that worktree first on ``PYTHONPATH``, so it imports *that revision's*
 ``gsworkbench``. It relies only on the oldest stable interface, ``registry.get_suite(name).cases(quick)``
 returning cases with ``name``, ``params``, ``setup`` and ``skip`` (``setup()`` returning the callable,
-or an object holding it as ``fn``, as ``registry.Prepared`` does), and times with this file's timer
-(``torch.utils.benchmark.Timer``, as the runner does), so both revisions are measured by the same code.
+or an object holding it as ``fn``, as ``registry.Prepared`` does). It holds no timing loop: the driver
+runs the runner's (``runner.time_blocks``, the one every suite is timed with) and asks this worker for
+its steps, an untimed call or the seconds per call of a block, timed by ``torch.utils.benchmark.Timer``
+as the runner times in-process; so both revisions are measured by the same code.
 It answers one JSON line per request on the original stdout; anything the suite prints goes to stderr.
 
-Requests: {"op": "list"} | {"op": "setup", "case": NAME} | {"op": "time", "number": K} | {"op": "quit"}.
+Requests: {"op": "list"} | {"op": "setup", "case": NAME} | {"op": "call"} | {"op": "time", "number": K}
+| {"op": "quit"}.
 """
 
 import json
@@ -42,7 +45,7 @@ def main() -> None:
     from gsworkbench.bench.registry import get_suite
 
     cases = {c.name: c for c in get_suite(suite_name).cases(quick)}
-    timer = None
+    timer = fn = None
     for line in sys.stdin:
         req = json.loads(line)
         try:
@@ -50,14 +53,14 @@ def main() -> None:
                 reply = {"cases": [{"name": c.name, "params": repr(c.params), "skip": c.skip} for c in cases.values()],
                          "extension": extension_file()}  # fmt: skip
             elif req["op"] == "setup":
-                timer = None
+                timer = fn = None
                 result = cases[req["case"]].setup()
-                timer = benchmark.Timer(stmt="fn()", globals={"fn": getattr(result, "fn", result)}, num_threads=threads)
-                one = timer.timeit(1).median  # warm-up, and the size of the blocks
-                if one < req.get("min_run_time", 0.5):
-                    timer.timeit(1)
-                    one = timer.timeit(1).median
-                reply = {"one": one}
+                fn = getattr(result, "fn", result)
+                timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+                reply = {}
+            elif req["op"] == "call":
+                fn()
+                reply = {}
             elif req["op"] == "time":
                 reply = {"per_call": timer.timeit(int(req["number"])).median}
             elif req["op"] == "quit":

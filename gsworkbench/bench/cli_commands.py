@@ -102,6 +102,8 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 def add_compare_parsers(sub: Any) -> None:
     """Adds the ``compare``, ``history`` and ``sweep`` subcommands to the CLI's subparsers."""
+    from gsworkbench.stats import ALPHA, THRESHOLD
+
     p = sub.add_parser("compare", help="baseline against candidate (run folders or git revisions), with significance")
     p.add_argument("baseline", help="a results/<run-id>/ folder, or a git revision")
     p.add_argument("candidate", help="a results/<run-id>/ folder, or a git revision")
@@ -114,8 +116,10 @@ def add_compare_parsers(sub: Any) -> None:
     p.add_argument("--threads", type=int, default=None, help="threads per revision worker (default 1)")
     p.add_argument("--min-run-time", type=float, default=0.5, help="seconds of timing per case and revision")
     p.add_argument("--no-build", action="store_true", help="do not build the revisions' extensions")
-    p.add_argument("--alpha", type=float, default=0.002, help="significance level of the Mann-Whitney U test")
-    p.add_argument("--threshold", type=float, default=0.05, help="smallest slow-down that fails (0.05 = 5%%)")
+    p.add_argument("--alpha", type=float, default=ALPHA,
+                   help=f"significance level of the Mann-Whitney U test ({ALPHA:g})")
+    p.add_argument("--threshold", type=float, default=THRESHOLD,
+                   help=f"smallest slow-down that fails ({THRESHOLD:g} = {100 * THRESHOLD:g}%%)")
     p.add_argument("--out", type=Path, default=None, help="folder for compare.csv/.md (default results/<run-id>/)")
     p.set_defaults(func=compare_command)
 

@@ -1,10 +1,8 @@
 """Baseline against candidate, case by case, with a significance test on the raw samples.
 
-The test (named in every table): a two-sided **Mann–Whitney U test** on the per-round samples of the
-two runs (``scipy.stats.mannwhitneyu``), as asv does, at ``p < alpha`` (0.002 by default, asv's), and
-a change counts only when the ratio of medians (candidate / baseline) is also beyond the threshold
-(5% by default): ``>= 1 + threshold`` is *slower*, ``<= 1 / (1 + threshold)`` is *faster*. Beside it, a
-95% percentile-bootstrap interval of the ratio of medians (both sets resampled with replacement).
+The test is the workbench's one rule (:mod:`gsworkbench.stats`, named in every table): a two-sided
+Mann–Whitney U test on the per-round samples of the two runs at ``p < alpha`` (0.002), a change
+counting only beyond the threshold (5%), with a 95% bootstrap interval of the ratio of medians.
 
 A case without samples on either side (runs written before samples were kept) gets "no samples";
 one with too few samples for the test to ever reach ``alpha`` gets "too few samples".
@@ -19,40 +17,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from gsworkbench import stats
 from gsworkbench.bench.store import SAMPLES, BenchRun, load_bench_run
+from gsworkbench.stats import ALPHA, THRESHOLD, bootstrap_ratio_ci, min_p_value, rule_text
 
-ALPHA = 0.002
-THRESHOLD = 0.05
+__all__ = ["ALPHA", "THRESHOLD", "Comparison", "bootstrap_ratio_ci", "compare_bench_runs", "compare_runs",
+           "compare_samples", "environment_warnings", "min_p_value", "rule_text", "select_backend"]  # fmt: skip
+
 TIMING_COLUMNS = {"case", "median_s", "iqr_s", "runs", "calls_per_run", "threads", "skipped", SAMPLES}
 # run parameters that change how long the timing takes, not what is timed: a warning, not a refusal
 TIMING_PARAMETERS = {"threads", "min_run_time", "revision"}
-
-
-def rule_text(alpha: float = ALPHA, threshold: float = THRESHOLD) -> str:
-    """The significance rule, as printed with every table."""
-    return (
-        f"two-sided Mann-Whitney U on per-round samples, p < {alpha:g}, and ratio of medians beyond "
-        f"{100 * threshold:g}%; CI: 95% bootstrap of the ratio of medians"
-    )
-
-
-def bootstrap_ratio_ci(
-    baseline: np.ndarray, candidate: np.ndarray, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile-bootstrap interval of median(candidate) / median(baseline)."""
-    rng = np.random.default_rng(seed)
-    b = np.median(rng.choice(baseline, (n_boot, baseline.size)), axis=1)
-    c = np.median(rng.choice(candidate, (n_boot, candidate.size)), axis=1)
-    lo, hi = np.quantile(c / b, [(1 - confidence) / 2, (1 + confidence) / 2])
-    return float(lo), float(hi)
-
-
-def min_p_value(n: int, m: int) -> float:
-    """The smallest two-sided Mann–Whitney p-value that n and m samples can give (complete separation)."""
-    a, b = np.arange(n, dtype=float), np.arange(n, n + m, dtype=float)
-    return float(stats.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue)
 
 
 def compare_samples(
@@ -64,28 +39,17 @@ def compare_samples(
     alpha: float = ALPHA,
     threshold: float = THRESHOLD,
 ) -> dict[str, Any]:
-    """One case: medians (s), ratio candidate/baseline with its CI, speedup, p-value and verdict."""
+    """One case: medians (s), ratio candidate/baseline with its CI, speedup, p-value and verdict, by
+    :func:`gsworkbench.stats.compare_samples`; without samples, the stored medians and "no samples"."""
     out: dict[str, Any] = {"ratio_ci_low": np.nan, "ratio_ci_high": np.nan, "p_value": np.nan}
     if not baseline or not candidate:
         b, c = base_median, cand_median
         out.update(baseline_s=b, candidate_s=c, verdict="no samples")
     else:
-        bs, cs = np.asarray(baseline, float), np.asarray(candidate, float)
-        b, c = float(np.median(bs)), float(np.median(cs))
-        out.update(baseline_s=b, candidate_s=c)
-        if min_p_value(bs.size, cs.size) >= alpha:
-            out["verdict"] = f"too few samples ({bs.size} vs {cs.size})"
-        else:
-            p = 1.0 if np.array_equal(np.sort(bs), np.sort(cs)) else stats.mannwhitneyu(bs, cs).pvalue
-            lo, hi = bootstrap_ratio_ci(bs, cs)
-            ratio = c / b
-            if p < alpha and ratio >= 1 + threshold:
-                verdict = "slower"
-            elif p < alpha and ratio <= 1 / (1 + threshold):
-                verdict = "faster"
-            else:
-                verdict = "no significant change"
-            out.update(ratio_ci_low=lo, ratio_ci_high=hi, p_value=float(p), verdict=verdict)
+        judged = stats.compare_samples(baseline, candidate, alpha=alpha, threshold=threshold)
+        b, c = judged["before_median"], judged["after_median"]
+        out.update({k: judged[k] for k in ("ratio_ci_low", "ratio_ci_high", "p_value", "verdict")})
+        out.update(baseline_s=b, candidate_s=c, n_baseline=judged["n_before"], n_candidate=judged["n_after"])
     ok = b is not None and c is not None and b > 0 and c > 0
     out["ratio"] = c / b if ok else np.nan
     out["speedup"] = b / c if ok else np.nan
@@ -239,14 +203,16 @@ def compare_bench_runs(
             )
         rows.append(row)
     cols = ["case", "baseline_s", "candidate_s", "ratio", "ratio_ci_low", "ratio_ci_high", "speedup", "p_value"]
-    table = pd.DataFrame(rows).reindex(columns=[*cols, "verdict"])
+    judged = pd.DataFrame(rows)
+    counts = [int(n) for col in ("n_baseline", "n_candidate") if col in judged for n in judged[col].dropna()]
+    table = judged.reindex(columns=[*cols, "verdict"])
     warnings = environment_warnings(base.metadata, cand.metadata)
     for side, run in (("baseline", base), ("candidate", cand)):
         warnings += [str(w) for w in run.metadata.get("warnings", [])]
         if not run.has_samples:
             warnings.append(f"{side} run has no raw samples (written before they were kept): no test possible")
     label = lambda r: f"{r.path} (commit {r.commit[:10]})"  # noqa: E731
-    return Comparison(table, warnings, rule_text(alpha, threshold), label(base), label(cand))
+    return Comparison(table, warnings, rule_text(alpha, threshold, counts), label(base), label(cand))
 
 
 def select_backend(run: BenchRun, backend: str) -> BenchRun:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.bench.runner import ROUNDS, timing_stats
+from gsworkbench.bench.runner import ROUNDS, time_blocks
 from gsworkbench.results import REPO_ROOT, environment, new_run_dir, write_json, write_table
 
 WORKER = Path(__file__).with_name("_revision_worker.py")
@@ -97,6 +97,19 @@ class _Worker:
             self.proc.kill()
 
 
+class _RemoteTimer:
+    """The runner's :class:`~gsworkbench.bench.runner.BlockTimer` of the case a worker has set up."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self.worker = worker
+
+    def call(self) -> None:
+        self.worker.ask(op="call")
+
+    def time_block(self, number: int) -> float:
+        return float(self.worker.ask(op="time", number=number)["per_call"])
+
+
 def time_revisions(
     workers: list[_Worker], *, min_run_time: float = 0.5, rounds: int = ROUNDS, progress: bool = True,
     cases: str | None = None,
@@ -125,16 +138,12 @@ def time_revisions(
             for row, skip in zip(rows, skips):
                 row["skipped"] = skip or f"skipped in the other revision: {next(s for s in skips if s)}"
         else:
-            ones = [w.ask(op="setup", case=name, min_run_time=min_run_time)["one"] for w in workers]
-            n_rounds = max(1, min(rounds, int(min_run_time / max(ones))))
-            numbers = [max(1, int(min_run_time / n_rounds / max(one, 1e-9))) for one in ones]
-            samples: list[list[float]] = [[] for _ in workers]
-            for r in range(n_rounds):
-                order = range(len(workers)) if r % 2 == 0 else reversed(range(len(workers)))
-                for k in order:
-                    samples[k].append(workers[k].ask(op="time", number=numbers[k])["per_call"])
-            for row, s, n in zip(rows, samples, numbers):
-                row.update(timing_stats(s, n))
+            for w in workers:
+                w.ask(op="setup", case=name)
+            timings = time_blocks([_RemoteTimer(w) for w in workers], min_run_time=min_run_time, rounds=rounds,
+                                  alternate=True)  # fmt: skip
+            for row, timing in zip(rows, timings):
+                row.update(timing)
         for k, row in enumerate(rows):
             out[k].append(row)
         if progress:

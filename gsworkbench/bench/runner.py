@@ -11,9 +11,10 @@ by slice instead (:func:`run_measured`).
 Counts (``threads``, ``runs``, ``calls_per_run``) are integer columns (empty for skipped cases). A case
 slow enough to get a single round has no spread: its ``iqr_s`` is empty (NaN), not 0.
 
-One timer (``torch.utils.benchmark.Timer``, here and in the revision worker) and one statistics
-function (:func:`timing_stats`, over ``torch.utils.benchmark.Measurement``) serve every suite, the
-notebooks' measurements and ``gsworkbench compare --revisions``. A case's setup returns the callable
+One timing loop (:func:`time_blocks`: warm-up, block sizes, rounds), one timer
+(``torch.utils.benchmark.Timer``, here and in the revision worker, which the loop drives over a pipe)
+and one statistics function (:func:`timing_stats`, over ``torch.utils.benchmark.Measurement``) serve
+every suite, the notebooks' measurements and ``gsworkbench compare --revisions``. A case's setup returns the callable
 with its extra columns (:class:`~gsworkbench.bench.registry.Prepared`); they join its row.
 """
 
@@ -24,7 +25,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 import torch
@@ -55,17 +56,72 @@ def default_threads() -> int:
     return int(os.environ.get("GSW_BENCH_THREADS", torch.get_num_threads()))
 
 
+class BlockTimer(Protocol):
+    """What the timing loop needs of a timed callable: an untimed call, and the seconds per call of a
+    block of ``number`` calls. In-process: :class:`LocalTimer`; the revision worker's, over a pipe."""
+
+    def call(self) -> None: ...
+
+    def time_block(self, number: int) -> float: ...
+
+
+class LocalTimer:
+    """A :class:`BlockTimer` of ``fn`` in this process, by ``torch.utils.benchmark.Timer``; ``clock``:
+    the timer's clock in seconds (default ``timeit.default_timer``)."""
+
+    def __init__(self, fn: Callable[[], Any], threads: int, clock: Callable[[], float] | None = None) -> None:
+        extra = {} if clock is None else {"timer": clock}
+        self.fn = fn
+        self.timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads, **extra)
+
+    def call(self) -> None:
+        self.fn()
+
+    def time_block(self, number: int) -> float:
+        return self.timer.timeit(number).median
+
+
+def time_blocks(
+    timers: Sequence[BlockTimer], *, min_run_time: float = 0.5, warmup: int = 2, rounds: int = ROUNDS,
+    alternate: bool = False,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The timing loop: median, IQR (seconds per call), counts and raw samples of each timer, timed in
+    interleaved blocks (what :func:`time_interleaved` and ``compare --revisions`` both time with).
+
+    Each gets about ``min_run_time`` seconds in all: a block of calls per round, sized from one timed
+    call after the warm-up (at least one call per block). There are ``rounds`` rounds, fewer (down to
+    one) when the slowest single call exceeds ``min_run_time / rounds``; a call slower than
+    ``min_run_time`` gets no further warm-up. ``samples_s`` lists every round's seconds per call (the
+    block's time over its calls), in round order: what :mod:`gsworkbench.stats` tests. ``alternate``:
+    every other round runs the timers in reverse order (ABBA), so that a drift hits the first and the
+    last alike.
+    """
+    ones = []
+    for t in timers:
+        one = t.time_block(1)  # first call: a warm-up, and the size of the blocks if it is slow
+        if one < min_run_time:
+            for _ in range(warmup - 1):
+                t.call()
+            one = t.time_block(1)
+        ones.append(max(one, 1e-9))
+    if not timers:
+        return []
+    rounds = max(1, min(rounds, int(min_run_time / max(ones))))
+    numbers = [max(1, int(min_run_time / rounds / one)) for one in ones]
+    per_call: list[list[float]] = [[] for _ in timers]
+    for r in range(rounds):
+        order = reversed(range(len(timers))) if alternate and r % 2 else range(len(timers))
+        for k in order:
+            per_call[k].append(timers[k].time_block(numbers[k]))
+    return [timing_stats(times, numbers[k]) for k, times in enumerate(per_call)]
+
+
 def time_interleaved(
     fns: list[Callable[[], Any]], *, threads: int, min_run_time: float = 0.5, warmup: int = 2, rounds: int = ROUNDS,
     single_calls: int | None = None, clock: Callable[[], float] | None = None,
 ) -> list[dict[str, float]]:
-    """Median, IQR (seconds per call), counts and raw samples of each ``fn()``, timed in interleaved blocks.
-
-    Each fn gets about ``min_run_time`` seconds in all: a block of calls per round, sized from one
-    timed call after the warm-up (at least one call per block). There are ``rounds`` rounds, fewer
-    (down to one) when the slowest fn's single call exceeds ``min_run_time / rounds``; a call slower
-    than ``min_run_time`` gets no further warm-up. ``samples_s`` lists every round's seconds per call
-    (the block's time over its calls), in round order: what :mod:`gsworkbench.bench.compare` tests.
+    """Median, IQR (seconds per call), counts and raw samples of each ``fn()``, timed in interleaved
+    blocks by :func:`time_blocks` (see there).
 
     ``single_calls=K`` times K single calls of each fn instead (K rounds of one call, after ``warmup``
     calls; ``min_run_time`` unused): the median and spread of individual calls, for microsecond calls
@@ -77,32 +133,17 @@ def time_interleaved(
     """
     if not fns:
         return []
-    extra = {} if clock is None else {"timer": clock}
-    timers = [benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads, **extra) for fn in fns]
+    timers = [LocalTimer(fn, threads, clock) for fn in fns]
     if single_calls is not None:
         for fn in fns:
             for _ in range(warmup):
                 fn()
-        per_call = [[] for _ in fns]
+        per_call: list[list[float]] = [[] for _ in fns]
         for _ in range(single_calls):
             for k, timer in enumerate(timers):
-                per_call[k].append(timer.timeit(1).median)
+                per_call[k].append(timer.time_block(1))
         return [timing_stats(times, 1) for times in per_call]
-    ones = []
-    for fn, timer in zip(fns, timers):
-        one = timer.timeit(1).median  # first call: a warm-up, and the size of the blocks if it is slow
-        if one < min_run_time:
-            for _ in range(warmup - 1):
-                fn()
-            one = timer.timeit(1).median
-        ones.append(max(one, 1e-9))
-    rounds = max(1, min(rounds, int(min_run_time / max(ones))))
-    numbers = [max(1, int(min_run_time / rounds / one)) for one in ones]
-    per_call = [[] for _ in fns]
-    for _ in range(rounds):
-        for k, timer in enumerate(timers):
-            per_call[k].append(timer.timeit(numbers[k]).median)
-    return [timing_stats(times, numbers[k]) for k, times in enumerate(per_call)]
+    return time_blocks(timers, min_run_time=min_run_time, warmup=warmup, rounds=rounds)
 
 
 COMPARED = ("backend", "compile", "schedule")  # params whose values are timed against each other, interleaved

@@ -120,7 +120,7 @@ def train_field(
     With ``checkpoint``, the final state is saved there (atomically); with ``resume`` too, training
     starts from that file's state when it exists and runs up to ``config.iterations`` in total.
     """
-    from tqdm import tqdm  # text, not a widget: an executed notebook shows the final bar in any viewer
+    from tqdm.auto import tqdm  # a widget in a notebook (as the splat trainer's), text in a terminal
 
     cfg = config or TrainConfig()
     step = FieldTrainStep(model, target, cfg)

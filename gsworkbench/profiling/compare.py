@@ -1,10 +1,12 @@
 """``diff(before, after)``: what changed between two profiles of the same workload.
 
 - Stages: median seconds before and after, their ratio, and whether the change stands out from the
-  run-to-run noise. A stage's change is *significant* when all three hold: Welch's t-test on the
-  log-seconds of the repeats gives p < ``alpha`` (default 0.01); the medians differ by at least
-  ``min_change`` (default 5%); and the difference is at least ``min_share`` (default 1%) of BEFORE's
-  wall time (so a microsecond stage's jitter is not news). It needs at least 2 repeats on each side.
+  run-to-run noise, judged by the workbench's one rule (:mod:`gsworkbench.stats`, as ``gsworkbench
+  compare`` judges): Mann–Whitney U on the repeats' seconds at p < ``alpha`` (0.002), the medians
+  differing by at least ``min_change`` (5%), with a bootstrap interval of the ratio. A profile diff adds
+  one condition: the difference is at least ``min_share`` (default 1%) of BEFORE's wall time (so a
+  microsecond stage's jitter is not news). The test needs 7 repeats on each side to reach 0.002; with
+  fewer, a stage reads "too few samples" and the warnings say how many repeats to take.
 - Ops: the op table's biggest gains and losses of self time.
 - Frames: the change of each frame's share of the py-spy samples, and the differential flamegraph.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +27,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gsworkbench import stats
 from gsworkbench.profiling import flamegraph, stages
 from gsworkbench.profiling.run import ProfileRun, load_profile
 from gsworkbench.results import atomic_write_text, new_run_dir, write_json, write_table
 
 MAY_DIFFER = ("backend",)  # parameters that two compared profiles may set differently
+OP_NAME_WIDTH = 40  # characters of an op's name in the printed table (the csv keeps it whole)
+FRAME_NAME_WIDTH = 60
+SUMMARY_WIDTH = 100  # characters per line of the printed summary's prose
 
 
 @dataclass
@@ -44,6 +51,8 @@ class ProfileDiff:
     svg: str | None
     warnings: list[str] = field(default_factory=list)
     out_dir: Path | None = None
+    rule: str = ""
+    """The significance rule the stage table applied, in words (with the repeat counts)."""
 
     @property
     def significant(self) -> list[str]:
@@ -80,36 +89,40 @@ def check_comparable(before: ProfileRun, after: ProfileRun) -> list[str]:
     return warnings
 
 
-def welch_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided p-value of Welch's t-test on log-seconds; nan with fewer than 2 samples on a side."""
-    from scipy import stats as sst
-
-    if len(a) < 2 or len(b) < 2:
-        return float("nan")
-    la, lb = np.log(np.maximum(a, 1e-12)), np.log(np.maximum(b, 1e-12))
-    if np.ptp(la) == 0 and np.ptp(lb) == 0:
-        return 1.0 if la[0] == lb[0] else 0.0
-    return float(sst.ttest_ind(la, lb, equal_var=False).pvalue)
-
-
-def compare_stages(before: pd.DataFrame, after: pd.DataFrame, order: list[str] | None = None, alpha: float = 0.01,
-                   min_change: float = 0.05, min_share: float = 0.01) -> pd.DataFrame:  # fmt: skip
-    """Per stage (``repeats`` tables): median before and after, ratio after/before, p-value, significant."""
+def compare_stages(before: pd.DataFrame, after: pd.DataFrame, order: list[str] | None = None,
+                   alpha: float = stats.ALPHA, min_change: float = stats.THRESHOLD,
+                   min_share: float = 0.01) -> pd.DataFrame:  # fmt: skip
+    """Per stage (``repeats`` tables: repeat, stage, seconds): median seconds before and after, ratio
+    after/before with its bootstrap interval, p-value, n before and after, verdict (by
+    :func:`gsworkbench.stats.compare_samples`) and ``significant`` (a significant verdict whose change is
+    also at least ``min_share`` of BEFORE's wall time). A stage only one side has is a change
+    ("new stage", "stage gone") when it is that large."""
     wall = float(before.loc[before.stage == stages.TOTAL, "seconds"].median())
     names = order or stages.stage_order([], list(dict.fromkeys([*before.stage, *after.stage])))
     rows = []
     for s in names:
         a = before.loc[before.stage == s, "seconds"].to_numpy(float)
         b = after.loc[after.stage == s, "seconds"].to_numpy(float)
-        if s == stages.OTHER:  # 'other' may dip below zero by rounding: compare as it is, no log
-            a, b = np.maximum(a, 0.0), np.maximum(b, 0.0)
-        ma = float(np.median(a)) if len(a) else 0.0
-        mb = float(np.median(b)) if len(b) else 0.0
-        ratio = mb / ma if ma > 0 else (math.inf if mb > 0 else 1.0)
-        p = welch_p(a, b) if len(a) and len(b) else (0.0 if max(ma, mb) > 0 else 1.0)
-        sig = bool(p < alpha and abs(ratio - 1) >= min_change and abs(mb - ma) >= min_share * wall)
-        rows.append({"stage": s, "before_s": ma, "after_s": mb, "ratio": ratio, "p_value": p, "significant": sig})
+        if len(a) and len(b):
+            judged = stats.compare_samples(a, b, alpha=alpha, threshold=min_change)
+            ma, mb, verdict = judged["before_median"], judged["after_median"], judged["verdict"]
+            row = {k: judged[k] for k in ("ratio", "ratio_ci_low", "ratio_ci_high", "p_value", "n_before", "n_after")}
+            big = stats.is_significant(verdict)
+        else:
+            ma = float(np.median(a)) if len(a) else 0.0
+            mb = float(np.median(b)) if len(b) else 0.0
+            verdict = "stage gone" if len(a) else "new stage"
+            row = {"ratio": stats.median_ratio(ma, mb), "ratio_ci_low": math.nan, "ratio_ci_high": math.nan,
+                   "p_value": math.nan, "n_before": len(a), "n_after": len(b)}  # fmt: skip
+            big = max(ma, mb) > 0
+        sig = bool(big and abs(mb - ma) >= min_share * wall)
+        rows.append({"stage": s, "before_s": ma, "after_s": mb, **row, "verdict": verdict, "significant": sig})
     return pd.DataFrame(rows)
+
+
+def stage_rule(alpha: float, min_change: float, min_share: float, counts: tuple[int, int]) -> str:
+    """The stage table's rule in words: the workbench's rule with the repeat counts, and the share condition."""
+    return f"{stats.rule_text(alpha, min_change, counts)}; and at least {100 * min_share:g}% of the wall time"
 
 
 def compare_ops(before: pd.DataFrame, after: pd.DataFrame, top: int = 10) -> pd.DataFrame:
@@ -128,8 +141,8 @@ def compare_ops(before: pd.DataFrame, after: pd.DataFrame, top: int = 10) -> pd.
 
 def diff(
     before: str | os.PathLike[str] | ProfileRun, after: str | os.PathLike[str] | ProfileRun, *,
-    out: str | os.PathLike[str] | None = None, save: bool = True, alpha: float = 0.01, min_change: float = 0.05,
-    min_share: float = 0.01, top: int = 10,
+    out: str | os.PathLike[str] | None = None, save: bool = True, alpha: float = stats.ALPHA,
+    min_change: float = stats.THRESHOLD, min_share: float = 0.01, top: int = 10,
 ) -> ProfileDiff:  # fmt: skip
     """Compares two profile runs (folders or :class:`ProfileRun`). With ``save``, writes
     ``stages_diff.csv``, ``ops_diff.csv``, ``frames_diff.csv``, ``diff_flamegraph.svg`` and
@@ -140,8 +153,9 @@ def diff(
     order = stages.stage_order(list(b.stages.stage), list(a.stages.stage))
     st = compare_stages(b.repeats, a.repeats, order, alpha, min_change, min_share)
     nb, na = b.repeats.repeat.nunique(), a.repeats.repeat.nunique()
-    if min(nb, na) < 2:
-        warnings.append(f"significance needs >= 2 repeats per profile (have {nb} and {na})")
+    if stats.min_p_value(nb, na) >= alpha:
+        warnings.append(f"no stage can be significant: the test at p < {alpha:g} needs "
+                        f"{stats.min_samples(alpha)} repeats per profile (have {nb} and {na}; profile --repeats)")
     op = compare_ops(b.ops, a.ops, top)
     frames = svg = None
     if b.folded and a.folded:
@@ -151,7 +165,7 @@ def diff(
         )
     else:
         warnings.append("no differential flamegraph: a profile has no py-spy samples")
-    result = ProfileDiff(b, a, st, op, frames, svg, warnings)
+    result = ProfileDiff(b, a, st, op, frames, svg, warnings, rule=stage_rule(alpha, min_change, min_share, (nb, na)))
     if save:
         d = Path(out) if out is not None else new_run_dir("profile-diff")
         d.mkdir(parents=True, exist_ok=True)
@@ -171,25 +185,55 @@ def _diff_meta(r: ProfileDiff, alpha: float, min_change: float, min_share: float
         "before": str(r.before.run_dir),
         "after": str(r.after.run_dir),
         "workload": r.before.workload,
-        "criteria": {"alpha": alpha, "min_change": min_change, "min_share": min_share},
+        "criteria": {"alpha": alpha, "min_change": min_change, "min_share": min_share, "test": "Mann-Whitney U"},
+        "rule": r.rule,
         "significant": r.significant,
         "warnings": r.warnings,
     }
 
 
+def stages_view(table: pd.DataFrame) -> pd.DataFrame:
+    """The stage table as shown: stage, medians, ratio with its interval (text), p, verdict, significant."""
+    ci = ["" if math.isnan(lo) else f"[{lo:.3g}, {hi:.3g}]" for lo, hi in zip(table.ratio_ci_low, table.ratio_ci_high)]
+    return pd.DataFrame({"stage": table.stage, "before_s": table.before_s, "after_s": table.after_s,
+                         "ratio": table.ratio, "ratio_95ci": ci, "p": table.p_value, "verdict": table.verdict,
+                         "significant": table.significant})  # fmt: skip
+
+
+def ops_view(table: pd.DataFrame, width: int = OP_NAME_WIDTH) -> pd.DataFrame:
+    """The ops table as shown, narrow enough not to wrap: the op name cut to ``width`` characters, self
+    milliseconds (device time where the profiles have it, else CPU) before, after and their change,
+    calls before -> after, gain or loss."""
+    col = "self_device_s" if "self_device_s_before" in table else "self_cpu_s"
+    calls = [f"{int(b)}->{int(a)}" for b, a in zip(table["calls_before"], table["calls_after"])]
+    return pd.DataFrame({
+        "op": table["name"].map(lambda n: _short_label(str(n), width)),
+        "self_ms_before": 1e3 * table[f"{col}_before"], "self_ms_after": 1e3 * table[f"{col}_after"],
+        "change_ms": 1e3 * table["change_s"], "calls": calls, "kind": table["kind"],
+    })  # fmt: skip
+
+
+def frames_view(frames: pd.DataFrame, top: int = 10, width: int = FRAME_NAME_WIDTH) -> pd.DataFrame:
+    """The ``top`` frames whose inclusive share of the samples changed most, the name cut to ``width``."""
+    cols = ["frame", "inclusive_before", "inclusive_after", "inclusive_change"]
+    return frames[cols].head(top).assign(frame=lambda d: d.frame.map(lambda n: _short_label(str(n), width)))
+
+
 def diff_summary(r: ProfileDiff, top: int = 10) -> str:
-    """The diff as text: warnings, the stage table, the ops' gains and losses, the frames that moved most."""
+    """The diff as text, no line much over 100 characters: warnings, the stage table with the rule it
+    applied, the ops' gains and losses, the frames that moved most."""
     fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
-    parts = [f"== {r.before.label}  ->  {r.after.label} ==", *(f"WARNING: {w}" for w in r.warnings)]
-    parts += ["\n-- stages (median seconds per run) --", r.stages.to_string(**fmt)]
+    prose = lambda text: textwrap.fill(text, SUMMARY_WIDTH, subsequent_indent="    ")  # noqa: E731
+    parts = [f"== {r.before.label}  ->  {r.after.label} ==", *(prose(f"WARNING: {w}") for w in r.warnings)]
+    parts += ["\n-- stages (median seconds per run) --", stages_view(r.stages).to_string(**fmt)]
     sig = r.significant
+    parts.append(prose(f"significance: {r.rule}"))
     parts.append("significant changes: " + (", ".join(sig) if sig else "none"))
-    ops_view = r.ops.assign(name=r.ops["name"].map(_short_label))
-    parts += ["\n-- ops: biggest gains and losses of self time --", ops_view.to_string(**fmt)]
+    what = "device" if "self_device_s_before" in r.ops else "CPU"
+    parts += [f"\n-- ops: biggest gains and losses of self {what} time (ms) --", ops_view(r.ops).to_string(**fmt)]
     if r.frames is not None:
-        cols = ["frame", "inclusive_before", "inclusive_after", "inclusive_change"]
-        frames = r.frames[cols].head(top).assign(frame=lambda d: d.frame.map(_short_label))
-        parts += ["\n-- frames: largest changes of inclusive share (py-spy) --", frames.to_string(**fmt)]
+        parts += ["\n-- frames: largest changes of inclusive share (py-spy) --",
+                  frames_view(r.frames, top).to_string(**fmt)]  # fmt: skip
     if r.out_dir is not None:
         parts.append(f"\nwritten: {r.out_dir}")
     return "\n".join(parts)

@@ -123,21 +123,74 @@ def frame_label(frame: dict[str, Any]) -> str:
     return f"{name} ({file}:{line})" if line else f"{name} ({file})"
 
 
-def speedscope_to_folded(doc: dict[str, Any], rate: int | None = None) -> Counter[str]:
-    """Folded stacks (root first, ``;``-joined frame labels) -> sample counts, over every thread.
+_THREAD_NAME = re.compile(r'^Thread (?P<tid>\d+)(?: "(?P<name>.*)")?')
+
+
+def profile_thread(profile_name: str) -> tuple[int | None, str]:
+    """(native thread id, thread name) of a speedscope profile that py-spy named ``Thread 123 "name"``;
+    (None, the whole name) for a name of any other form."""
+    m = _THREAD_NAME.match(profile_name or "")
+    if m is None:
+        return None, profile_name or "?"
+    return int(m["tid"]), m["name"] or m["tid"]
+
+
+def _profile_counts(doc: dict[str, Any], prof: dict[str, Any], rate: int | None) -> Counter[str]:
+    frames = [frame_label(f) for f in doc["shared"]["frames"]]
+    own = {i for i, f in enumerate(doc["shared"]["frames"]) if str(f.get("file", "")).endswith(_THIS_FILE)}
+    counts: Counter[str] = Counter()
+    weights = prof.get("weights") or [None] * len(prof["samples"])
+    for stack, w in zip(prof["samples"], weights):
+        if not stack or any(i in own for i in stack):
+            continue
+        n = max(1, round(w * rate)) if (rate and w) else 1
+        counts[";".join(frames[i].replace(";", ":") for i in stack)] += n
+    return counts
+
+
+def speedscope_to_folded(doc: dict[str, Any], rate: int | None = None, thread: int | None = None) -> Counter[str]:
+    """Folded stacks (root first, ``;``-joined frame labels) -> sample counts, over every thread, or
+    over the thread whose native id is ``thread`` only (py-spy names each thread's profile
+    ``Thread <native id> "<name>"``).
 
     py-spy's speedscope weights are seconds per sample; with ``rate`` they convert to counts (one
     sample = 1 / rate s), otherwise each listed sample counts once. Samples of this module (the
     recording starting or stopping) are left out.
     """
-    frames = [frame_label(f) for f in doc["shared"]["frames"]]
-    own = {i for i, f in enumerate(doc["shared"]["frames"]) if str(f.get("file", "")).endswith(_THIS_FILE)}
     counts: Counter[str] = Counter()
     for prof in doc["profiles"]:
-        weights = prof.get("weights") or [None] * len(prof["samples"])
-        for stack, w in zip(prof["samples"], weights):
-            if not stack or any(i in own for i in stack):
-                continue
-            n = max(1, round(w * rate)) if (rate and w) else 1
-            counts[";".join(frames[i].replace(";", ":") for i in stack)] += n
+        if thread is None or profile_thread(prof.get("name", ""))[0] == thread:
+            counts.update(_profile_counts(doc, prof, rate))
     return counts
+
+
+def thread_samples(doc: dict[str, Any], rate: int | None = None) -> list[tuple[int | None, str, int]]:
+    """(native thread id, thread name, samples) per thread of a py-spy speedscope recording, most first."""
+    rows = []
+    for prof in doc["profiles"]:
+        tid, name = profile_thread(prof.get("name", ""))
+        rows.append((tid, name, sum(_profile_counts(doc, prof, rate).values())))
+    return sorted(rows, key=lambda row: -row[2])
+
+
+def one_thread_folded(doc: dict[str, Any], thread: int, rate: int | None = None) -> tuple[Counter[str], dict[str, int]]:
+    """The folded stacks of the thread ``thread`` (a native id, ``threading.get_native_id()``) and what
+    was left out: ``"name (id)"`` -> samples of every other thread that has any. In a Jupyter kernel the
+    other threads are the kernel's own (IOPub, heartbeat, control), idle but sampled in their waits;
+    kept, they would crowd the workload into a corner of the flamegraph. When no profile is named
+    after ``thread`` (a py-spy that names threads otherwise), every thread is kept and nothing left out."""
+    rows = thread_samples(doc, rate)
+    if not any(tid == thread for tid, _name, _n in rows):
+        return speedscope_to_folded(doc, rate), {}
+    left_out = {f"{name} ({tid})": n for tid, name, n in rows if tid != thread and n}
+    return speedscope_to_folded(doc, rate, thread=thread), left_out
+
+
+def left_out_note(kept: int, left_out: dict[str, int], width: int = 4) -> str:
+    """One line saying which threads' samples a flamegraph leaves out (empty when none)."""
+    dropped = sum(left_out.values())
+    if not dropped:
+        return ""
+    names = ", ".join(list(left_out)[:width]) + (f" and {len(left_out) - width} more" if len(left_out) > width else "")
+    share = 100 * dropped / max(1, dropped + kept)
+    return f"left out: {dropped} samples ({share:.0f}%) of {len(left_out)} other thread(s): {names}"

@@ -13,7 +13,9 @@ Files in ``results/<run-id>/`` (or ``out``), each written atomically:
 - ``repeats.csv`` (repeat, stage, seconds), ``stages.csv`` (:func:`~gsworkbench.profiling.stages.stage_table`
   plus ``profiler_s``), ``stages.png``;
 - ``ops.csv`` (``torch.profiler`` key averages), ``trace.json.gz`` (chrome trace, gzipped JSON; Perfetto opens it);
-- ``profile.speedscope.json``, ``stacks.folded``, ``flamegraph.svg`` (py-spy, ``--native``);
+- ``profile.speedscope.json`` (py-spy, ``--native``, every thread), ``stacks.folded`` and ``flamegraph.svg``
+  (the samples of the thread that ran the workload; ``metadata.json``'s ``pyspy_threads`` lists the
+  threads left out, e.g. a Jupyter kernel's IOPub and heartbeat threads, with their samples);
 - ``overhead.csv``: wall time per run without a profiler, under torch.profiler, under py-spy (median).
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -97,7 +100,7 @@ def profile(
     workload: str | Workload | Callable[..., Any],
     params: Mapping[str, Any] | None = None,
     *,
-    repeats: int = 5,
+    repeats: int = 7,
     warmup: int = 1,
     rate: int = 100,
     sample_s: float = 3.0,
@@ -149,6 +152,8 @@ def profile(
     write_table(run_dir / FILES["stages"], table)
 
     folded, pyspy_status, spy_walls = None, "not asked for", [float("nan")]
+    # the flamegraph shows the thread that runs the workload; a kernel's idle threads are left out
+    workload_thread, workload_thread_name = threading.get_native_id(), threading.current_thread().name
     if pyspy_enabled:
         say(f"  one run, then runs for {sample_s:g} s, sampled by py-spy at {rate} Hz{' (--native)' if native else ''}")
         try:
@@ -158,10 +163,16 @@ def profile(
                 while len(spy_walls) < 2 or time.perf_counter() - t0 < sample_s:
                     spy_walls.append(stages.timed_run(fn, wl.device)[0])
             doc = json.loads((run_dir / FILES["speedscope"]).read_text())
-            folded = pyspy.speedscope_to_folded(doc, rate)
+            folded, left_out = pyspy.one_thread_folded(doc, workload_thread, rate)
             flamegraph.write_folded(run_dir / FILES["folded"], folded)
             title = f"{wl.name} [{wl.params.get('backend', '')}]"
-            svg = flamegraph.flamegraph_svg(folded, title=f"py-spy flamegraph: {title}")
+            note = pyspy.left_out_note(sum(folded.values()), left_out)
+            if note:
+                say(f"  {note}")
+            sub = f"{sum(folded.values())} samples of {workload_thread_name} (the workload's thread)" + (
+                f"; {note}" if note else "")  # fmt: skip
+            svg = flamegraph.flamegraph_svg(folded, title=f"py-spy flamegraph: {title}", subtitle=sub)
+            meta["pyspy_threads"] = {"sampled": f"{workload_thread_name} ({workload_thread})", "left_out": left_out}
             atomic_write_text(run_dir / FILES["flamegraph"], svg)
             pyspy_status = "ok" if folded else "ok, but no samples (raise the rate or lengthen the run)"
         except pyspy.PySpyUnavailable as err:
@@ -209,6 +220,10 @@ def summary(run: ProfileRun, top: int = 15) -> str:
               ops.top_ops(run.ops, top).to_string(**fmt)]  # fmt: skip
     parts += ["\n== profiler overhead (wall seconds per run) ==", run.overhead.to_string(**fmt)]
     parts.append(f"\npy-spy: {run.metadata.get('pyspy')}")
+    threads = run.metadata.get("pyspy_threads")
+    if threads and run.folded is not None:
+        note = pyspy.left_out_note(sum(run.folded.values()), threads.get("left_out", {}))
+        parts.append(f"flamegraph: the samples of {threads['sampled']}" + (f"; {note}" if note else ""))
     parts.append(f"files: {run.run_dir}/ ({', '.join(sorted(p.name for p in run.run_dir.iterdir() if p.is_file()))})")
     return "\n".join(parts)
 
