@@ -178,7 +178,8 @@ def _cmd_quality(args: argparse.Namespace) -> int:
 
 
 def _cmd_reconstruct(args: argparse.Namespace) -> int:
-    from gsworkbench.results import new_run_dir, save_figure, write_metadata
+    from gsworkbench.figures import save_figure
+    from gsworkbench.runs import new_run_dir, write_metadata
     from gsworkbench.scenes.reconstruct import reconstruct
     from gsworkbench.scenes.sfm_report import plot_cameras
 
@@ -199,7 +200,7 @@ def _cmd_reconstruct(args: argparse.Namespace) -> int:
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
-    from gsworkbench.results import environment
+    from gsworkbench.provenance import environment
 
     print(json.dumps(environment(), indent=2, default=str))
     return 0
@@ -238,9 +239,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _version() -> str:
     from gsworkbench import __version__
-    from gsworkbench.results import _git
+    from gsworkbench.provenance import git_output
 
-    commit = _git("rev-parse", "--short", "HEAD")
+    commit = git_output("rev-parse", "--short", "HEAD")
     return f"gsworkbench {__version__}" + (f" (commit {commit})" if commit else "")
 
 

@@ -64,12 +64,15 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from gsworkbench import field, plots
+from gsworkbench import field
 from gsworkbench.bench import run_cases
 from gsworkbench.bench.suites.field import summarize as summarize_field_bench
 from gsworkbench.bench.suites.field import train_step_cases
+from gsworkbench.field.plots import field_slices
+from gsworkbench.figures import save_figure
+from gsworkbench.io.atomic import write_table
 from gsworkbench.notebooks.display import result_link
-from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.runs import new_run_dir, write_metadata
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("01_gaussian_field")
 write_metadata(run_dir, params)
@@ -100,7 +103,7 @@ plt.show()
 # ## Target against fit: slices through the volume
 
 # %%
-fig = plots.field_slices(tgt, model)
+fig = field_slices(tgt, model)
 save_figure(run_dir / "slices.png", fig)
 plt.show()
 

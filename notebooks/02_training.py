@@ -75,9 +75,11 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
+from gsworkbench.figures import save_figure
 from gsworkbench.io import read_ply
+from gsworkbench.io.atomic import write_table
 from gsworkbench.notebooks.display import metrics_table, result_link
-from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.runs import new_run_dir, write_metadata
 from gsworkbench.scenes import builtin_scene, load_scene
 from gsworkbench.train import preset as train_preset
 from gsworkbench.train import preset_scene, train

@@ -64,11 +64,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
+from gsworkbench.figures import save_figure
 from gsworkbench.notebooks.display import result_link, svg_view
 from gsworkbench.profiling import diff, diff_summary, plot_stages, profile
 from gsworkbench.profiling.ops import top_ops
 from gsworkbench.profiling.workloads import workload_spec
-from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata
+from gsworkbench.provenance import machine_summary
+from gsworkbench.runs import new_run_dir, write_metadata
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("04_profiling")
 write_metadata(run_dir, params)

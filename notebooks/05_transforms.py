@@ -65,15 +65,18 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from gsworkbench import gaussians, plots
+from gsworkbench import gaussians
 from gsworkbench._ext import has_ext
 from gsworkbench.bench import get_suite, run_cases
 from gsworkbench.bench.suites.transforms import sweep_cases
+from gsworkbench.figures import save_figure
 from gsworkbench.io import read_ply, write_ply
+from gsworkbench.io.atomic import write_table
 from gsworkbench.notebooks.display import result_link
-from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.runs import new_run_dir, write_metadata
 from gsworkbench.splats import synthetic_splats
 from gsworkbench.transforms import compose, inverse, make_frames, transform
+from gsworkbench.transforms.plots import throughput
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("05_transforms")
 write_metadata(run_dir, params)
@@ -203,6 +206,6 @@ show = table[[c for c in cols if c in table]].copy()
 show
 
 # %%
-fig = plots.throughput(table)
+fig = throughput(table)
 save_figure(run_dir / "throughput.png", fig)
 plt.show()

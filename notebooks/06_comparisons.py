@@ -71,9 +71,11 @@ from gsworkbench.bench.history import history_table, plot_history
 from gsworkbench.bench.scaling import SPECS, fit_table, plot_scaling
 from gsworkbench.bench.store import find_bench_runs
 from gsworkbench.bench.sweep import run_sweep, suite_task
+from gsworkbench.figures import add_footer, save_figure
+from gsworkbench.io.atomic import write_table
 from gsworkbench.notebooks.display import result_link
-from gsworkbench.plots import add_footer
-from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.provenance import machine_summary
+from gsworkbench.runs import new_run_dir, write_metadata
 
 run_dir = Path(results_dir) if results_dir else new_run_dir("06_comparisons")
 write_metadata(run_dir, params)

@@ -74,8 +74,9 @@ import pycolmap
 import torch
 from IPython.display import display
 
+from gsworkbench.figures import save_figure
 from gsworkbench.notebooks.display import metrics_table, result_link
-from gsworkbench.results import new_run_dir, save_figure, write_metadata
+from gsworkbench.runs import new_run_dir, write_metadata
 from gsworkbench.scenes import generate_scene, load_scene
 from gsworkbench.scenes.reconstruct import reconstruct
 from gsworkbench.scenes.sfm_report import format_report, plot_cameras, read_report

@@ -29,8 +29,8 @@ import torch
 
 from gsworkbench import gaussians
 from gsworkbench.compile import compile_step
+from gsworkbench.io.atomic import atomic_write_bytes
 from gsworkbench.memory import release_freed_memory, retain_freed_memory
-from gsworkbench.results import atomic_write_bytes
 from gsworkbench.splat import rasterize
 from gsworkbench.splats import SplatSet
 from gsworkbench.train.background import eval_background, over_background
