@@ -76,8 +76,6 @@ results_dir = ""
 # %%
 params = guard.check(globals())
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
@@ -86,16 +84,13 @@ from gsworkbench.bench import run_cases
 from gsworkbench.bench.suites.render import STAGES, render_cases, summarize_render
 from gsworkbench.figures import save_figure
 from gsworkbench.io.atomic import write_table
-from gsworkbench.notebooks.display import headless, result_link
-from gsworkbench.runs import new_run_dir, write_metadata
+from gsworkbench.notebooks.display import headless
+from gsworkbench.notebooks.start import start_run
 from gsworkbench.splat import orbit_cameras, rasterize
 from gsworkbench.splat.plots import depth_alpha, fps_plot, spread_views, stage_breakdown
 from gsworkbench.splats import synthetic_splats
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("03_rendering")
-write_metadata(run_dir, params)
-torch.manual_seed(seed)
-display(result_link(run_dir, results_dir, "results"))
+run_dir = start_run("03_rendering", params, seed=seed)
 print("threads:", torch.get_num_threads())
 
 # %% [markdown]

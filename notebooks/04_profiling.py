@@ -58,23 +58,19 @@ results_dir = ""
 # %%
 params = guard.check(globals())
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
 from gsworkbench.figures import save_figure
 from gsworkbench.notebooks.display import result_link, svg_view
+from gsworkbench.notebooks.start import start_run
 from gsworkbench.profiling import diff, diff_summary, plot_stages, profile
 from gsworkbench.profiling.ops import top_ops
 from gsworkbench.profiling.workloads import workload_spec
 from gsworkbench.provenance import machine_summary
-from gsworkbench.runs import new_run_dir, write_metadata
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("04_profiling")
-write_metadata(run_dir, params)
-display(result_link(run_dir, results_dir, "results"))
+run_dir = start_run("04_profiling", params)
 
 # %% [markdown]
 # ## One profile per backend

@@ -58,12 +58,10 @@ results_dir = ""
 params = guard.check(globals())
 
 import math
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
-from IPython.display import display
 
 from gsworkbench import gaussians
 from gsworkbench._ext import has_ext
@@ -72,15 +70,12 @@ from gsworkbench.bench.suites.transforms import sweep_cases
 from gsworkbench.figures import save_figure
 from gsworkbench.io import read_ply, write_ply
 from gsworkbench.io.atomic import write_table
-from gsworkbench.notebooks.display import result_link
-from gsworkbench.runs import new_run_dir, write_metadata
+from gsworkbench.notebooks.start import start_run
 from gsworkbench.splats import synthetic_splats
 from gsworkbench.transforms import compose, inverse, make_frames, transform
 from gsworkbench.transforms.plots import throughput
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("05_transforms")
-write_metadata(run_dir, params)
-display(result_link(run_dir, results_dir, "results"))
+run_dir = start_run("05_transforms", params)
 print("threads:", torch.get_num_threads(), "| extension built:", has_ext())
 
 # %% [markdown]

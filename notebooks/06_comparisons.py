@@ -59,8 +59,6 @@ results_dir = ""
 # %%
 params = guard.check(globals())
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
@@ -73,15 +71,12 @@ from gsworkbench.bench.store import find_bench_runs
 from gsworkbench.bench.sweep import run_sweep, suite_task
 from gsworkbench.figures import add_footer, save_figure
 from gsworkbench.io.atomic import write_table
-from gsworkbench.notebooks.display import result_link
+from gsworkbench.notebooks.start import start_run
 from gsworkbench.provenance import machine_summary
-from gsworkbench.runs import new_run_dir, write_metadata
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("06_comparisons")
-write_metadata(run_dir, params)
+run_dir = start_run("06_comparisons", params)
 threads = torch.get_num_threads()
 footer = machine_summary()
-display(result_link(run_dir, results_dir, "results"))
 print("threads:", threads)
 
 # %% [markdown]
