@@ -191,7 +191,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_quality(args: argparse.Namespace) -> int:
-    from gsworkbench.train.quality import quality_table
+    from gsworkbench.experiments.quality import quality_table
 
     table, folder = quality_table(args.runs, args.out)
     print(table.to_string(index=False))
@@ -375,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_compare_parsers(sub)  # compare, history, sweep
 
-    from gsworkbench.train.quality import RUNS
+    from gsworkbench.experiments.quality import RUNS
 
     p = sub.add_parser("quality", help="train named runs on the built-in scenes; a table of test PSNR/SSIM")
     p.add_argument("runs", nargs="+", choices=list(RUNS), metavar="RUN", help="one or more of: " + ", ".join(RUNS))

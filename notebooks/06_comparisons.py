@@ -68,7 +68,7 @@ from gsworkbench.bench.compare import compare_runs
 from gsworkbench.bench.history import history_table, plot_history
 from gsworkbench.bench.scaling import SPECS, fit_table, plot_scaling
 from gsworkbench.bench.store import find_bench_runs
-from gsworkbench.bench.sweep import run_sweep, suite_task
+from gsworkbench.experiments.sweep import run_sweep, suite_task
 from gsworkbench.figures import add_footer, save_figure
 from gsworkbench.io.atomic import write_table
 from gsworkbench.notebooks.start import start_run

@@ -79,7 +79,7 @@ def parse_sweep_values(text: str) -> list[Any]:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    from gsworkbench.bench.sweep import notebook_task, run_sweep
+    from gsworkbench.experiments.sweep import notebook_task, run_sweep
     from gsworkbench.notebooks import notebook_defaults
     from gsworkbench.runs import new_run_dir
 
