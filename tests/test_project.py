@@ -97,3 +97,12 @@ def test_a_project_path_that_is_not_one_is_a_one_line_error(tmp_path, monkeypatc
     assert main(["sync-notebooks", "--check", "--project", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"--project {tmp_path}: not a gsworkbench project folder" in err
+
+
+def test_falling_back_to_the_package_checkout_is_noted_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(project, "_noted_fallback", False)
+    assert project.project_dir() == project.PACKAGE_CHECKOUT
+    assert project.results_root() == project.PACKAGE_CHECKOUT / "results"
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("gsworkbench: note: project folder") and str(tmp_path) in err[0]
