@@ -2,5 +2,7 @@
 
 :mod:`gsworkbench.experiments.sweep` runs a parameter grid of notebook runs or benchmark cases on Dask;
 :mod:`gsworkbench.experiments.quality` gathers training runs' quality (PSNR, SSIM, time, Gaussians)
-into one table. Timing suites stay in :mod:`gsworkbench.bench`.
+into one table; :mod:`gsworkbench.experiments.converge` trains until the held-out PSNR reaches a target
+(the ``converge`` benchmark suite runs it, interleaving the runs it compares). Timing suites stay in
+:mod:`gsworkbench.bench`.
 """
