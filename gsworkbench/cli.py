@@ -35,8 +35,11 @@ examples (times on a 2-core laptop-class CPU):
   gsworkbench bench field --quick                                           under a minute
   gsworkbench bench --help                                                  the benchmark suites
 
-Results go to results/<run-id>/ (set GSW_RESULTS_DIR to change it).
+Notebooks and results are the project folder's: the nearest folder above the working folder with the
+project's pyproject.toml and notebooks/ (or --project DIR, or GSW_PROJECT_DIR). Results go to its
+results/<run-id>/ (set GSW_RESULTS_DIR to change it).
 """
+PROJECT_HELP = "the project folder (default: the nearest above the working folder; or GSW_PROJECT_DIR)"
 
 
 # ---- argument types: every number range-checked ---------------------------------------------------
@@ -115,9 +118,26 @@ def _cmd_params(args: argparse.Namespace) -> int:
     return 0
 
 
+def _project_folders(args: argparse.Namespace) -> str:
+    """``--project DIR`` (for this process and the kernels it starts), then one line naming the
+    notebooks folder and how it was chosen (a ValueError for a DIR that is not a project folder)."""
+    from gsworkbench.project import PROJECT_ENV, find_project, is_project_dir
+
+    if getattr(args, "project", None) is not None:
+        if not is_project_dir(args.project):
+            raise ValueError(f"--project {args.project}: not a gsworkbench project folder "
+                             "(no pyproject.toml naming gsworkbench beside a notebooks/ folder)")  # fmt: skip
+        os.environ[PROJECT_ENV] = str(args.project.resolve())
+    project = find_project()
+    return f"notebooks: {project.path / 'notebooks'} ({project.source})"
+
+
 def _cmd_run_all(args: argparse.Namespace) -> int:
     from gsworkbench.notebooks import run_all
+    from gsworkbench.project import results_source
 
+    print(_project_folders(args))
+    print(f"results: {results_source()}")
     run_dir, statuses = run_all(smoke=args.smoke)
     print(f"\nnotebook suite results: {run_dir}")
     for nb, status in statuses:
@@ -130,6 +150,7 @@ def _cmd_run_all(args: argparse.Namespace) -> int:
 def _cmd_prepare_smoke(args: argparse.Namespace) -> int:
     from gsworkbench.notebooks import prepare_smoke
 
+    print(_project_folders(args), file=sys.stderr)  # stdout lists the prepared notebooks alone
     for p in prepare_smoke(args.dir):
         print(p)
     return 0
@@ -138,6 +159,7 @@ def _cmd_prepare_smoke(args: argparse.Namespace) -> int:
 def _cmd_sync_notebooks(args: argparse.Namespace) -> int:
     from gsworkbench.notebooks import sync_notebooks
 
+    print(_project_folders(args))
     report = sync_notebooks(check=args.check)
     for line in report:
         print(("stale: " if args.check else "written: ") + line)
@@ -169,7 +191,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_quality(args: argparse.Namespace) -> int:
-    from gsworkbench.train.quality import quality_table
+    from gsworkbench.experiments.quality import quality_table
 
     table, folder = quality_table(args.runs, args.out)
     print(table.to_string(index=False))
@@ -178,7 +200,8 @@ def _cmd_quality(args: argparse.Namespace) -> int:
 
 
 def _cmd_reconstruct(args: argparse.Namespace) -> int:
-    from gsworkbench.results import new_run_dir, save_figure, write_metadata
+    from gsworkbench.figures import save_figure
+    from gsworkbench.runs import new_run_dir, write_metadata
     from gsworkbench.scenes.reconstruct import reconstruct
     from gsworkbench.scenes.sfm_report import plot_cameras
 
@@ -199,7 +222,7 @@ def _cmd_reconstruct(args: argparse.Namespace) -> int:
 
 
 def _cmd_env(args: argparse.Namespace) -> int:
-    from gsworkbench.results import environment
+    from gsworkbench.provenance import environment
 
     print(json.dumps(environment(), indent=2, default=str))
     return 0
@@ -238,9 +261,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _version() -> str:
     from gsworkbench import __version__
-    from gsworkbench.results import _git
+    from gsworkbench.provenance import git_output
 
-    commit = _git("rev-parse", "--short", "HEAD")
+    commit = git_output("rev-parse", "--short", "HEAD")
     return f"gsworkbench {__version__}" + (f" (commit {commit})" if commit else "")
 
 
@@ -327,14 +350,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run-all", help="run every notebook in notebooks/ into results/<run-id>/")
     p.add_argument("--smoke", action="store_true", help="use each notebook's small smoke parameters")
+    p.add_argument("--project", type=Path, default=None, help=PROJECT_HELP)
     p.set_defaults(func=_cmd_run_all)
 
     p = sub.add_parser("prepare-smoke", help="inject smoke parameters into copies of the notebooks (for nbval)")
     p.add_argument("dir", type=Path)
+    p.add_argument("--project", type=Path, default=None, help=PROJECT_HELP)
     p.set_defaults(func=_cmd_prepare_smoke)
 
     p = sub.add_parser("sync-notebooks", help="write every notebooks/NN_*.ipynb from its .py source")
     p.add_argument("--check", action="store_true", help="only compare; exit 1 when any .ipynb is stale")
+    p.add_argument("--project", type=Path, default=None, help=PROJECT_HELP)
     p.set_defaults(func=_cmd_sync_notebooks)
 
     suites = suite_summaries()
@@ -354,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_compare_parsers(sub)  # compare, history, sweep
 
-    from gsworkbench.train.quality import RUNS
+    from gsworkbench.experiments.quality import RUNS
 
     p = sub.add_parser("quality", help="train named runs on the built-in scenes; a table of test PSNR/SSIM")
     p.add_argument("runs", nargs="+", choices=list(RUNS), metavar="RUN", help="one or more of: " + ", ".join(RUNS))

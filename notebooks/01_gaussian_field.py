@@ -58,23 +58,20 @@ results_dir = ""
 # %%
 params = guard.check(globals())
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import torch
-from IPython.display import display
 
-from gsworkbench import field, plots
+from gsworkbench import field
 from gsworkbench.bench import run_cases
 from gsworkbench.bench.suites.field import summarize as summarize_field_bench
 from gsworkbench.bench.suites.field import train_step_cases
-from gsworkbench.notebooks.display import readable, result_link
-from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.field.plots import field_slices
+from gsworkbench.figures import save_figure
+from gsworkbench.io.atomic import write_table
+from gsworkbench.notebooks.display import readable
+from gsworkbench.notebooks.start import start_run
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("01_gaussian_field")
-write_metadata(run_dir, params)
-torch.manual_seed(seed)
-display(result_link(run_dir, results_dir, "results"))
+run_dir = start_run("01_gaussian_field", params, seed=seed)
 print("threads:", torch.get_num_threads())
 
 # %% [markdown]
@@ -100,7 +97,7 @@ plt.show()
 # ## Target against fit: slices through the volume
 
 # %%
-fig = plots.field_slices(tgt, model)
+fig = field_slices(tgt, model)
 save_figure(run_dir / "slices.png", fig)
 plt.show()
 

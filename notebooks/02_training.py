@@ -69,22 +69,21 @@ results_dir = ""
 # %%
 params = guard.check(globals())
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
+from gsworkbench.figures import save_figure
 from gsworkbench.io import read_ply
+from gsworkbench.io.atomic import write_table
 from gsworkbench.notebooks.display import metrics_table, result_link
-from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.notebooks.start import start_run
 from gsworkbench.scenes import builtin_scene, load_scene
 from gsworkbench.train import preset as train_preset
 from gsworkbench.train import preset_scene, train
 from gsworkbench.train.plots import dataset_views, stage_bars, stage_table, test_views, training_curves
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("02_training")
-write_metadata(run_dir, params)
+run_dir = start_run("02_training", params)
 # progress: the bar below, whatever the preset says (the smoke preset turns it off for scripts)
 overrides = {"strategy": strategy, "backend": backend, "device": device, "seed": seed, "progress": True}
 if iterations:
@@ -94,7 +93,6 @@ if checkpoint_every:
 if resolution_schedule:
     overrides["resolution_schedule"] = resolution_schedule
 config = train_preset(preset, **overrides)
-display(result_link(run_dir, results_dir, "results"))
 print("threads:", torch.get_num_threads())
 print(config)
 

@@ -76,24 +76,21 @@ results_dir = ""
 # %%
 params = guard.check(globals())
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from gsworkbench import plots
 from gsworkbench.bench import run_cases
 from gsworkbench.bench.suites.render import STAGES, render_cases, summarize_render
-from gsworkbench.notebooks.display import headless, result_link
-from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.figures import save_figure
+from gsworkbench.io.atomic import write_table
+from gsworkbench.notebooks.display import headless
+from gsworkbench.notebooks.start import start_run
 from gsworkbench.splat import orbit_cameras, rasterize
+from gsworkbench.splat.plots import depth_alpha, fps_plot, spread_views, stage_breakdown
 from gsworkbench.splats import synthetic_splats
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("03_rendering")
-write_metadata(run_dir, params)
-torch.manual_seed(seed)
-display(result_link(run_dir, results_dir, "results"))
+run_dir = start_run("03_rendering", params, seed=seed)
 print("threads:", torch.get_num_threads())
 
 # %% [markdown]
@@ -125,7 +122,7 @@ plt.show()
 # ## Expected depth and alpha
 
 # %%
-fig = plots.depth_alpha(depth, alpha, plots.spread_views(orbit_views, 3), orbit_views)
+fig = depth_alpha(depth, alpha, spread_views(orbit_views, 3), orbit_views)
 save_figure(run_dir / "depth_alpha.png", fig)
 plt.show()
 
@@ -155,12 +152,12 @@ cols += ["speedup_vs_torch"]
 show[cols]
 
 # %%
-fig = plots.stage_breakdown(bench, bench_backends, sh_degree)
+fig = stage_breakdown(bench, bench_backends, sh_degree)
 save_figure(run_dir / "stage_breakdown.png", fig)
 plt.show()
 
 # %%
-fig = plots.fps_plot(bench)
+fig = fps_plot(bench)
 save_figure(run_dir / "fps.png", fig)
 plt.show()
 

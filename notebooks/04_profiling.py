@@ -58,22 +58,20 @@ results_dir = ""
 # %%
 params = guard.check(globals())
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
+from gsworkbench.figures import save_figure
 from gsworkbench.notebooks.display import readable, result_link, svg_view
+from gsworkbench.notebooks.start import start_run
 from gsworkbench.profiling import diff, plot_stages, profile
 from gsworkbench.profiling.compare import frames_view, ops_view, stages_view
 from gsworkbench.profiling.ops import top_ops
 from gsworkbench.profiling.workloads import workload_spec
-from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata
+from gsworkbench.provenance import machine_summary
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("04_profiling")
-write_metadata(run_dir, params)
-display(result_link(run_dir, results_dir, "results"))
+run_dir = start_run("04_profiling", params)
 
 # %% [markdown]
 # ## One profile per backend

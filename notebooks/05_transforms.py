@@ -58,26 +58,24 @@ results_dir = ""
 params = guard.check(globals())
 
 import math
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
-from IPython.display import display
 
-from gsworkbench import gaussians, plots
+from gsworkbench import gaussians
 from gsworkbench._ext import has_ext
 from gsworkbench.bench import get_suite, run_cases
 from gsworkbench.bench.suites.transforms import sweep_cases
+from gsworkbench.figures import save_figure
 from gsworkbench.io import read_ply, write_ply
-from gsworkbench.notebooks.display import result_link
-from gsworkbench.results import new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.io.atomic import write_table
+from gsworkbench.notebooks.start import start_run
 from gsworkbench.splats import synthetic_splats
 from gsworkbench.transforms import compose, inverse, make_frames, transform
+from gsworkbench.transforms.plots import throughput
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("05_transforms")
-write_metadata(run_dir, params)
-display(result_link(run_dir, results_dir, "results"))
+run_dir = start_run("05_transforms", params)
 print("threads:", torch.get_num_threads(), "| extension built:", has_ext())
 
 # %% [markdown]
@@ -203,6 +201,6 @@ show = table[[c for c in cols if c in table]].copy()
 show
 
 # %%
-fig = plots.throughput(table)
+fig = throughput(table)
 save_figure(run_dir / "throughput.png", fig)
 plt.show()

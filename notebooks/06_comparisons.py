@@ -59,8 +59,6 @@ results_dir = ""
 # %%
 params = guard.check(globals())
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
@@ -70,16 +68,15 @@ from gsworkbench.bench.compare import compare_runs
 from gsworkbench.bench.history import history_table, plot_history
 from gsworkbench.bench.scaling import SPECS, fit_table, plot_scaling
 from gsworkbench.bench.store import find_bench_runs
-from gsworkbench.bench.sweep import run_sweep, suite_task
-from gsworkbench.notebooks.display import result_link
-from gsworkbench.plots import add_footer
-from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata, write_table
+from gsworkbench.experiments.sweep import run_sweep, suite_task
+from gsworkbench.figures import add_footer, save_figure
+from gsworkbench.io.atomic import write_table
+from gsworkbench.notebooks.start import start_run
+from gsworkbench.provenance import machine_summary
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("06_comparisons")
-write_metadata(run_dir, params)
+run_dir = start_run("06_comparisons", params)
 threads = torch.get_num_threads()
 footer = machine_summary()
-display(result_link(run_dir, results_dir, "results"))
 print("threads:", threads)
 
 # %% [markdown]

@@ -74,8 +74,9 @@ import pycolmap
 import torch
 from IPython.display import display
 
+from gsworkbench.figures import save_figure
 from gsworkbench.notebooks.display import metrics_table, result_link
-from gsworkbench.results import new_run_dir, save_figure, write_metadata
+from gsworkbench.notebooks.start import start_run
 from gsworkbench.scenes import generate_scene, load_scene
 from gsworkbench.scenes.reconstruct import reconstruct
 from gsworkbench.scenes.sfm_report import format_report, plot_cameras, read_report
@@ -83,9 +84,7 @@ from gsworkbench.train import preset as train_preset
 from gsworkbench.train import train
 from gsworkbench.train.plots import test_views, training_curves
 
-run_dir = Path(results_dir) if results_dir else new_run_dir("07_capture")
-write_metadata(run_dir, params)
-display(result_link(run_dir, results_dir, "results"))
+run_dir = start_run("07_capture", params)
 print("threads:", torch.get_num_threads())
 if photos:
     source = Path(photos)

@@ -258,10 +258,10 @@ def _render_bench(configs):
 def test_stage_breakdown_labels_do_not_overlap():
     import matplotlib.pyplot as plt
 
-    from gsworkbench import plots
+    from gsworkbench.splat.plots import stage_breakdown
 
     configs = [("ext", n, s) for n in (2000, 20000, 100000) for s in (128, 256, 512)] + [("torch", 2000, 128)]
-    fig = plots.stage_breakdown(_render_bench(configs), ["ext", "torch"], 3)
+    fig = stage_breakdown(_render_bench(configs), ["ext", "torch"], 3)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:

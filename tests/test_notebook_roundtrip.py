@@ -20,7 +20,7 @@ import pytest
 
 from gsworkbench import notebooks as nbs
 from gsworkbench.notebooks import files
-from gsworkbench.results import REPO_ROOT
+from gsworkbench.project import PACKAGE_CHECKOUT
 
 pytest.importorskip("jupyter_server")
 jupytext = pytest.importorskip("jupytext")
@@ -45,7 +45,7 @@ def _call(result):
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """The project's jupytext.toml and notebook scripts, with their .ipynb generated as by `make setup`."""
-    shutil.copy(REPO_ROOT / "jupytext.toml", tmp_path / "jupytext.toml")
+    shutil.copy(PACKAGE_CHECKOUT / "jupytext.toml", tmp_path / "jupytext.toml")
     (tmp_path / "notebooks").mkdir()
     for script in SCRIPTS:
         shutil.copy(script, tmp_path / "notebooks" / script.name)
@@ -69,10 +69,10 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 def test_the_project_pairs_the_notebooks_through_jupytext_toml():
     from jupytext.config import find_jupytext_configuration_file, load_jupytext_config
 
-    assert find_jupytext_configuration_file(str(files.NOTEBOOK_DIR)) == str(REPO_ROOT / "jupytext.toml")
+    assert find_jupytext_configuration_file(str(files.notebook_dir())) == str(PACKAGE_CHECKOUT / "jupytext.toml")
     config = load_jupytext_config(str(SCRIPTS[0]))
     assert config.default_formats(f"notebooks/{SCRIPTS[0].name}") == "notebooks///ipynb,notebooks///py:percent"
-    assert config.default_formats("gsworkbench/plots.py") is None  # the package's modules are not paired
+    assert config.default_formats("gsworkbench/figures.py") is None  # the package's modules are not paired
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -157,9 +157,9 @@ def test_the_scripts_are_as_jupytext_writes_them():
 
 def test_generated_notebooks_are_not_tracked():
     """The .ipynb are build outputs: git-ignored and not in the index (the .py are the tracked source)."""
-    if not (REPO_ROOT / ".git").exists() or shutil.which("git") is None:
+    if not (PACKAGE_CHECKOUT / ".git").exists() or shutil.which("git") is None:
         pytest.skip("not a git checkout")
-    git = ["git", "-C", str(REPO_ROOT)]
+    git = ["git", "-C", str(PACKAGE_CHECKOUT)]
     tracked = subprocess.run([*git, "ls-files", "notebooks"], capture_output=True, text=True, check=True).stdout
     assert not [p for p in tracked.split() if p.endswith(".ipynb")], "git rm --cached notebooks/*.ipynb"
     probe = "notebooks/" + SCRIPTS[0].with_suffix(".ipynb").name

@@ -20,7 +20,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 def _camera_cell() -> str:
     """Notebook 03's last code cell: the interactive camera (ipywidgets) over its static default view."""
-    nb = nbs.load_notebook(nbs.NOTEBOOK_DIR / "03_rendering.py")
+    nb = nbs.load_notebook(nbs.notebook_dir() / "03_rendering.py")
     source = [c.source for c in nb.cells if c.cell_type == "code"][-1]
     assert "widgets.interactive(" in source
     return source
@@ -46,7 +46,7 @@ def test_the_camera_cell_runs_headless_many_times(tmp_path):
         import matplotlib.pyplot as plt
         import torch
         from gsworkbench.notebooks.display import headless
-        from gsworkbench.results import save_figure
+        from gsworkbench.figures import save_figure
         from gsworkbench.splat import rasterize
         from gsworkbench.splats import synthetic_splats
         width, height, sh_degree, backend = 32, 24, 1, {backend!r}

@@ -40,13 +40,14 @@ def test_validate_parameters():
 
 
 def _notebook_stems():
-    return sorted({p.stem for p in nbs.list_scripts()} | {p.stem for p in nbs.NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb")})
+    generated = nbs.notebook_dir().glob("[0-9][0-9]_*.ipynb")
+    return sorted({p.stem for p in nbs.list_scripts()} | {p.stem for p in generated})
 
 
 @pytest.mark.parametrize("stem", _notebook_stems())
 def test_ipynb_is_generated_from_script(stem):
     """Each notebooks/NN_*.py has its generated NN_*.ipynb (`make setup`), with the script's inputs."""
-    script, notebook = nbs.NOTEBOOK_DIR / f"{stem}.py", nbs.NOTEBOOK_DIR / f"{stem}.ipynb"
+    script, notebook = nbs.notebook_dir() / f"{stem}.py", nbs.notebook_dir() / f"{stem}.ipynb"
     assert script.exists(), f"{notebook.name} has no source script {script.name}"
     assert notebook.exists(), f"{notebook.name} is missing: run `make setup` or `gsworkbench sync-notebooks`"
     assert nbs.files.inputs_match(notebook, script), (
@@ -323,7 +324,7 @@ def test_a_second_run_into_a_held_folder_is_refused_naming_the_holder(tmp_path):
     """Two runs into the same --out both succeeded, and the folder ended with the second run's files."""
     _writing_notebook(tmp_path / "92_writes.ipynb")
     out = tmp_path / "out"
-    hold = ("import sys\nfrom gsworkbench.results import run_lock\nwith run_lock(sys.argv[1], 'the first run'):\n"
+    hold = ("import sys\nfrom gsworkbench.runs import run_lock\nwith run_lock(sys.argv[1], 'the first run'):\n"
             "    print('held', flush=True)\n    sys.stdin.readline()\n")  # fmt: skip
     holder = subprocess.Popen([sys.executable, "-c", hold, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)  # fmt: skip

@@ -1,4 +1,4 @@
-"""Results store (atomic writes, metadata) and the benchmark core."""
+"""Run folders and metadata, atomic writes, and the benchmark core."""
 
 from __future__ import annotations
 
@@ -13,30 +13,31 @@ import pandas as pd
 import pytest
 import torch
 
-from gsworkbench import results
+from gsworkbench import runs
 from gsworkbench.bench import Case, get_suite, list_suites, run_cases, run_suite, save_run
 from gsworkbench.bench.store import load_run
 from gsworkbench.field import BACKENDS
+from gsworkbench.io import atomic
 
 
 def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
     path = tmp_path / "table.csv"
-    results.atomic_write_text(path, "old\n")
+    atomic.atomic_write_text(path, "old\n")
 
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError, match="disk full"):
-        results.atomic_write_text(path, "new\n")
+        atomic.atomic_write_text(path, "new\n")
     assert path.read_text() == "old\n"
     assert not [p for p in tmp_path.iterdir() if p.name != "table.csv"]  # no temporaries left
 
 
 def test_metadata_records_environment(tmp_path):
-    run = results.new_run_dir("unit", tmp_path)
+    run = runs.new_run_dir("unit", tmp_path)
     assert run.parent == tmp_path and run.name.split("-")[1] == "unit"
-    meta = json.loads(results.write_metadata(run, {"a": 1}).read_text())
+    meta = json.loads(runs.write_metadata(run, {"a": 1}).read_text())
     assert meta["parameters"] == {"a": 1}
     for key in ("git_commit", "git_dirty", "packages", "cpu_model", "threads", "time_utc", "python"):
         assert key in meta
@@ -45,11 +46,11 @@ def test_metadata_records_environment(tmp_path):
     prev = torch.get_num_threads()
     try:
         torch.set_num_threads(1 if prev > 1 else 2)
-        threads = json.loads(results.write_metadata(run, {}).read_text())["threads"]
+        threads = json.loads(runs.write_metadata(run, {}).read_text())["threads"]
         assert threads["torch_threads"] == torch.get_num_threads() != prev  # read when written
     finally:
         torch.set_num_threads(prev)
-    assert results.new_run_dir("unit", tmp_path) != run
+    assert runs.new_run_dir("unit", tmp_path) != run
 
 
 def test_registry_knows_the_field_suite():

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from gsworkbench.io import read_ply, write_ply
-from gsworkbench.results import atomic_path, atomic_write_text, environment
+from gsworkbench.io.atomic import atomic_path, atomic_write_text
+from gsworkbench.provenance import environment
 from gsworkbench.splats import synthetic_splats
 
 

@@ -165,3 +165,16 @@ def test_bad_input_raises_value_error(change: dict, match: str, device: str) -> 
     ]
     with pytest.raises(ValueError, match=match):
         rasterize(*args, **kw)
+
+
+def test_input_check_takes_its_arguments_by_name() -> None:
+    """check_rasterize_inputs takes rasterize's arguments by name only, so they cannot shift."""
+    from gsworkbench.splat.rasterize import check_rasterize_inputs
+
+    kw = {**_good(), "near_plane": 0.01, "far_plane": 1e10, "backgrounds": None, "render_mode": "RGB",
+          "rasterize_mode": "classic", "tile_size": 16, "backend": "torch"}  # fmt: skip
+    check_rasterize_inputs(**kw)  # the good scene passes
+    with pytest.raises(ValueError, match="width must be an int >= 1"):
+        check_rasterize_inputs(**{**kw, "width": 0})
+    with pytest.raises(TypeError):
+        check_rasterize_inputs(*kw.values())

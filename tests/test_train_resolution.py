@@ -190,7 +190,7 @@ class _Clock:
 
 
 def test_converge_run_counts_training_time_only(scene):
-    from gsworkbench.bench.converge import ConvergeRun
+    from gsworkbench.experiments.converge import ConvergeRun
 
     clock = _Clock()
     trainer = Trainer(scene, preset("smoke", iterations=40, backend=_backend()))

@@ -12,7 +12,7 @@ def compare_command(args: argparse.Namespace) -> int:
     """Two run folders, or two git revisions timed interleaved; prints and writes the table; exit 1 on
     any significant slow-down beyond the threshold."""
     from gsworkbench.bench.compare import compare_runs
-    from gsworkbench.results import new_run_dir, write_metadata
+    from gsworkbench.runs import new_run_dir, write_metadata
 
     base, cand = Path(args.baseline), Path(args.candidate)
     if base.is_dir() and cand.is_dir():
@@ -47,7 +47,10 @@ def compare_command(args: argparse.Namespace) -> int:
 
 def history_command(args: argparse.Namespace) -> int:
     from gsworkbench.bench.history import plot_history, suite_history
-    from gsworkbench.results import machine_summary, new_run_dir, save_figure, write_metadata, write_table
+    from gsworkbench.figures import save_figure
+    from gsworkbench.io.atomic import write_table
+    from gsworkbench.provenance import machine_summary
+    from gsworkbench.runs import new_run_dir, write_metadata
 
     history = suite_history(args.suite, args.root, args.cases)
     out = new_run_dir(f"history-{args.suite}")
@@ -76,9 +79,9 @@ def parse_sweep_values(text: str) -> list[Any]:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    from gsworkbench.bench.sweep import notebook_task, run_sweep
+    from gsworkbench.experiments.sweep import notebook_task, run_sweep
     from gsworkbench.notebooks import notebook_defaults
-    from gsworkbench.results import new_run_dir
+    from gsworkbench.runs import new_run_dir
 
     notebook = Path(args.notebook)
     if not notebook.is_file():

@@ -112,7 +112,7 @@ class Comparison:
 
     def write(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
         """Writes ``compare.csv`` (full precision) and ``compare.md`` atomically into ``out_dir``."""
-        from gsworkbench.results import atomic_write_text, write_table
+        from gsworkbench.io.atomic import atomic_write_text, write_table
 
         out = Path(out_dir)
         return {

@@ -22,7 +22,10 @@ from typing import Any
 import pandas as pd
 
 from gsworkbench.bench.runner import ROUNDS, time_blocks
-from gsworkbench.results import REPO_ROOT, environment, new_run_dir, write_json, write_table
+from gsworkbench.io.atomic import write_json, write_table
+from gsworkbench.project import PACKAGE_CHECKOUT
+from gsworkbench.provenance import environment
+from gsworkbench.runs import new_run_dir
 
 WORKER = Path(__file__).with_name("_revision_worker.py")
 
@@ -34,7 +37,7 @@ def _git(repo: Path, *args: str) -> str:
     return out.stdout.strip()
 
 
-def resolve_revision(rev: str, repo: str | os.PathLike[str] = REPO_ROOT) -> str:
+def resolve_revision(rev: str, repo: str | os.PathLike[str] = PACKAGE_CHECKOUT) -> str:
     """The full commit hash of ``rev``; ValueError naming it when git does not know it."""
     try:
         return _git(Path(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
@@ -43,7 +46,10 @@ def resolve_revision(rev: str, repo: str | os.PathLike[str] = REPO_ROOT) -> str:
 
 
 def prepare_revision(
-    rev: str, repo: str | os.PathLike[str] = REPO_ROOT, cache: str | os.PathLike[str] | None = None, build: bool = True
+    rev: str,
+    repo: str | os.PathLike[str] = PACKAGE_CHECKOUT,
+    cache: str | os.PathLike[str] | None = None,
+    build: bool = True,
 ) -> Path:
     """A worktree of ``rev`` (reused when present), its extension built when ``build``; returns its path."""
     repo = Path(repo)
@@ -162,7 +168,7 @@ def compare_revisions(
     threads: int = 1,
     min_run_time: float = 0.5,
     build: bool = True,
-    repo: str | os.PathLike[str] = REPO_ROOT,
+    repo: str | os.PathLike[str] = PACKAGE_CHECKOUT,
     cache: str | os.PathLike[str] | None = None,
     root: str | os.PathLike[str] | None = None,
     progress: bool = True,

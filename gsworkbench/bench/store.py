@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.results import new_run_dir, write_metadata, write_table
+from gsworkbench.io.atomic import write_table
+from gsworkbench.runs import new_run_dir, write_metadata
 
 SAMPLES = "samples_s"
 
@@ -89,7 +90,7 @@ def load_bench_run(run_dir: str | os.PathLike[str]) -> BenchRun:
 
 def find_bench_runs(suite: str, root: str | os.PathLike[str] | None = None) -> list[BenchRun]:
     """Every readable run of ``suite`` under ``root`` (default ``results/``), oldest first."""
-    from gsworkbench.results import results_root
+    from gsworkbench.project import results_root
 
     base = Path(root) if root is not None else results_root()
     runs = []

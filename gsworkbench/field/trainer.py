@@ -16,7 +16,7 @@ import torch
 from gsworkbench.compile import COMPILE_MODES, compile_step
 from gsworkbench.field.module import GaussianField
 from gsworkbench.field.targets import Target
-from gsworkbench.results import atomic_write_bytes
+from gsworkbench.io.atomic import atomic_write_bytes
 
 
 @dataclass

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from gsworkbench import gaussians
-from gsworkbench.results import atomic_write_bytes
+from gsworkbench.io.atomic import atomic_write_bytes
 from gsworkbench.splats import SplatSet
 
 SPLAT_DTYPE = np.dtype([("position", "<f4", 3), ("scale", "<f4", 3), ("rgba", "u1", 4), ("rotation", "u1", 4)])

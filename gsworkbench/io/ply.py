@@ -32,7 +32,7 @@ import torch
 from plyfile import PlyData, PlyElement
 
 from gsworkbench import gaussians
-from gsworkbench.results import atomic_writer
+from gsworkbench.io.atomic import atomic_writer
 from gsworkbench.splats import SplatSet
 
 _REQUIRED = ["x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1", "scale_2",

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsworkbench.results import atomic_write_bytes
+from gsworkbench.io.atomic import atomic_write_bytes
 from gsworkbench.splats import SplatSet
 
 # the workbench's axes to SPZ's RUB: a half turn about x (a proper rotation, so SH rotate exactly)

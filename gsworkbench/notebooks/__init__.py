@@ -15,7 +15,6 @@ The command line checks parameters against the same rules before a kernel starts
 """
 
 from gsworkbench.notebooks.files import (
-    NOTEBOOK_DIR,
     NotebookNotGenerated,
     list_notebooks,
     list_scripts,
@@ -48,10 +47,10 @@ from gsworkbench.notebooks.runner import (
     run_all,
     run_notebook,
 )
+from gsworkbench.project import notebook_dir
 
 __all__ = [
     "KERNEL_NAME",
-    "NOTEBOOK_DIR",
     "NotebookFailed",
     "NotebookInterrupted",
     "NotebookKernelDied",
@@ -65,6 +64,7 @@ __all__ = [
     "list_notebooks",
     "list_scripts",
     "load_notebook",
+    "notebook_dir",
     "notebook_defaults",
     "notebook_from_script",
     "notebook_rules",

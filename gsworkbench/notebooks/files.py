@@ -19,9 +19,8 @@ from typing import Any
 import nbformat
 
 from gsworkbench.notebooks.parameters import ParameterError, parse_parameters_source, parse_rules_source
-from gsworkbench.results import REPO_ROOT
+from gsworkbench.project import notebook_dir
 
-NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 PATTERN = "[0-9][0-9]_*"
 TEXT_FORMAT = "py:percent"
 SYNC_HINT = "run `make setup` or `gsworkbench sync-notebooks`"
@@ -31,17 +30,19 @@ class NotebookNotGenerated(ValueError):
     """A script's ``.ipynb`` is missing, or no longer matches the script (stale)."""
 
 
-def list_scripts(directory: str | os.PathLike[str] = NOTEBOOK_DIR) -> list[Path]:
-    """The notebook sources (``NN_*.py``), in name order."""
-    return sorted(Path(directory).glob(PATTERN + ".py"))
+def list_scripts(directory: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The notebook sources (``NN_*.py``) in ``directory`` (default: the project's, :func:`notebook_dir`),
+    in name order."""
+    return sorted(Path(directory if directory is not None else notebook_dir()).glob(PATTERN + ".py"))
 
 
-def list_notebooks(directory: str | os.PathLike[str] = NOTEBOOK_DIR) -> list[Path]:
-    """The notebooks of the suite (``NN_*.ipynb``: one per script, and any without one), in name order.
+def list_notebooks(directory: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The notebooks of the suite (``NN_*.ipynb``: one per script, and any without one) in ``directory``
+    (default: the project's), in name order.
 
     NotebookNotGenerated (a ValueError) when a script's ``.ipynb`` has not been generated yet.
     """
-    directory = Path(directory)
+    directory = Path(directory if directory is not None else notebook_dir())
     paths = set(directory.glob(PATTERN + ".ipynb")) | {s.with_suffix(".ipynb") for s in list_scripts(directory)}
     missing = sorted(p.name for p in paths if not p.exists())
     if missing:
@@ -181,17 +182,18 @@ def _updated_text(script: Path, target: Path) -> str:
     return nbformat.writes(nb) + "\n"
 
 
-def sync_notebooks(directory: str | os.PathLike[str] = NOTEBOOK_DIR, *, check: bool = False) -> list[str]:
-    """Writes each ``NN_*.ipynb`` whose inputs differ from its ``NN_*.py`` (or that is missing); with
-    ``check``, writes nothing. A notebook already in step is left as it is (outputs included); a stale
-    one gets the script's inputs and keeps the outputs of the cells that did not change.
+def sync_notebooks(directory: str | os.PathLike[str] | None = None, *, check: bool = False) -> list[str]:
+    """Writes each ``NN_*.ipynb`` in ``directory`` (default: the project's, :func:`notebook_dir`) whose
+    inputs differ from its ``NN_*.py`` (or that is missing); with ``check``, writes nothing. A notebook
+    already in step is left as it is (outputs included); a stale one gets the script's inputs and keeps
+    the outputs of the cells that did not change.
 
     Returns the problems found (with ``check``) or the files written: a notebook without its script,
     a missing notebook, or one whose inputs differ from its script's.
     """
-    from gsworkbench.results import atomic_write_text
+    from gsworkbench.io.atomic import atomic_write_text
 
-    directory = Path(directory)
+    directory = Path(directory if directory is not None else notebook_dir())
     report = []
     for nb_path in sorted(directory.glob(PATTERN + ".ipynb")):
         if not nb_path.with_suffix(".py").exists():

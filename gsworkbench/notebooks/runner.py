@@ -20,7 +20,7 @@ from gsworkbench.notebooks.files import (
 )
 from gsworkbench.notebooks.parameters import validate_parameters
 from gsworkbench.notebooks.progress import ENGINE_NAME, CellProgress, KernelDied, first_line, interrupt_kernels
-from gsworkbench.results import LOCK_NAME, new_run_dir, run_lock
+from gsworkbench.runs import LOCK_NAME, new_run_dir, run_lock
 
 KERNEL_NAME = "gsworkbench"
 
@@ -138,7 +138,7 @@ def run_notebook(
 ) -> Path:
     """Executes one notebook (``.ipynb`` or percent-format ``.py``) with checked parameters; returns
     the executed copy's path. Its tables and plots go to ``run_dir`` (a new ``results/<run-id>/``
-    when None), which the run holds for itself (:func:`gsworkbench.results.run_lock`: another run into
+    when None), which the run holds for itself (:func:`gsworkbench.runs.run_lock`: another run into
     it is a ValueError naming that run's process). Bad parameters, or a run folder that cannot be
     written, raise a ValueError (ParameterError) before any kernel starts; a failing cell raises
     :class:`NotebookFailed`, a dying kernel :class:`NotebookKernelDied`, Ctrl-C or SIGTERM
@@ -208,7 +208,7 @@ def run_all(
     smoke: bool = False, root: str | os.PathLike[str] | None = None, notebooks: list[Path] | None = None
 ) -> tuple[Path, list[tuple[Path, str]]]:
     """Runs every notebook into one run folder; returns it and (notebook, status) pairs."""
-    from gsworkbench.results import write_metadata
+    from gsworkbench.runs import write_metadata
 
     run_dir = new_run_dir("suite-smoke" if smoke else "suite", root)
     statuses: list[tuple[Path, str]] = []

@@ -28,9 +28,10 @@ import numpy as np
 import pandas as pd
 
 from gsworkbench import stats
+from gsworkbench.io.atomic import atomic_write_text, write_json, write_table
 from gsworkbench.profiling import flamegraph, stages
 from gsworkbench.profiling.run import ProfileRun, load_profile
-from gsworkbench.results import atomic_write_text, new_run_dir, write_json, write_table
+from gsworkbench.runs import new_run_dir
 
 MAY_DIFFER = ("backend",)  # parameters that two compared profiles may set differently
 OP_NAME_WIDTH = 40  # characters of an op's name in the printed table (the csv keeps it whole)

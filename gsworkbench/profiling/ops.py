@@ -73,7 +73,7 @@ def profile_ops(
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     if trace_path is not None:
-        from gsworkbench.results import atomic_path
+        from gsworkbench.io.atomic import atomic_path
 
         with atomic_path(trace_path) as tmp:
             prof.export_chrome_trace(str(tmp))

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.results import REPO_ROOT
+from gsworkbench.project import PACKAGE_CHECKOUT
 
 _THIS_FILE = "gsworkbench/profiling/pyspy.py"
 
@@ -110,7 +110,7 @@ def short_file(path: str) -> str:
     if "/csrc/" in path:  # the extension's C++ sources, wherever it was built
         return "csrc/" + path.rsplit("/csrc/", 1)[1]
     with contextlib.suppress(ValueError):
-        return str(Path(path).relative_to(REPO_ROOT))
+        return str(Path(path).relative_to(PACKAGE_CHECKOUT))
     return os.path.basename(path)
 
 

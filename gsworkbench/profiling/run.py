@@ -36,16 +36,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from gsworkbench.figures import save_figure
+from gsworkbench.io.atomic import atomic_write_text, write_table
 from gsworkbench.profiling import flamegraph, ops, pyspy, quiet, stages
 from gsworkbench.profiling.workloads import Workload, make_workload
-from gsworkbench.results import (
-    atomic_write_text,
-    machine_summary,
-    new_run_dir,
-    save_figure,
-    write_metadata,
-    write_table,
-)
+from gsworkbench.provenance import machine_summary
+from gsworkbench.runs import new_run_dir, write_metadata
 
 KIND = "gsworkbench-profile-v1"
 FILES = {

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gsworkbench.results import write_json
+from gsworkbench.io.atomic import write_json
 from gsworkbench.scenes.colmap import write_colmap_model
 from gsworkbench.scenes.lens import make_camera
 from gsworkbench.scenes.mitsuba_render import linear_to_srgb, load_scene_dict, render_views, to_straight_srgba

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gsworkbench.results import write_json
+from gsworkbench.io.atomic import write_json
 from gsworkbench.scenes.blender import GL_TO_CV, POINTS_FILE, load_blender
 from gsworkbench.scenes.cache import scene_cache_dir
 from gsworkbench.scenes.colmap import load_colmap, write_colmap

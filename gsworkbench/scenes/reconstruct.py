@@ -141,7 +141,7 @@ class _State:
         self.save()
 
     def save(self) -> None:
-        from gsworkbench.results import write_json
+        from gsworkbench.io.atomic import write_json
 
         write_json(self.path, self.data)
 
@@ -267,7 +267,7 @@ def _reconstruct(
         _undistort(out, best, photo_dir, sorted(registered), progress)
         state.finish("undistort", time.perf_counter() - t)
     report = sfm_report(rec, len(prepared), state.data["stages"], unmatched=unmatched, cameras=state.data["notes"])
-    from gsworkbench.results import write_json
+    from gsworkbench.io.atomic import write_json
     from gsworkbench.scenes.sfm_report import format_report
 
     write_json(out / REPORT, report)

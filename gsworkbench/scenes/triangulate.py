@@ -77,7 +77,7 @@ def triangulate_views(
         return pts, cols, {"num": len(pts), "views": len(images), "cached": True}
     with colmap_log_level(2), tempfile.TemporaryDirectory(prefix="gsw-triangulate-") as tmp:
         pts, cols, pairs = _triangulate(Path(tmp), u8, vm.numpy(), K.numpy())
-    from gsworkbench.results import atomic_write_bytes
+    from gsworkbench.io.atomic import atomic_write_bytes
 
     buf = io.BytesIO()
     np.savez(buf, points=pts.numpy(), colors=cols.numpy())

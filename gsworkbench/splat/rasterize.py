@@ -52,6 +52,7 @@ def _check_int(name: str, value: object, lo: int) -> int:
 
 
 def check_rasterize_inputs(
+    *,
     means: torch.Tensor,
     quats: torch.Tensor,
     scales: torch.Tensor,
@@ -73,6 +74,8 @@ def check_rasterize_inputs(
     check_values: bool = True,
 ) -> None:
     """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad sizes or modes.
+    The arguments are :func:`rasterize`'s, by name only (nineteen of them: a positional call would
+    shift silently when one is added).
 
     The value checks (finite, opacity and scale ranges, focal lengths) run in eager mode only
     (:func:`gsworkbench.validation.checking_values`), and only with ``check_values``; the others also
@@ -231,25 +234,25 @@ def rasterize(
     stage = stages if stages is not None else _no_stage
     with stage("project"):  # the input checks count as part of the projection stage
         check_rasterize_inputs(
-            means,
-            quats,
-            scales,
-            opacities,
-            colors,
-            viewmats,
-            Ks,
-            width,
-            height,
-            sh_degree,
-            near_plane,
-            far_plane,
-            backgrounds,
-            render_mode,
-            rasterize_mode,
-            tile_size,
-            backend,
-            sh_rest,
-            check_values,
+            means=means,
+            quats=quats,
+            scales=scales,
+            opacities=opacities,
+            colors=colors,
+            viewmats=viewmats,
+            Ks=Ks,
+            width=width,
+            height=height,
+            sh_degree=sh_degree,
+            near_plane=near_plane,
+            far_plane=far_plane,
+            backgrounds=backgrounds,
+            render_mode=render_mode,
+            rasterize_mode=rasterize_mode,
+            tile_size=tile_size,
+            backend=backend,
+            sh_rest=sh_rest,
+            check_values=check_values,
         )
         if absgrad and torch.compiler.is_compiling():
             raise NotImplementedError(

@@ -34,15 +34,13 @@ def evaluate_views(
     render: Callable[[int], torch.Tensor],
     images: torch.Tensor | Mapping[int, torch.Tensor],
     view_ids: Sequence[int],
-    lpips_weights: str | None = None,
 ) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
     """Renders each view with ``render(view) -> [H,W,3]`` and scores it against ``images[view]``
     ([V,H,W,3], or the reference [H,W,3] of each view by index).
 
-    Returns a table (view, psnr_db, ssim, lpips) and the renders as uint8 arrays by view.
+    Returns a table (view, psnr_db, ssim, lpips) and the renders as uint8 arrays by view; lpips is NaN,
+    not computed (:data:`LPIPS_NOTE` says why; the metrics table carries that note).
     """
-    if lpips_weights is not None:
-        raise NotImplementedError(f"LPIPS is not built: {LPIPS_NOTE.removeprefix('not computed: ')}")
     rows, renders = [], {}
     for v in view_ids:
         v = int(v)

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from gsworkbench.io.atomic import atomic_write_bytes, write_json, write_table
 from gsworkbench.io.ply import write_ply
-from gsworkbench.results import atomic_write_bytes, write_json, write_table
 from gsworkbench.train.background import over_background
 
 

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from gsworkbench.interrupt import deferred_interrupt, signal_name
-from gsworkbench.results import new_run_dir, remove_stale_temps
+from gsworkbench.io.atomic import remove_stale_temps
+from gsworkbench.runs import new_run_dir
 from gsworkbench.splats import SplatSet
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.divergence import TrainingDiverged

@@ -29,8 +29,8 @@ import torch
 
 from gsworkbench import gaussians
 from gsworkbench.compile import compile_step
+from gsworkbench.io.atomic import atomic_write_bytes
 from gsworkbench.memory import release_freed_memory, retain_freed_memory
-from gsworkbench.results import atomic_write_bytes
 from gsworkbench.splat import rasterize
 from gsworkbench.splats import SplatSet
 from gsworkbench.train.background import eval_background, over_background
@@ -271,11 +271,11 @@ class Trainer:
         return self.history
 
     # ---- evaluation and output ----------------------------------------------------------------------
-    def evaluate(self, views: Any = None, lpips_weights: str | None = None) -> tuple[pd.DataFrame, dict]:
+    def evaluate(self, views: Any = None) -> tuple[pd.DataFrame, dict]:
         """PSNR and SSIM per held-out view (default: the test views) and the renders (uint8 [H,W,3])."""
         ids = (self.scene.test_ids if views is None else torch.as_tensor(views)).tolist()
         refs = {v: over_background(self.scene, v, self.eval_bg) for v in ids}  # over config.eval_background
-        return evaluate_views(lambda v: self.render([v], background=self.eval_bg)[0][0], refs, ids, lpips_weights)
+        return evaluate_views(lambda v: self.render([v], background=self.eval_bg)[0][0], refs, ids)
 
     def splats(self) -> SplatSet:
         return self.model.splats()

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.results import atomic_write_bytes
+from gsworkbench.io.atomic import atomic_write_bytes
 from gsworkbench.viewer.data import (
     BUNDLE_MISSING,
     DEFAULT_SIZE,

@@ -1,7 +1,7 @@
 """``converge``: time to a held-out PSNR from random init, with and without a coarse-to-fine schedule.
 
 Each case trains from random initialisation until the mean PSNR of the held-out views (rendered at
-full size) reaches a target, or a step or time cap (:class:`gsworkbench.bench.converge.ConvergeRun`):
+full size) reaches a target, or a step or time cap (:class:`gsworkbench.experiments.converge.ConvergeRun`):
 ``seconds_to_target`` counts the training steps only (not the evaluations, every ``eval_every`` steps,
 nor the set-up), ``steps_to_target`` the steps; ``final_test_psnr_db``, ``ms_per_step`` (mean over the
 run) and ``ms_step_f<k>`` (median per resolution factor) follow, and ``curve`` lists every evaluation
@@ -57,8 +57,8 @@ def converge_scene(downsample: int, quick: bool) -> Any:
 
 def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: str) -> Callable[[], Prepared]:
     def setup() -> Prepared:
-        from gsworkbench.bench.converge import ConvergeRun, stderr_log
         from gsworkbench.bench.scene_splats import random_init_splats
+        from gsworkbench.experiments.converge import ConvergeRun, stderr_log
         from gsworkbench.train import Trainer, preset
 
         scene = converge_scene(downsample, quick)

@@ -31,7 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.results import write_json, write_metadata, write_table
+from gsworkbench.io.atomic import write_json, write_table
+from gsworkbench.runs import write_metadata
 
 STATUS = "status.json"
 Task = Callable[[dict[str, Any], Path], Any]

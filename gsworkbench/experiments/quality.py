@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.results import new_run_dir, write_metadata, write_table
+from gsworkbench.io.atomic import write_table
+from gsworkbench.runs import new_run_dir, write_metadata
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from conftest import ext_built
 
+from gsworkbench.experiments import quality as q
 from gsworkbench.train import PRESETS, preset
-from gsworkbench.train import quality as q
 
 
 def test_every_run_names_a_preset():

@@ -1,9 +1,5 @@
-"""The notebooks' figures, built here where tests reach them; every saved figure gets a footer.
-
-:func:`add_footer` is the one place that writes the machine (CPU model and threads, or the GPU) and the
-commit under a figure; :func:`gsworkbench.results.save_figure` calls it. Axes carry names with units,
-images carry colorbars, legends sit outside the data.
-"""
+"""Figures of the rasterizer: depth and alpha of rendered views, forward FPS, time per stage
+(notebook 03)."""
 
 from __future__ import annotations
 
@@ -12,80 +8,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-FOOTER_LABEL = "gsworkbench-footer"
-# Display names of the rasterizer's stages and of a training step's (gsworkbench.train.timers.STAGES).
-STAGE_NAMES = {"prepare": "prepare (view, target, activations)", "project": "projection",
-               "sh": "SH to colour", "isect": "tile intersection", "rasterize": "rasterize (forward)",
-               "loss": "loss (L1 + SSIM)", "backward": "backward", "optimizer": "Adam step",
-               "densify": "densification"}  # fmt: skip
-
-
-def stage_colors(stages: list[str], other: str | None = "other") -> dict[str, Any]:
-    """A distinct, non-grey colour per stage (tab20's dark shades first, then its light ones); the
-    ``other`` stage (time no stage covers) is grey."""
-    import matplotlib.pyplot as plt
-
-    tab20 = plt.get_cmap("tab20").colors
-    order = [i for i in [*range(0, 20, 2), *range(1, 20, 2)] if i not in (14, 15)]  # 14, 15: greys
-    palette = [tab20[i] for i in order]
-    out = {s: palette[k % len(palette)] for k, s in enumerate(s for s in stages if s != other)}
-    if other is not None:
-        out[other] = (0.7, 0.7, 0.7)
-    return out
-
-
-def add_footer(fig: Any, device: str = "cpu", text: str | None = None) -> None:
-    """Writes the machine and commit (:func:`gsworkbench.results.machine_summary`, or ``text``) under
-    ``fig``; once."""
-    from gsworkbench.results import machine_summary
-
-    if any(t.get_label() == FOOTER_LABEL for t in fig.texts):
-        return
-    text = machine_summary(device) if text is None else text
-    fig.text(0.0, -0.01, text, fontsize=7, color="0.35", ha="left", va="top", label=FOOTER_LABEL)
+from gsworkbench.figures import STAGE_NAMES
 
 
 def _count(n: float) -> str:
     n = int(n)
     return f"{n // 1_000_000}M" if n >= 1_000_000 and n % 1_000_000 == 0 else (
         f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n))  # fmt: skip
-
-
-# ---- notebook 01: the field ------------------------------------------------------------------------
-
-
-def field_slices(target: Any, model: Any, res: int = 96) -> Any:
-    """Target, fit and their difference (target - fit) on the three axis-aligned slices through 0.
-
-    Rows: target, fit (shared colour scale), error (symmetric diverging scale); one colorbar per row.
-    """
-    import matplotlib.pyplot as plt
-
-    from gsworkbench.field.targets import slice_grid
-
-    fig, axes = plt.subplots(3, 3, figsize=(10.5, 10), layout="constrained")
-    axes_names = "xyz"
-    refs = [slice_grid(target, axis=a, res=res) for a in (2, 1, 0)]
-    fits = [slice_grid(model, axis=a, res=res) for a in (2, 1, 0)]
-    vmax = max(float(r.max()) for r in refs)
-    emax = max(float((r - f).abs().max()) for r, f in zip(refs, fits)) or 1.0
-    for col, axis in enumerate((2, 1, 0)):
-        h, v = [axes_names[i] for i in range(3) if i != axis]
-        for row, (name, img, kw) in enumerate(
-            (("target", refs[col], {"vmin": 0, "vmax": vmax, "cmap": "viridis"}),
-             ("fit", fits[col], {"vmin": 0, "vmax": vmax, "cmap": "viridis"}),
-             ("target − fit", refs[col] - fits[col], {"vmin": -emax, "vmax": emax, "cmap": "RdBu_r"}))  # fmt: skip
-        ):
-            ax = axes[row, col]
-            im = ax.imshow(img.numpy(), origin="lower", extent=(-1, 1, -1, 1), **kw)
-            ax.set(title=f"{name}, slice {axes_names[axis]} = 0", xlabel=h, ylabel=v)
-            ax.set(xticks=[-1, 0, 1], yticks=[-1, 0, 1])
-            if col == 2:
-                fig.colorbar(im, ax=axes[row, :], shrink=0.9, label="density" if row < 2 else "error (density)")
-    return fig
-
-
-# ---- notebook 03: rendering ------------------------------------------------------------------------
 
 
 def spread_views(num_views: int, n_show: int = 3) -> list[int]:
@@ -161,7 +90,7 @@ def stage_breakdown(bench: pd.DataFrame, backends: list[str], sh_degree: int) ->
     import torch
     from matplotlib.ticker import NullFormatter
 
-    from gsworkbench.results import cpu_model
+    from gsworkbench.provenance import cpu_model
 
     order = [s for s in STAGE_NAMES if s in set(bench.stage)]
     tables = {}
@@ -190,30 +119,4 @@ def stage_breakdown(bench: pd.DataFrame, backends: list[str], sh_degree: int) ->
     axes[-1, 0].set_xlabel("ms per call (median, log scale)")
     fig.supylabel("Gaussians N, image size (pixels)", fontsize=10)
     fig.suptitle(f"{cpu_model()}, {torch.get_num_threads()} threads", fontsize=9)
-    return fig
-
-
-# ---- notebook 05: transforms -----------------------------------------------------------------------
-
-
-def throughput(table: pd.DataFrame) -> Any:
-    """Effective GB/s of each backend against N, into preallocated output buffers, beside the
-    bandwidth of a parallel copy of the same bytes; SH degree 0 and 3."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.2), sharey=True, layout="constrained")
-    for ax, degree in zip(axes, (0, 3)):
-        part = table[(table.sh_degree == degree) & (table.out.astype(bool)) & table.median_s.notna()]
-        copy = part[part.backend == "copy"].sort_values("n")
-        for backend, grp in part[part.backend != "copy"].groupby("backend"):
-            grp = grp.sort_values("n")
-            yerr = grp.gb_per_s * grp.iqr_pct.fillna(0) / 100
-            ax.errorbar(grp.n, grp.gb_per_s, yerr=yerr, marker="o", label=backend)
-        ax.plot(copy.n, copy.gb_per_s, "k--", label="parallel copy\n(same bytes)")
-        threads = int(part.threads.iloc[0]) if len(part) else 0
-        ax.set(xscale="log", yscale="log", xlabel="N splats", title=f"SH degree {degree}, {threads} threads")
-        ax.grid(alpha=0.3, which="both")
-    axes[0].set_ylabel("effective GB/s (bytes read + written / time)")
-    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle("transform into preallocated output buffers (out=): no allocation in the timed call", fontsize=10)
     return fig
