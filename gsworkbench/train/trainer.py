@@ -29,7 +29,7 @@ import torch
 
 from gsworkbench import gaussians
 from gsworkbench.compile import compile_step
-from gsworkbench.memory import release_freed_memory, retain_freed_memory
+from gsworkbench.memory import retained_freed_memory
 from gsworkbench.results import atomic_write_bytes
 from gsworkbench.splat import rasterize
 from gsworkbench.splats import SplatSet
@@ -83,7 +83,6 @@ class Trainer:
         )
         self.strategy = make_strategy(config, scene.scene_scale)
         self.timer = StageTimer(self.device, ranges=ranges)
-        retain_freed_memory()  # the steps' temporaries reuse freed pages (gsworkbench.memory); run() ends it
         check_fits(config.resolution_schedule, scene.width, scene.height, SSIM_WINDOW if config.ssim_lambda else 1)
         self.reduced = ReducedViews(self.scene)  # train views at the schedule's reduced sizes, cached
         self.step_index = 0
@@ -251,8 +250,8 @@ class Trainer:
         end = cfg.iterations if iterations is None else iterations
         bar = tqdm(total=end, initial=self.step_index, disable=not cfg.progress, desc="train", unit="step")
         saved_at = self.clock()
-        retain_freed_memory()
-        try:
+        # the steps' temporaries reuse freed pages (gsworkbench.memory); the policy is undone when the run stops
+        with retained_freed_memory(), contextlib.closing(bar):
             while self.step_index < end and not (stop is not None and stop()):
                 row = self.step()
                 if cfg.eval_every and self.step_index % cfg.eval_every == 0:
@@ -265,9 +264,6 @@ class Trainer:
                 if checkpoint is not None and self.step_index < end and (due_steps or due_time):
                     self.save_checkpoint(checkpoint)
                     saved_at = self.clock()
-        finally:
-            bar.close()
-            release_freed_memory()  # the free heap back to the kernel once the run stops
         return self.history
 
     # ---- evaluation and output ----------------------------------------------------------------------
