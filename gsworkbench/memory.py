@@ -8,7 +8,7 @@ One place for the memory rules the workbench applies:
   ``/proc/meminfo`` and the cgroup limit, or free GPU memory) is refused up front with a
   :class:`MemoryBudgetError` naming the call, its size and the estimate, instead of swapping the
   machine to death or being killed by the kernel. ``$GSW_MEMORY_LIMIT`` (bytes) lowers the limit.
-- :func:`retain_freed_memory` / :func:`release_freed_memory`: while a trainer steps, glibc's malloc
+- :func:`retained_freed_memory`: a context (around a trainer's run) inside which glibc's malloc
   keeps freed memory in the process instead of handing it back to the kernel, so the step's large
   temporaries (images, gradients, tile lists: tens of MB, allocated and freed every step) do not fault
   in fresh zeroed pages each time. Intel's PyTorch CPU tuning guide gets the same from jemalloc or
@@ -20,6 +20,9 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -106,11 +109,27 @@ def check_fits(need: int, what: str, device: torch.device | str = "cpu", hint: s
         )
 
 
-# glibc mallopt parameters (malloc.h) and the values retain_freed_memory sets
+# glibc mallopt parameters (malloc.h), glibc's defaults, and the values retained_freed_memory sets
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+GLIBC_TRIM_THRESHOLD = GLIBC_MMAP_THRESHOLD = 128 * 1024  # bytes: glibc's defaults (malloc(3))
 RETAIN_TRIM_THRESHOLD = 2**30  # bytes of free heap top kept before trimming (mallopt takes an int)
 RETAIN_MMAP_THRESHOLD = 32 * 2**20  # bytes: smaller blocks come from the heap (glibc's largest allowed)
-_DEFAULT_TRIM_THRESHOLD = 128 * 1024  # glibc's default
+
+
+@dataclass(frozen=True)
+class MallocPolicy:
+    """glibc malloc's two thresholds in bytes: ``trim`` (free heap top kept before it is returned) and
+    ``mmap`` (blocks at least this large get their own mapping)."""
+
+    trim: int
+    mmap: int
+
+
+GLIBC_POLICY = MallocPolicy(GLIBC_TRIM_THRESHOLD, GLIBC_MMAP_THRESHOLD)
+RETAIN_POLICY = MallocPolicy(RETAIN_TRIM_THRESHOLD, RETAIN_MMAP_THRESHOLD)
+# mallopt cannot be read back, so the policy this module last set is remembered here (glibc's
+# defaults until then); a context restores the one it found
+_policy_in_effect = GLIBC_POLICY
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -122,28 +141,42 @@ def _glibc() -> ctypes.CDLL | None:
         return None
 
 
-def retain_freed_memory() -> bool:
-    """Makes glibc's malloc keep freed memory in the process: blocks under 32 MiB come from the heap
-    rather than their own mappings, and up to 1 GiB of free heap stays mapped. True when it took
-    effect; False off glibc or with ``$GSW_RETAIN_MEMORY=0``. Undone (and the free memory returned) by
-    :func:`release_freed_memory`.
+def _set_malloc_policy(lib: ctypes.CDLL, policy: MallocPolicy) -> bool:
+    """Sets both thresholds with ``mallopt``; True when glibc took both."""
+    global _policy_in_effect
+    ok = lib.mallopt(_M_MMAP_THRESHOLD, policy.mmap) == 1
+    ok = lib.mallopt(_M_TRIM_THRESHOLD, policy.trim) == 1 and ok
+    _policy_in_effect = policy
+    return ok
+
+
+def malloc_policy_in_effect() -> MallocPolicy:
+    """The thresholds this module last set (glibc's defaults before any)."""
+    return _policy_in_effect
+
+
+@contextmanager
+def retained_freed_memory() -> Iterator[bool]:
+    """Inside the ``with``, glibc's malloc keeps freed memory in the process: blocks under 32 MiB come
+    from the heap rather than their own mappings, and up to 1 GiB of free heap stays mapped. Yields True
+    when it took effect; False off glibc or with ``$GSW_RETAIN_MEMORY=0`` (then nothing changes). On
+    exit, also by an exception, both thresholds go back to the ones in effect before (glibc's defaults
+    unless an outer context set others) and, unless an outer context retains, the free heap is
+    returned to the kernel (``malloc_trim``).
+    glibc stops adjusting its mmap threshold by itself once a program sets it; that cannot be undone.
 
     Why: a training step at 800^2 and 10^5 Gaussians allocates and frees ~100 MB of temporaries; by
     default most are fresh mappings, so every step faults in and zeroes thousands of pages (here
     ~3,000 page faults and ~5 ms of kernel time per step, 3-5% of the step)."""
     lib = _glibc()
     if lib is None or os.environ.get("GSW_RETAIN_MEMORY", "1") == "0":
-        return False
-    ok = lib.mallopt(_M_MMAP_THRESHOLD, RETAIN_MMAP_THRESHOLD) == 1
-    return lib.mallopt(_M_TRIM_THRESHOLD, RETAIN_TRIM_THRESHOLD) == 1 and ok
-
-
-def release_freed_memory() -> bool:
-    """Puts glibc's trim threshold back to its default and returns the free heap memory to the kernel
-    (``malloc_trim``). True when it ran (glibc only)."""
-    lib = _glibc()
-    if lib is None:
-        return False
-    lib.mallopt(_M_TRIM_THRESHOLD, _DEFAULT_TRIM_THRESHOLD)
-    lib.malloc_trim(0)
-    return True
+        yield False
+        return
+    before = _policy_in_effect
+    ok = _set_malloc_policy(lib, RETAIN_POLICY)
+    try:
+        yield ok
+    finally:
+        _set_malloc_policy(lib, before)
+        if before != RETAIN_POLICY:  # an outer context still retains: its heap stays
+            lib.malloc_trim(0)

@@ -80,7 +80,7 @@ print("threads:", torch.get_num_threads())
 # %%
 tgt = field.make_target(target, seed=seed)
 model = field.GaussianField(num_gaussians, covariance, backend=backend, seed=seed)
-result = field.train_field(model, tgt, field.TrainConfig(iterations=iterations, batch_size=batch_size, seed=seed))
+result = field.train_field(model, tgt, field.FieldTrainConfig(iterations=iterations, batch_size=batch_size, seed=seed))
 history = result.history.assign(backend=backend, covariance=covariance, num_gaussians=num_gaussians)
 write_table(run_dir / "history.csv", history)
 print(f"held-out relative RMSE: {result.final_error:.4f}   MSE: {result.final_loss:.3e}")

@@ -14,7 +14,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 
 from gsworkbench.compile import compile_step
-from gsworkbench.field import GaussianField, TrainConfig, evaluate, make_target, train_field
+from gsworkbench.field import FieldTrainConfig, GaussianField, evaluate, make_target, train_field
 from gsworkbench.splat import _torch_impl, cameras, rasterize
 from gsworkbench.splats import SplatSet, synthetic_splats
 from gsworkbench.transforms import transform
@@ -167,7 +167,7 @@ def test_compile_step_options():
     with pytest.raises(ValueError, match="compile must be"):
         compile_step(f, "fast")
     with pytest.raises(ValueError, match="compile must be"):
-        TrainConfig(compile="fast")
+        FieldTrainConfig(compile="fast")
 
 
 @requires_ext
@@ -175,6 +175,6 @@ def test_field_trainer_compile_matches_eager(device):
     losses = []
     for c in (False, "aot_eager"):
         model = GaussianField(32, seed=0).to(device)
-        cfg = TrainConfig(iterations=4, batch_size=256, eval_points=256, progress=False, compile=c)
+        cfg = FieldTrainConfig(iterations=4, batch_size=256, eval_points=256, progress=False, compile=c)
         losses.append(train_field(model, make_target("torus"), cfg).history.loss.to_numpy())
     assert abs(losses[0] - losses[1]).max() <= 1e-6 * abs(losses[0]).max()

@@ -15,7 +15,7 @@ def test_train_field_on_the_models_device(device, target):
     tgt = field.make_target(target, seed=1)
     model = field.GaussianField(24, "full", backend="torch", seed=1).to(device)
     before, _ = held_out_error(model, tgt)
-    result = field.train_field(model, tgt, field.TrainConfig(iterations=40, batch_size=512, progress=False))
+    result = field.train_field(model, tgt, field.FieldTrainConfig(iterations=40, batch_size=512, progress=False))
     assert model.means.device.type == device
     assert result.final_error < before  # it learned, on that device
 

@@ -8,10 +8,10 @@ import torch
 from conftest import ext_built, rel_err, write_code_running_checkpoint
 
 from gsworkbench.field import (
+    FieldTrainConfig,
     GaussianField,
     GaussianMixtureTarget,
     GridTarget,
-    TrainConfig,
     evaluate,
     load_checkpoint,
     make_target,
@@ -69,7 +69,7 @@ def test_training_reduces_error(target, device):
     assert slice_grid(field, res=8).shape == (8, 8)  # points made on the field's device
 
     before, _ = held_out_error(field, tgt)
-    res = train_field(field, tgt, TrainConfig(iterations=150, batch_size=2048, seed=seed, progress=False))
+    res = train_field(field, tgt, FieldTrainConfig(iterations=150, batch_size=2048, seed=seed, progress=False))
     assert isinstance(res.history, pd.DataFrame)
     assert list(res.history.columns) == ["iteration", "loss", "time_s"]
     assert len(res.history) == 150
@@ -94,7 +94,7 @@ def test_recovers_known_gaussians():
     )
     err0 = (field.means.detach().double() - truth.means).norm()
     werr0 = (field.weights.detach().double() - truth.weights).norm()
-    cfg = TrainConfig(iterations=300, batch_size=4096, lr_means=2e-3, lr_factors=5e-3, lr_weights=1e-2, seed=seed)
+    cfg = FieldTrainConfig(iterations=300, batch_size=4096, lr_means=2e-3, lr_factors=5e-3, lr_weights=1e-2, seed=seed)
     cfg.progress = False
     res = train_field(field, truth, cfg)
     assert (field.means.detach().double() - truth.means).norm() < 0.15 * err0
@@ -105,7 +105,7 @@ def test_recovers_known_gaussians():
 def test_checkpoint_round_trip_and_resume(tmp_path, seed):
     tgt = make_target("torus")
     field = GaussianField(16, "diag", backend="torch", seed=seed)
-    cfg = TrainConfig(iterations=10, batch_size=256, progress=False)
+    cfg = FieldTrainConfig(iterations=10, batch_size=256, progress=False)
     ckpt = tmp_path / "field.pt"
     train_field(field, tgt, cfg, checkpoint=ckpt)
     assert set(torch.load(ckpt, weights_only=True)) == {"model", "settings", "optimizer", "iteration", "history"}
@@ -116,7 +116,7 @@ def test_checkpoint_round_trip_and_resume(tmp_path, seed):
     assert torch.equal(loaded(pts), field(pts))
     # resume: 10 more iterations continue the history
     res = train_field(
-        loaded, tgt, TrainConfig(iterations=20, batch_size=256, progress=False), checkpoint=ckpt, resume=True
+        loaded, tgt, FieldTrainConfig(iterations=20, batch_size=256, progress=False), checkpoint=ckpt, resume=True
     )
     assert res.history.iteration.tolist() == list(range(20))
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporaries
@@ -149,7 +149,7 @@ def test_grid_target_interpolates_user_volume():
         GridTarget(torch.zeros(3, 3, 3), (1, 1, 1), (-1, -1, -1))
     field = GaussianField(32, backend="torch", seed=0)
     res = train_field(field, tgt.__class__(torch.exp(-4 * (x**2 + y**2 + z**2)), (-1, -1, -1), (1, 1, 1)),
-                      TrainConfig(iterations=60, batch_size=1024, progress=False))  # fmt: skip
+                      FieldTrainConfig(iterations=60, batch_size=1024, progress=False))  # fmt: skip
     assert res.final_error < 0.15  # 0.03-0.07 over seeds 0-5 (the untrained field: 0.7-1.0)
 
 
@@ -157,9 +157,9 @@ def test_unknown_target_and_bad_config():
     with pytest.raises(ValueError, match="unknown target"):
         make_target("cube")
     with pytest.raises(ValueError, match="batch_size"):
-        TrainConfig(batch_size=0)
+        FieldTrainConfig(batch_size=0)
     with pytest.raises(ValueError, match="lr_means"):
-        TrainConfig(lr_means=-1.0)
+        FieldTrainConfig(lr_means=-1.0)
 
 
 def test_train_step_cases_time_the_trainers_step():
@@ -174,7 +174,7 @@ def test_train_step_cases_time_the_trainers_step():
     step = prepared(case.setup()).fn
     losses = [float(step()) for _ in range(3)]
     model = GaussianField(8, "full", backend="torch", seed=3)
-    result = train_field(model, tgt, TrainConfig(iterations=3, batch_size=64, seed=3, progress=False))
+    result = train_field(model, tgt, FieldTrainConfig(iterations=3, batch_size=64, seed=3, progress=False))
     assert losses == list(result.history.loss)
     torch.testing.assert_close(step.model.means, model.means, rtol=0, atol=0)
 

@@ -1,7 +1,8 @@
-"""gsworkbench.memory.retain_freed_memory / release_freed_memory: with retention on, a freed block of a
-few MiB is reused by the next allocation of that size (its pages are not faulted in again); the
-trainer turns retention on and its run() turns it off. Page faults are counted by getrusage (a count of
-events, not a timing)."""
+"""gsworkbench.memory.retained_freed_memory: inside it, a freed block of a few MiB is reused by the next
+allocation of that size (its pages are not faulted in again); on exit both malloc thresholds go back to
+what was in effect before; a trainer's run() holds it and constructing a trainer leaves the policy
+alone. Page faults are counted by getrusage (a count of events, not a timing); the thresholds, which
+mallopt cannot read back, are checked through a fake libc that records the calls."""
 
 import platform
 import resource
@@ -12,7 +13,7 @@ import torch
 from gsworkbench import memory
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
-SIZES = (16 * 2**20, 8 * 2**20, 4 * 2**20)  # bytes: under the 32 MiB mmap threshold retain sets
+SIZES = (16 * 2**20, 8 * 2**20, 4 * 2**20)  # bytes: under the 32 MiB mmap threshold retention sets
 
 
 def _faults_of_round() -> int:
@@ -25,38 +26,99 @@ def _faults_of_round() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 
-@pytest.mark.skipif(not GLIBC, reason="the heap policy is glibc's mallopt; elsewhere both calls return False")
+class FakeLibc:
+    """Records mallopt and malloc_trim calls as (name, args) and keeps the thresholds set."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[int, ...]]] = []
+        self.thresholds: dict[int, int] = {}
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", (param, value)))
+        self.thresholds[param] = value
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", (pad,)))
+        return 1
+
+    def policy(self) -> memory.MallocPolicy:
+        return memory.MallocPolicy(self.thresholds[memory._M_TRIM_THRESHOLD], self.thresholds[memory._M_MMAP_THRESHOLD])
+
+
+@pytest.fixture
+def fake_libc(monkeypatch):
+    lib = FakeLibc()
+    monkeypatch.setattr(memory, "_glibc", lambda: lib)
+    monkeypatch.setattr(memory, "_policy_in_effect", memory.GLIBC_POLICY)
+    monkeypatch.delenv("GSW_RETAIN_MEMORY", raising=False)
+    return lib
+
+
+@pytest.mark.skipif(not GLIBC, reason="the heap policy is glibc's mallopt; elsewhere the context yields False")
 def test_retained_blocks_are_reused_without_new_page_faults(monkeypatch):
     """Measured here over the four rounds: ~12,000 faults without retention (glibc maps and unmaps the
     blocks: about two faults per page of a round), ~1,000 with it (7,168 pages per round)."""
     monkeypatch.delenv("GSW_RETAIN_MEMORY", raising=False)
     pages = sum(SIZES) // resource.getpagesize()
-    try:
-        assert memory.retain_freed_memory()
+    with memory.retained_freed_memory() as retained:
+        assert retained
         for _ in range(4):  # the heap grows to hold a round (posix_memalign's slack splits some blocks)
             _faults_of_round()
         assert sum(_faults_of_round() for _ in range(4)) < pages // 2  # without retention: ~12,000
-    finally:
-        assert memory.release_freed_memory()
+    assert memory.malloc_policy_in_effect() == memory.GLIBC_POLICY
     monkeypatch.setenv("GSW_RETAIN_MEMORY", "0")
-    assert not memory.retain_freed_memory()
+    with memory.retained_freed_memory() as retained:
+        assert not retained
 
 
-def test_off_glibc_or_switched_off_both_calls_say_so(monkeypatch):
+def test_off_glibc_the_context_changes_nothing(monkeypatch):
     monkeypatch.setattr(memory, "_glibc", lambda: None)
-    assert memory.retain_freed_memory() is False
-    assert memory.release_freed_memory() is False
+    with memory.retained_freed_memory() as retained:
+        assert retained is False
+        assert memory.malloc_policy_in_effect() == memory.GLIBC_POLICY
 
 
-def test_the_trainer_retains_while_it_steps_and_its_run_releases(monkeypatch, tmp_path):
+def test_the_context_sets_both_thresholds_and_restores_them(fake_libc):
+    with memory.retained_freed_memory() as retained:
+        assert retained and fake_libc.policy() == memory.RETAIN_POLICY == memory.malloc_policy_in_effect()
+        fake_libc.calls.clear()
+    # both thresholds back to glibc's defaults (the mmap one too), then the free heap returned
+    assert fake_libc.policy() == memory.GLIBC_POLICY == memory.malloc_policy_in_effect()
+    assert fake_libc.calls[-1] == ("malloc_trim", (0,))
+    params = {c[1][0] for c in fake_libc.calls if c[0] == "mallopt"}
+    assert params == {memory._M_TRIM_THRESHOLD, memory._M_MMAP_THRESHOLD}
+
+
+def test_the_context_restores_on_an_exception_and_when_nested(fake_libc):
+    with pytest.raises(RuntimeError, match="boom"), memory.retained_freed_memory():
+        raise RuntimeError("boom")
+    assert fake_libc.policy() == memory.GLIBC_POLICY
+    fake_libc.calls.clear()
+    with memory.retained_freed_memory():
+        with memory.retained_freed_memory():
+            pass
+        # the inner exit leaves the outer's policy, and its heap (no trim)
+        assert fake_libc.policy() == memory.RETAIN_POLICY
+        assert ("malloc_trim", (0,)) not in fake_libc.calls
+    assert fake_libc.policy() == memory.GLIBC_POLICY and fake_libc.calls[-1] == ("malloc_trim", (0,))
+
+
+def test_switched_off_by_the_environment(fake_libc, monkeypatch):
+    monkeypatch.setenv("GSW_RETAIN_MEMORY", "0")
+    with memory.retained_freed_memory() as retained:
+        assert retained is False
+    assert fake_libc.calls == []
+
+
+def test_a_trainer_retains_only_while_its_run_steps(fake_libc, tmp_path):
     from gsworkbench.scenes import builtin_scene
     from gsworkbench.train import Trainer, preset
 
-    calls = []
-    monkeypatch.setattr("gsworkbench.train.trainer.retain_freed_memory", lambda: calls.append("retain"))
-    monkeypatch.setattr("gsworkbench.train.trainer.release_freed_memory", lambda: calls.append("release"))
     scene = builtin_scene("object", width=32, height=32, n_train=4, n_test=1, cache_dir=tmp_path)
     trainer = Trainer(scene, preset("smoke", iterations=2, progress=False))
-    assert calls == ["retain"]
-    trainer.run()
-    assert calls == ["retain", "retain", "release"]
+    assert fake_libc.calls == []  # constructing a trainer leaves the process's malloc alone
+    during: list[memory.MallocPolicy] = []
+    trainer.run(stop=lambda: during.append(fake_libc.policy()) and False)
+    assert during == [memory.RETAIN_POLICY] * 2
+    assert fake_libc.policy() == memory.GLIBC_POLICY and fake_libc.calls[-1] == ("malloc_trim", (0,))

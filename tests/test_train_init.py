@@ -201,7 +201,7 @@ def test_nerf_synthetic_preset():
     cfg = preset("nerf_synthetic")
     scene = preset_scene("nerf_synthetic")
     assert scene["n_points"] == 0 and cfg.init_rule == "auto" and cfg.eval_background == "white"
-    assert cfg.refine_start < cfg.refine_stop_step <= cfg.iterations
+    assert cfg.strategy.refine_start < cfg.strategy.refine_stop <= cfg.iterations
 
 
 def test_a_loaded_folder_is_fingerprinted_by_its_files(tmp_path):

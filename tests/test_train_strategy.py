@@ -132,13 +132,12 @@ def test_clone_split_prune_change_the_count_as_specified(seed, absgrad):
         model.log_scales[n // 2 :] = math.log(0.05)
         model.opacity_logits[:] = 2.0
         model.opacity_logits[::10] = -8.0
-    cfg = TrainConfig(refine_start=0, refine_every=1, reset_every=1000, absgrad=absgrad)
-    strat = DefaultStrategy(cfg, scene_scale)
+    strat = DefaultStrategy(refine_start=0, refine_every=1, reset_every=1000, absgrad=absgrad)
     # NDC-scaled gradient norm: pixel gradient x width/2; threshold 2e-4 (8e-4 with absgrad)
     hot = torch.rand(n, generator=gen) < 0.4
     g = torch.zeros(n, 2)
     g[hot, 0] = 1e-4
-    out = strat.step(model, 1, fake_meta(model, g), gen)
+    out = strat.step(model, {}, 1, fake_meta(model, g), gen, scene_scale)
     small = torch.arange(n) < n // 2
     transparent = torch.zeros(n, dtype=torch.bool)
     transparent[::10] = True
@@ -157,16 +156,16 @@ def test_growth_stops_at_max_gaussians(seed):
     model = stepped_model(100, seed)
     with torch.no_grad():
         model.opacity_logits[:] = 3.0
-    cfg = TrainConfig(refine_start=0, refine_every=1, max_gaussians=130)
+    strat = DefaultStrategy(refine_start=0, refine_every=1, max_gaussians=130)
     gen = torch.Generator().manual_seed(seed)
-    out = DefaultStrategy(cfg, 1.0).step(model, 1, fake_meta(model, torch.full((100, 2), 1.0)), gen)
+    out = strat.step(model, {}, 1, fake_meta(model, torch.full((100, 2), 1.0)), gen, 1.0)
     assert out["cloned"] + out["split"] == 30 and len(model) == 130
 
 
 def test_opacity_reset_clamps_and_zeroes_moments(seed):
     model = stepped_model(40, seed)
-    cfg = TrainConfig(refine_start=10_000, reset_every=5)
-    DefaultStrategy(cfg, 1.0).step(model, 5, fake_meta(model, torch.zeros(40, 2)), torch.Generator())
+    strat = DefaultStrategy(refine_start=10_000, reset_every=5)
+    strat.step(model, {}, 5, fake_meta(model, torch.zeros(40, 2)), torch.Generator(), 1.0)
     assert gaussians.opacity_from_logit(model.opacity_logits).max() <= 0.01 + 1e-6
     assert not moments(model, "opacity_logits")[0].any()
 
@@ -190,12 +189,13 @@ def test_mcmc_relocates_dead_and_keeps_the_count_within_its_cap(seed):
         model.opacity_logits[:] = 1.0
         model.opacity_logits[:20] = -10.0  # dead
     cfg = preset("smoke", strategy="mcmc", refine_start=0, refine_stop=1000, refine_every=1, cap_max=112)
-    strat, gen = MCMCStrategy(cfg, 1.0), torch.Generator().manual_seed(seed)
-    out = strat.step(model, 1, fake_meta(model, torch.zeros(100, 2)), gen)
+    strat, gen = cfg.strategy, torch.Generator().manual_seed(seed)
+    assert isinstance(strat, MCMCStrategy) and strat.cap_max == 112 and strat.refine_stop == 1000
+    out = strat.step(model, {}, 1, fake_meta(model, torch.zeros(100, 2)), gen, 1.0)
     assert out["relocated"] == 20 and out["added"] == 5 and len(model) == 105
-    assert gaussians.opacity_from_logit(model.opacity_logits).min() > cfg.prune_opacity * 0.999
+    assert gaussians.opacity_from_logit(model.opacity_logits).min() > strat.min_opacity * 0.999
     for step in range(2, 8):
-        strat.step(model, step, fake_meta(model, torch.zeros(len(model), 2)), gen)
+        strat.step(model, {}, step, fake_meta(model, torch.zeros(len(model), 2)), gen, 1.0)
         assert len(model) <= 112
     assert len(model) == 112
     assert_aligned(model)
@@ -224,11 +224,11 @@ def test_config_checks_and_presets():
     with pytest.raises(ValueError, match="unknown training parameter.*lr_mean\\b"):
         preset("smoke", lr_mean=1.0)
     micro = preset("micro")
-    assert micro.iterations == 100 and micro.refine_every == 25 and micro.max_gaussians == 5000
+    assert micro.iterations == 100 and micro.strategy.refine_every == 25 and micro.strategy.max_gaussians == 5000
     assert preset_scene("micro")["n_train"] == 12 and preset_scene("micro")["n_test"] == 3
     assert preset("short", strategy="mcmc").opacity_reg == 0.01
-    assert TrainConfig().refine_stop_step == 15_000 and TrainConfig(strategy="mcmc").refine_stop_step == 25_000
-    assert TrainConfig(absgrad=True).grow_grad2d_threshold == 8e-4
+    assert TrainConfig().strategy.refine_stop == 15_000 and TrainConfig(strategy="mcmc").strategy.refine_stop == 25_000
+    assert DefaultStrategy(absgrad=True).grow_grad2d_threshold == 8e-4
     assert rel_err(torch.tensor(1.0), torch.tensor(1.0)) == 0
 
 

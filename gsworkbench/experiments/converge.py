@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from gsworkbench.memory import retained_freed_memory
+
 
 class ConvergeRun:
     """Trains ``trainer`` until its held-out PSNR reaches ``target_db`` (dB), or ``max_steps`` steps or
@@ -81,8 +83,9 @@ class ConvergeRun:
         t = self.trainer
         n = min(self.eval_every, self.max_steps - t.step_index)
         t0 = self.clock()
-        for _ in range(n):
-            t.step()
+        with retained_freed_memory():  # the malloc policy of Trainer.run
+            for _ in range(n):
+                t.step()
         self.train_seconds += self.clock() - t0
         value = self.test_psnr()
         self.curve.append((t.step_index, self.train_seconds, value))

@@ -11,8 +11,8 @@ from gsworkbench.field.api import BACKENDS, COVARIANCES, evaluate
 from gsworkbench.field.module import GaussianField
 from gsworkbench.field.targets import GaussianMixtureTarget, GridTarget, ShellTarget, TorusTarget, make_target
 from gsworkbench.field.trainer import (
+    FieldTrainConfig,
     FieldTrainStep,
-    TrainConfig,
     TrainResult,
     load_checkpoint,
     save_checkpoint,
@@ -30,7 +30,7 @@ __all__ = [
     "MemoryBudgetError",
     "ShellTarget",
     "TorusTarget",
-    "TrainConfig",
+    "FieldTrainConfig",
     "TrainResult",
     "evaluate",
     "load_checkpoint",

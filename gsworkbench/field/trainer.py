@@ -20,8 +20,9 @@ from gsworkbench.io.atomic import atomic_write_bytes
 
 
 @dataclass
-class TrainConfig:
-    """Training settings. Learning rates are per parameter group (means, factors, weights)."""
+class FieldTrainConfig:
+    """The field trainer's settings (the 3DGS trainer's are :class:`gsworkbench.train.TrainConfig`).
+    Learning rates are per parameter group (means, factors, weights)."""
 
     iterations: int = 500
     batch_size: int = 4096
@@ -58,7 +59,7 @@ class TrainResult:
     config: dict[str, Any] = field(default_factory=dict)
 
 
-def _optimizer(model: GaussianField, cfg: TrainConfig) -> torch.optim.Adam:
+def _optimizer(model: GaussianField, cfg: FieldTrainConfig) -> torch.optim.Adam:
     factors = model.raw_factors if model.covariance == "full" else model.log_scales
     return torch.optim.Adam(
         [
@@ -75,7 +76,9 @@ class FieldTrainStep:
     Returns the loss, detached. :func:`train_field` loops over it; the ``field`` benchmark suite times it.
     """
 
-    def __init__(self, model: GaussianField, target: Target, config: TrainConfig, gen: torch.Generator | None = None):
+    def __init__(
+        self, model: GaussianField, target: Target, config: FieldTrainConfig, gen: torch.Generator | None = None
+    ):
         self.model, self.target, self.config = model, target, config
         self.optimizer = _optimizer(model, config)
         self.gen = gen if gen is not None else torch.Generator().manual_seed(config.seed)
@@ -108,7 +111,7 @@ def held_out_error(model: GaussianField, target: Target, n: int = 8192, seed: in
 def train_field(
     model: GaussianField,
     target: Target,
-    config: TrainConfig | None = None,
+    config: FieldTrainConfig | None = None,
     *,
     checkpoint: str | os.PathLike[str] | None = None,
     resume: bool = False,
@@ -122,7 +125,7 @@ def train_field(
     """
     from tqdm.auto import tqdm  # a widget in a notebook (as the splat trainer's), text in a terminal
 
-    cfg = config or TrainConfig()
+    cfg = config or FieldTrainConfig()
     step = FieldTrainStep(model, target, cfg)
     start, rows = 0, []
     if resume and checkpoint is not None and Path(checkpoint).exists():

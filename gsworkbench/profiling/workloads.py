@@ -171,6 +171,7 @@ def train_workload(preset: str, scene: Any = None, **overrides: Any) -> Workload
     same work each run). ``scene``: a :class:`gsworkbench.scenes.Scene` (default: the preset's built-in
     scene). ``overrides``: any :class:`gsworkbench.train.TrainConfig` field. Stages: ``init`` (the
     trainer's construction) and the trainer's per-step stages, summed over the steps."""
+    from gsworkbench.memory import retained_freed_memory
     from gsworkbench.train import STAGES, Trainer, preset_scene
     from gsworkbench.train import preset as train_preset
 
@@ -190,10 +191,11 @@ def train_workload(preset: str, scene: Any = None, **overrides: Any) -> Workload
             with stage("init"):
                 trainer = Trainer(data, cfg, ranges=True)
             sums = dict.fromkeys(STAGES, 0.0)
-            for _ in range(cfg.iterations):
-                row = trainer.step()
-                for s in STAGES:
-                    sums[s] += row[f"t_{s}"]
+            with retained_freed_memory():  # the malloc policy of Trainer.run
+                for _ in range(cfg.iterations):
+                    row = trainer.step()
+                    for s in STAGES:
+                        sums[s] += row[f"t_{s}"]
             return sums
 
         return run

@@ -1,6 +1,9 @@
-"""Densification strategies: adaptive density control (``default``) and MCMC.
+"""Densification strategies: adaptive density control (``default``) and MCMC, each a frozen dataclass
+that owns its settings (checked from their field metadata, :mod:`gsworkbench.train.settings`) and its
+refinement step; ``TrainConfig.strategy`` holds one. The running statistics a strategy keeps between
+steps are a separate ``state`` dict of tensors that the trainer owns and checkpoints.
 
-Both are called once per step after the optimiser step, with the step's render ``meta`` (its
+Both ``step`` methods are called once per step after the optimiser step, with the step's render ``meta`` (its
 ``means2d`` carries ``.grad`` and, with absgrad, ``.absgrad``, both [C,N,2] in pixels; ``radii`` [C,N]).
 
 - :class:`DefaultStrategy` (Kerbl et al. 2023, gsplat's values): the 2D mean gradients, scaled to NDC
@@ -11,7 +14,7 @@ Both are called once per step after the optimiser step, with the step's render `
   after the first reset, the too large ones (max scale > prune_scale3d x scene scale) are pruned.
   Every ``reset_every`` steps the opacities are clamped to 2 x prune_opacity.
 - :class:`MCMCStrategy` (Kheradmand et al. 2024): every ``refine_every`` steps the dead Gaussians
-  (opacity <= prune_opacity) are moved onto live ones sampled by opacity, the count grows by
+  (opacity <= min_opacity) are moved onto live ones sampled by opacity, the count grows by
   ``grow_rate`` up to ``cap_max`` (new Gaussians sampled the same way), with the opacity and scale of
   each sampled Gaussian shared among its copies so the rendered image is preserved to first order.
   Every step adds noise to the means, scaled by the covariance and large for transparent Gaussians.
@@ -20,13 +23,16 @@ Both are called once per step after the optimiser step, with the step's render `
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
 from gsworkbench import gaussians
-from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.model import NAMES, SplatModel
+from gsworkbench.train.settings import check_settings, setting
+
+State = dict[str, torch.Tensor]  # a strategy's running statistics (checkpointed with the run)
 
 
 def _ndc_grads(meta: dict[str, Any], absgrad: bool) -> torch.Tensor | None:
@@ -38,52 +44,85 @@ def _ndc_grads(meta: dict[str, Any], absgrad: bool) -> torch.Tensor | None:
     return g.detach() * scale
 
 
+@dataclass(frozen=True)
 class DefaultStrategy:
-    """Adaptive density control; ``state`` holds the gradient sums (``grad2d`` [N]) and counts."""
+    """Adaptive density control: its settings (lengths x the scene scale, steps are iterations).
 
-    def __init__(self, cfg: TrainConfig, scene_scale: float) -> None:
-        self.cfg = cfg
-        self.scene_scale = scene_scale
-        self.state: dict[str, torch.Tensor] = {}
+    :meth:`step` refines the model in place; its running statistics live in ``state`` (gradient
+    sums ``grad2d`` [N] and visibility counts ``count`` [N]), owned by the caller.
+    """
 
-    def _reset_state(self, model: SplatModel) -> None:
+    name: ClassVar[str] = "default"
+    flat_aliases: ClassVar[dict[str, str]] = {}  # flat config keys that name a field otherwise
+
+    refine_start: int = setting(500, kind="int", min=0)  # refinement runs on steps in (refine_start, refine_stop)
+    refine_stop: int = setting(15_000, kind="int", min=0)
+    refine_every: int = setting(100, kind="int", min=1)
+    # the 2D-gradient threshold of cloning and splitting; None: 2e-4, or 8e-4 with absgrad (gsplat's values)
+    grow_grad2d: float | None = setting(None, kind="number", min=0, optional=True)
+    grow_scale3d: float = setting(0.01, kind="number", min=0)  # smaller Gaussians are cloned, larger split
+    prune_opacity: float = setting(0.005, kind="number", min=0, max=1)
+    prune_scale3d: float = setting(0.1, kind="number", min=0)  # pruned above this (after the first reset)
+    reset_every: int = setting(3000, kind="int", min=1)  # opacities clamped to 2 x prune_opacity
+    absgrad: bool = setting(False, kind="bool")  # accumulate the per-pixel absolute 2D-mean gradients
+    max_gaussians: int | None = setting(None, kind="int", min=1, optional=True)  # growth stops here
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+    @property
+    def grow_grad2d_threshold(self) -> float:
+        """The 2D-gradient threshold in use (``grow_grad2d``, else by ``absgrad``)."""
+        if self.grow_grad2d is not None:
+            return self.grow_grad2d
+        return 8e-4 if self.absgrad else 2e-4
+
+    @property
+    def wants_absgrad(self) -> bool:
+        """Whether the render must accumulate ``means2d.absgrad``."""
+        return self.absgrad
+
+    def _reset_state(self, model: SplatModel, state: State) -> None:
         z = model.params["means"].new_zeros(len(model))
-        self.state = {"grad2d": z, "count": z.clone()}
+        state.clear()
+        state.update(grad2d=z, count=z.clone())
 
-    def step(self, model: SplatModel, step: int, meta: dict[str, Any], gen: torch.Generator) -> dict[str, int]:
-        """Accumulates the step's gradients, refines when due; returns counts of what changed."""
-        cfg = self.cfg
+    def step(
+        self, model: SplatModel, state: State, step: int, meta: dict[str, Any], gen: torch.Generator,
+        scene_scale: float,
+    ) -> dict[str, int]:  # fmt: skip
+        """Accumulates the step's gradients into ``state``, refines when due; returns counts of what
+        changed. ``scene_scale``: world units of the scene (the 3D scale thresholds are relative to it)."""
         out = {"cloned": 0, "split": 0, "pruned": 0}
-        if step >= cfg.refine_stop_step:
+        if step >= self.refine_stop:
             return out
-        if not self.state or self.state["grad2d"].shape[0] != len(model):
-            self._reset_state(model)
-        grads = _ndc_grads(meta, cfg.absgrad)
+        if not state or state["grad2d"].shape[0] != len(model):
+            self._reset_state(model, state)
+        grads = _ndc_grads(meta, self.absgrad)
         if grads is not None:  # per Gaussian, sums over the cameras that see it (dense: no index lists)
             visible = meta["radii"] > 0  # [C,N]
             norms = torch.linalg.vector_norm(grads, dim=-1)
-            self.state["grad2d"].add_(torch.where(visible, norms, 0.0).sum(0))
-            self.state["count"].add_(visible.sum(0))
-        if step > cfg.refine_start and step % cfg.refine_every == 0:
-            out.update(self._grow(model, gen))
-            out["pruned"] = self._prune(model, step)
-            self._reset_state(model)
-        if step > 0 and step % cfg.reset_every == 0:
+            state["grad2d"].add_(torch.where(visible, norms, 0.0).sum(0))
+            state["count"].add_(visible.sum(0))
+        if step > self.refine_start and step % self.refine_every == 0:
+            out.update(self._grow(model, state, gen, scene_scale))
+            out["pruned"] = self._prune(model, step, scene_scale)
+            self._reset_state(model, state)
+        if step > 0 and step % self.reset_every == 0:
             self._reset_opacity(model)
         return out
 
-    def _grow(self, model: SplatModel, gen: torch.Generator) -> dict[str, int]:
-        cfg = self.cfg
-        avg = self.state["grad2d"] / self.state["count"].clamp_min(1)
-        high = avg > cfg.grow_grad2d_threshold
-        if cfg.max_gaussians is not None:
-            budget = max(cfg.max_gaussians - len(model), 0)
+    def _grow(self, model: SplatModel, state: State, gen: torch.Generator, scene_scale: float) -> dict[str, int]:
+        avg = state["grad2d"] / state["count"].clamp_min(1)
+        high = avg > self.grow_grad2d_threshold
+        if self.max_gaussians is not None:
+            budget = max(self.max_gaussians - len(model), 0)
             if int(high.sum()) > budget:
                 keep = torch.zeros_like(high)
                 if budget > 0:
                     keep[torch.topk(torch.where(high, avg, -1.0), budget).indices] = True
                 high = keep
-        small = gaussians.scales_from_log(model.log_scales.detach()).amax(-1) <= cfg.grow_scale3d * self.scene_scale
+        small = gaussians.scales_from_log(model.log_scales.detach()).amax(-1) <= self.grow_scale3d * scene_scale
         clone, split = high & small, high & ~small
         n_clone, n_split = int(clone.sum()), int(split.sum())
         if n_clone:
@@ -106,12 +145,11 @@ class DefaultStrategy:
         rows["log_scales"] = gaussians.log_from_scales(scales / 1.6).repeat(2, 1)
         model.append(rows, keep=~mask)
 
-    def _prune(self, model: SplatModel, step: int) -> int:
-        cfg = self.cfg
+    def _prune(self, model: SplatModel, step: int, scene_scale: float) -> int:
         with torch.no_grad():
-            prune = gaussians.opacity_from_logit(model.opacity_logits) < cfg.prune_opacity
-            if step > cfg.reset_every:
-                big = gaussians.scales_from_log(model.log_scales).amax(-1) > cfg.prune_scale3d * self.scene_scale
+            prune = gaussians.opacity_from_logit(model.opacity_logits) < self.prune_opacity
+            if step > self.reset_every:
+                big = gaussians.scales_from_log(model.log_scales).amax(-1) > self.prune_scale3d * scene_scale
                 prune |= big
         n = int(prune.sum())
         if n:
@@ -120,7 +158,7 @@ class DefaultStrategy:
 
     def _reset_opacity(self, model: SplatModel) -> None:
         with torch.no_grad():
-            cap = gaussians.logit_from_opacity(torch.tensor(2 * self.cfg.prune_opacity))
+            cap = gaussians.logit_from_opacity(torch.tensor(2 * self.prune_opacity))
             model.opacity_logits.clamp_(max=float(cap))
         model.zero_state("opacity_logits")
 
@@ -148,18 +186,38 @@ def relocation(
     return new_o.to(dtype), new_scales.to(dtype)
 
 
+@dataclass(frozen=True)
 class MCMCStrategy:
-    """3DGS as MCMC: relocation of dead Gaussians, bounded growth, noise on the means."""
+    """3DGS as MCMC: relocation of dead Gaussians, bounded growth, noise on the means. Its settings
+    (steps are iterations); :meth:`step` keeps no running statistics (its ``state`` stays empty)."""
 
-    def __init__(self, cfg: TrainConfig, scene_scale: float) -> None:
-        self.cfg = cfg
-        self.scene_scale = scene_scale
-        self.state: dict[str, torch.Tensor] = {}
+    name: ClassVar[str] = "mcmc"
+    flat_aliases: ClassVar[dict[str, str]] = {"prune_opacity": "min_opacity"}  # the default strategy's name
 
-    def step(self, model: SplatModel, step: int, meta: dict[str, Any], gen: torch.Generator) -> dict[str, int]:
-        cfg = self.cfg
+    refine_start: int = setting(500, kind="int", min=0)  # relocation and growth on steps in (start, stop)
+    refine_stop: int = setting(25_000, kind="int", min=0)
+    refine_every: int = setting(100, kind="int", min=1)
+    min_opacity: float = setting(0.005, kind="number", min=0, max=1)  # at or below: dead, relocated
+    cap_max: int = setting(1_000_000, kind="int", min=1)  # growth stops at this count
+    noise_lr: float = setting(5e5, kind="number", min=0)  # the means' noise, x their learning rate
+    grow_rate: float = setting(0.05, kind="number", min=0)  # growth per refinement, a fraction of the count
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+    @property
+    def wants_absgrad(self) -> bool:
+        """MCMC reads no 2D-mean gradients."""
+        return False
+
+    def step(
+        self, model: SplatModel, state: State, step: int, meta: dict[str, Any], gen: torch.Generator,
+        scene_scale: float,
+    ) -> dict[str, int]:  # fmt: skip
+        """Relocates and grows when due, then adds the step's noise; returns counts of what changed.
+        ``state``, ``meta`` and ``scene_scale`` are unused (the signature is :class:`DefaultStrategy`'s)."""
         out = {"relocated": 0, "added": 0}
-        if cfg.refine_start < step < cfg.refine_stop_step and step % cfg.refine_every == 0:
+        if self.refine_start < step < self.refine_stop and step % self.refine_every == 0:
             out["relocated"] = self._relocate(model, gen)
             out["added"] = self._add(model, gen)
         self._noise(model, gen)
@@ -177,7 +235,7 @@ class MCMCStrategy:
             counts = torch.bincount(sampled, minlength=len(model))[sampled] + 1
             new_o, new_s = relocation(op, sc, counts)
             eps = torch.finfo(new_o.dtype).eps
-            new_o = new_o.clamp(min=self.cfg.prune_opacity, max=1 - eps)
+            new_o = new_o.clamp(min=self.min_opacity, max=1 - eps)
             return {
                 "opacity_logits": gaussians.logit_from_opacity(new_o),
                 "log_scales": gaussians.log_from_scales(new_s),
@@ -186,8 +244,8 @@ class MCMCStrategy:
     def _relocate(self, model: SplatModel, gen: torch.Generator) -> int:
         with torch.no_grad():
             op = gaussians.opacity_from_logit(model.opacity_logits)
-            dead = (op <= self.cfg.prune_opacity).nonzero()[:, 0]
-            alive = (op > self.cfg.prune_opacity).nonzero()[:, 0]
+            dead = (op <= self.min_opacity).nonzero()[:, 0]
+            alive = (op > self.min_opacity).nonzero()[:, 0]
         n = int(dead.numel())
         if n == 0 or alive.numel() == 0:
             return 0
@@ -199,7 +257,7 @@ class MCMCStrategy:
 
     def _add(self, model: SplatModel, gen: torch.Generator) -> int:
         cur = len(model)
-        target = min(self.cfg.cap_max, int(math.floor((1 + self.cfg.grow_rate) * cur)))
+        target = min(self.cap_max, int(math.floor((1 + self.grow_rate) * cur)))
         n = max(target - cur, 0)
         if n == 0:
             return 0
@@ -217,9 +275,12 @@ class MCMCStrategy:
             cov = model.covariances()
             gate = torch.sigmoid(100 * ((1 - op) - 0.995))  # ~1 for nearly transparent Gaussians
             noise = torch.randn(model.means.shape, generator=gen, dtype=model.means.dtype).to(model.means.device)
-            noise = noise * gate[:, None] * self.cfg.noise_lr * model.lr("means")
+            noise = noise * gate[:, None] * self.noise_lr * model.lr("means")
             model.means.add_(torch.einsum("nij,nj->ni", cov, noise))
 
 
-def make_strategy(cfg: TrainConfig, scene_scale: float) -> DefaultStrategy | MCMCStrategy:
-    return MCMCStrategy(cfg, scene_scale) if cfg.strategy == "mcmc" else DefaultStrategy(cfg, scene_scale)
+Strategy = DefaultStrategy | MCMCStrategy
+STRATEGIES: dict[str, type[DefaultStrategy] | type[MCMCStrategy]] = {
+    DefaultStrategy.name: DefaultStrategy,
+    MCMCStrategy.name: MCMCStrategy,
+}

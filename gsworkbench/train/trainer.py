@@ -30,7 +30,7 @@ import torch
 from gsworkbench import gaussians
 from gsworkbench.compile import compile_step
 from gsworkbench.io.atomic import atomic_write_bytes
-from gsworkbench.memory import release_freed_memory, retain_freed_memory
+from gsworkbench.memory import retained_freed_memory
 from gsworkbench.splat import rasterize
 from gsworkbench.splats import SplatSet
 from gsworkbench.train.background import eval_background, over_background
@@ -42,7 +42,6 @@ from gsworkbench.train.init_region import initial_splats
 from gsworkbench.train.losses import SSIM_WINDOW, photometric_loss, psnr_from_mse
 from gsworkbench.train.model import NAMES, SplatModel
 from gsworkbench.train.resolution import ReducedViews, check_fits, factor_at
-from gsworkbench.train.strategy import make_strategy
 from gsworkbench.train.timers import STAGES, StageTimer
 
 CHECKPOINT_FORMAT = "gsworkbench-3dgs-checkpoint-v1"
@@ -81,9 +80,10 @@ class Trainer:
         self.model = SplatModel(
             splats.to(self.device, torch.float32), self._learning_rates(), config.adam_eps, config.optimizer
         )
-        self.strategy = make_strategy(config, scene.scene_scale)
+        self.strategy = config.strategy
+        self.strategy_state: dict[str, torch.Tensor] = {}  # the strategy's running statistics
+        self.scene_scale = scene.scene_scale  # world units; the strategy's 3D thresholds are relative to it
         self.timer = StageTimer(self.device, ranges=ranges)
-        retain_freed_memory()  # the steps' temporaries reuse freed pages (gsworkbench.memory); run() ends it
         check_fits(config.resolution_schedule, scene.width, scene.height, SSIM_WINDOW if config.ssim_lambda else 1)
         self.reduced = ReducedViews(self.scene)  # train views at the schedule's reduced sizes, cached
         self.step_index = 0
@@ -178,7 +178,8 @@ class Trainer:
             gt, bg = self._target(view, factor)
             sh_deg = self.sh_degree_at(s)
         try:
-            colors, _, meta = self.render([view], sh_deg, bg, absgrad=cfg.absgrad, timed=True, factor=factor)
+            absgrad = self.strategy.wants_absgrad
+            colors, _, meta = self.render([view], sh_deg, bg, absgrad=absgrad, timed=True, factor=factor)
         except ValueError:  # e.g. "scales contains non-finite values" (the value scan runs without the
             # monitor): say which parameter blew up, and when
             self.monitor.check_params(s, self.model.params, force=True)
@@ -205,7 +206,7 @@ class Trainer:
             self.model.step(meta["radii"])  # a visible Adam steps only the Gaussians this view sees
             self.model.optimizer.zero_grad(set_to_none=True)
         with stage("densify"):
-            changes = self.strategy.step(self.model, s, meta, self.gen)
+            changes = self.strategy.step(self.model, self.strategy_state, s, meta, self.gen, self.scene_scale)
         row: dict[str, Any] = {
             "step": s,
             "view": view,
@@ -251,8 +252,8 @@ class Trainer:
         end = cfg.iterations if iterations is None else iterations
         bar = tqdm(total=end, initial=self.step_index, disable=not cfg.progress, desc="train", unit="step")
         saved_at = self.clock()
-        retain_freed_memory()
-        try:
+        # the steps' temporaries reuse freed pages (gsworkbench.memory); the policy is undone when the run stops
+        with retained_freed_memory(), contextlib.closing(bar):
             while self.step_index < end and not (stop is not None and stop()):
                 row = self.step()
                 if cfg.eval_every and self.step_index % cfg.eval_every == 0:
@@ -265,9 +266,6 @@ class Trainer:
                 if checkpoint is not None and self.step_index < end and (due_steps or due_time):
                     self.save_checkpoint(checkpoint)
                     saved_at = self.clock()
-        finally:
-            bar.close()
-            release_freed_memory()  # the free heap back to the kernel once the run stops
         return self.history
 
     # ---- evaluation and output ----------------------------------------------------------------------
@@ -291,7 +289,7 @@ class Trainer:
             "init": self.init_info,
             "params": {n: self.model.params[n].detach().cpu() for n in NAMES},
             "optimizer": self.model.optimizer.state_dict(),
-            "strategy": {k: v.cpu() for k, v in self.strategy.state.items()},
+            "strategy": {k: v.cpu() for k, v in self.strategy_state.items()},
             "generator": self.gen.get_state(),
             "queue": list(self._queue),
             "history": self.rows,
@@ -311,7 +309,7 @@ class Trainer:
         other data (its scene fingerprint differs) is refused with a ValueError saying how the data
         differ, unless ``other_data``: then it goes on with a warning, from a fresh pass over the views."""
         state = load_checkpoint(path)
-        cfg = replace(TrainConfig(**state["config"]), **config_overrides)
+        cfg = TrainConfig.from_dict(state["config"]).with_flat(**config_overrides)
         splats = SplatSet(*(state["params"][n] for n in NAMES))
         trainer = cls(scene, cfg, splats)
         was = state.get("scene_fingerprint", {})
@@ -322,7 +320,7 @@ class Trainer:
                 raise ValueError(f"{why}; resume refused (resume_other_data=True goes on anyway)")
             warnings.warn(why, stacklevel=2)
         trainer.model.optimizer.load_state_dict(state["optimizer"])
-        trainer.strategy.state = {k: v.to(trainer.device) for k, v in state["strategy"].items()}
+        trainer.strategy_state = {k: v.to(trainer.device) for k, v in state["strategy"].items()}
         trainer.gen.set_state(state["generator"])
         trainer._queue = list(state["queue"]) if same else []  # other data: its views, a fresh pass
         trainer.rows = list(state["history"])

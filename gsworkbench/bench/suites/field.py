@@ -22,7 +22,7 @@ import torch
 from gsworkbench._ext import has_ext
 from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.compile import COMPILE_MODES, compile_step
-from gsworkbench.field import BACKENDS, FieldTrainStep, GaussianField, TrainConfig, evaluate, make_target
+from gsworkbench.field import BACKENDS, FieldTrainConfig, FieldTrainStep, GaussianField, evaluate, make_target
 from gsworkbench.field._torch_impl import vectorized_bytes
 from gsworkbench.field.targets import Target
 from gsworkbench.memory import memory_budget
@@ -83,7 +83,7 @@ def _train_step_setup(
 ) -> Callable[[], Prepared]:
     def setup() -> Prepared:
         model = GaussianField(N, covariance, backend=backend, seed=seed)
-        step = FieldTrainStep(model, target, TrainConfig(batch_size=B, seed=seed, progress=False))
+        step = FieldTrainStep(model, target, FieldTrainConfig(batch_size=B, seed=seed, progress=False))
         return Prepared(step)
 
     return setup
