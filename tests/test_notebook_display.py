@@ -132,7 +132,7 @@ def test_field_training_bar_is_a_notebook_widget_in_a_notebook(monkeypatch):
     monkeypatch.setattr(tqdm.auto, "tqdm", Recorder)
     tgt = field.make_target("torus", seed=0)
     model = field.GaussianField(4, "diag", backend="torch", seed=0)
-    field.train_field(model, tgt, field.TrainConfig(iterations=2, batch_size=16, seed=0))
+    field.train_field(model, tgt, field.FieldTrainConfig(iterations=2, batch_size=16, seed=0))
     assert made == ["train"]
 
 
