@@ -83,6 +83,7 @@ def _reconstructed_capture(out: Path) -> Any:
 CAPTURE = dict(iterations=3000, refine_start=300, refine_stop=2500, reset_every=1000, sh_degree_interval=500)
 # the room seen from inside (walls, floor, objects; no point cloud): a scene the presets were not tuned on
 ROOM = dict(name="room", n_train=40, n_test=8, n_points=0)
+INSIDE = "NeRF-synthetic (inside a room)"
 HALF = {"init_scale": 0.5}  # initial scales at half the 3-NN distance (3DGS: the whole distance)
 RUNS: dict[str, QualityRun] = {
     "nerf_synthetic": QualityRun("nerf_synthetic"),
@@ -92,6 +93,9 @@ RUNS: dict[str, QualityRun] = {
     "nerf_synthetic_400": QualityRun("nerf_synthetic_400"),
     "room": QualityRun("nerf_synthetic", scene_overrides=ROOM, layout="NeRF-synthetic (inside a room)"),
     "room_init_half": QualityRun("nerf_synthetic", HALF, ROOM, layout="NeRF-synthetic (inside a room)"),
+    "room_frustum": QualityRun("nerf_synthetic", {"init_rule": "frustum"}, ROOM, layout=INSIDE),
+    "room_cloud": QualityRun("nerf_synthetic", scene_overrides={**ROOM, "n_points": 3000},
+                             layout="NeRF-synthetic (inside a room), with its point cloud"),
     "capture": QualityRun("short", CAPTURE, scene=_capture(False), layout="nerfstudio OPENCV (distorted JPEG)"),
     "capture_init_half": QualityRun("short", {**CAPTURE, **HALF}, scene=_capture(False),
                                     layout="nerfstudio OPENCV (distorted JPEG)"),  # fmt: skip
