@@ -2,9 +2,9 @@
 
 The ``ext`` estimate is an upper bound of the call's peak resident memory (torch tensors and the
 extension's own buffers alike), measured against it in docs/tables/rasterize_memory.csv and in
-tests/test_rasterize_memory.py. It is a sum of four kinds of terms, each the bytes of the buffers
-the call allocates, counted as if all were alive at once (the forward's and the backward's peaks
-differ by less than the buffers that are not, so the sum stays within about 2x of the peak):
+tests/test_rasterize_memory.py (docs/memory.md tells how). It sums the bytes of the buffers the call
+allocates, counted as if all were alive at once: an upper bound, and within 2x of the peak because the
+buffers freed before the peak (the forward's temporaries, when the backward peaks) are the smaller part:
 
 - per pixel (C x H x W): the outputs and what the backward needs of them (:func:`ext_pixel_bytes`);
 - per camera-Gaussian pair (C x N): projections, colours, the tile-intersection scratch, the
