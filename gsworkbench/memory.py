@@ -64,6 +64,13 @@ def _cgroup_headroom() -> int | None:
 def available_bytes(device: torch.device | str = "cpu") -> int:
     """Memory a new allocation on ``device`` can get: free GPU memory for CUDA; for the CPU the
     kernel's MemAvailable, capped by the cgroup's headroom. ``$GSW_MEMORY_LIMIT`` caps both."""
+    free = _free_bytes(device)
+    limit = os.environ.get("GSW_MEMORY_LIMIT")
+    return min(free, int(limit)) if limit else free
+
+
+def _free_bytes(device: torch.device | str) -> int:
+    """:func:`available_bytes` without ``$GSW_MEMORY_LIMIT``."""
     device = torch.device(device)
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0]
@@ -82,8 +89,7 @@ def available_bytes(device: torch.device | str = "cpu") -> int:
             free = headroom if headroom is not None else 1 << 62  # unknown (not Linux): no limit
         elif headroom is not None:
             free = min(free, headroom)
-    limit = os.environ.get("GSW_MEMORY_LIMIT")
-    return min(free, int(limit)) if limit else free
+    return free
 
 
 def gib(n: float) -> str:
@@ -94,13 +100,18 @@ def gib(n: float) -> str:
 ALWAYS_FITS = 64 * 2**20  # bytes: smaller calls skip the check (reading /proc costs ~0.1 ms per call)
 
 
-def check_fits(need: int, what: str, device: torch.device | str = "cpu", hint: str = "") -> None:
+def check_fits(need: int, what: str, device: torch.device | str = "cpu", hint: str = "", allocated: int = 0) -> None:
     """MemoryBudgetError when ``need`` bytes exceed :func:`available_bytes` of ``device``. ``what``
-    names the call and its size; ``hint`` says what to change. Below :data:`ALWAYS_FITS` (and with no
+    names the call and its size; ``hint`` says what to change. ``allocated``: bytes of ``need`` that
+    the call already holds (a check part-way through it): the memory still free is compared with the
+    rest, ``$GSW_MEMORY_LIMIT`` with the whole. Below :data:`ALWAYS_FITS` (and with no
     ``$GSW_MEMORY_LIMIT``) it returns at once, so tiny calls pay nothing for it."""
     if need < ALWAYS_FITS and "GSW_MEMORY_LIMIT" not in os.environ:
         return
-    have = available_bytes(device)
+    have = _free_bytes(device) + allocated
+    limit = os.environ.get("GSW_MEMORY_LIMIT")
+    if limit:
+        have = min(have, int(limit))
     if need > have:
         where = "GPU memory" if torch.device(device).type == "cuda" else "memory"
         raise MemoryBudgetError(

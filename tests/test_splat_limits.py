@@ -10,7 +10,7 @@ import torch
 from conftest import backend_params, ext_built, requires_ext
 
 from gsworkbench.memory import MemoryBudgetError, available_bytes, check_fits
-from gsworkbench.splat import rasterize
+from gsworkbench.splat import _torch_impl, rasterize
 from gsworkbench.splat.memory import rasterize_bytes
 
 BACKENDS = backend_params(["torch", "ext"])
@@ -57,11 +57,15 @@ def test_the_limit_follows_the_memory_available(backend, monkeypatch):
 def test_the_torch_reference_checks_its_per_pair_tensors_under_autograd(monkeypatch):
     s = _scene(n=40, size=256, grad=True)
     s["scales"] = torch.full((40, 3), 0.5, requires_grad=True)  # large splats: many tile pixels each
+    monkeypatch.setattr(_torch_impl, "CHUNK_ISECTS", 1024)  # chunks of ~40 MB of pairs, the call's ~300 MB
     need_images = rasterize_bytes(1, 256, 256, 3, 4, "torch", 16, False, True)
-    monkeypatch.setenv("GSW_MEMORY_LIMIT", str(need_images + 2**20))  # the images fit, the pairs do not
+    monkeypatch.setenv("GSW_MEMORY_LIMIT", str(need_images + 64 * 2**20))  # the images fit, the pairs do not
     with pytest.raises(MemoryBudgetError, match=r"rasterize \(torch\) with autograd over \d+ tile intersections"):
         _render(s, 256, "torch")
     with torch.no_grad():  # without autograd it works in bounded chunks
+        _render(s, 256, "torch")
+    monkeypatch.setattr(_torch_impl, "CHUNK_ISECTS", 1 << 20)  # one chunk of every intersection
+    with torch.no_grad(), pytest.raises(MemoryBudgetError, match=r"over chunks of up to \d+ tile intersections"):
         _render(s, 256, "torch")
 
 

@@ -304,11 +304,13 @@ def rasterize_to_pixels(
     lx, ly = lx.reshape(-1).to(dtype) + 0.5, ly.reshape(-1).to(dtype) + 0.5  # pixel centres in a tile [P]
     P = tile_size * tile_size
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (means2d, conics, colors, opacities))
-    if grad and not torch.compiler.is_compiling():
-        check_torch_pairs(M, P, dev)  # autograd keeps every chunk's [m,P] tensors until the backward
+    chunks = _tile_chunks(tile_offsets, M)
+    if not torch.compiler.is_compiling():
+        # autograd keeps every chunk's [m,P] tensors until the backward; without it, one chunk's at a time
+        check_torch_pairs(M if grad else max((e - s for _, _, s, e in chunks), default=0), P, dev, grad)
     log_t_min = math.log(TRANSMITTANCE_MIN)
     tiles_c, tiles_a = [], []
-    for t0, t1, s, e in _tile_chunks(tile_offsets, M):
+    for t0, t1, s, e in chunks:
         ids = flatten_ids[s:e].to(torch.int64)
         offs = all_offs[t0:t1] - s
         tile = torch.searchsorted(offs, torch.arange(ids.shape[0], device=dev), right=True) - 1  # [m]

@@ -34,6 +34,7 @@ BACKENDS = ("torch", "ext")
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
 RASTERIZE_MODES = ("classic", "antialiased")
 BIG_PIXELS = 1 << 20  # camera pixels from which rasterize estimates its memory before allocating
+BIG_PAIRS = 1 << 18  # camera-Gaussian pairs from which it does so (a few hundred bytes each)
 
 
 def backend_module(backend: str) -> ModuleType:
@@ -171,6 +172,24 @@ def _check_values(tensors: dict[str, torch.Tensor]) -> None:
         raise ValueError("Ks must have positive focal lengths fx, fy")
 
 
+def _memory_check_args(
+    C: int, N: int, width: int, height: int, colors: torch.Tensor, sh_degree: int | None,
+    sh_rest: torch.Tensor | None, render_mode: str, backgrounds: torch.Tensor | None, tile_size: int,
+    backend: str, grad: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """The sizes :func:`gsworkbench.splat.memory.check_rasterize_memory` estimates a call from (all
+    but dtype, device and the intersections)."""
+    D = 1 if render_mode in ("D", "ED") else colors.shape[-1] + (render_mode in ("RGB+D", "RGB+ED"))
+    sh_bases = 0
+    if sh_degree is not None and render_mode not in ("D", "ED"):
+        sh_bases = colors.shape[1] + (sh_rest.shape[1] if sh_rest is not None else 0)
+    return dict(
+        C=C, width=width, height=height, D=D, backend=backend, tile_size=tile_size,
+        backgrounds=backgrounds is not None, grad=grad, n_gaussians=N, sh_bases=sh_bases,
+        expected_depth=render_mode in ("ED", "RGB+ED"),
+    )  # fmt: skip
+
+
 def _no_stage(name: str) -> AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
@@ -261,14 +280,18 @@ def rasterize(
             )
         impl = ops if backend == "ext" else _torch_impl  # backend and extension checked above
         C, N = viewmats.shape[0], means.shape[0]
-        # refuse a render that cannot fit before allocating any of it (small images skip the estimate)
-        if checking_values() and (C * width * height >= BIG_PIXELS or "GSW_MEMORY_LIMIT" in os.environ):
-            D = 1 if render_mode in ("D", "ED") else colors.shape[-1] + (render_mode in ("RGB+D", "RGB+ED"))
-            grad = torch.is_grad_enabled() and any(
-                t is not None and t.requires_grad for t in (means, quats, scales, opacities, colors, sh_rest)
-            )
-            check_rasterize_memory(C, width, height, D, means.dtype, means.device, backend, tile_size,
-                                   backgrounds is not None, grad)  # fmt: skip
+        # refuse a render that cannot fit before allocating any of it (small renders skip the estimate)
+        memory_check: dict[str, Any] | None = None
+        if checking_values() and (
+            C * width * height >= BIG_PIXELS or C * N >= BIG_PAIRS or "GSW_MEMORY_LIMIT" in os.environ
+        ):
+            memory_check = _memory_check_args(
+                C, N, width, height, colors, sh_degree, sh_rest, render_mode, backgrounds, tile_size, backend,
+                torch.is_grad_enabled() and any(
+                    t is not None and t.requires_grad for t in (means, quats, scales, opacities, colors, sh_rest)
+                ),
+            )  # fmt: skip
+            check_rasterize_memory(**memory_check, dtype=means.dtype, device=means.device)
         radii, means2d, depths, conics, comps = impl.project_gaussians(
             means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
         )
@@ -293,6 +316,9 @@ def rasterize(
         tiles_per_gauss, isect_ids, flatten_ids, tile_offsets = impl.isect_tiles(
             means2d, radii, depths, tile_size, tile_width, tile_height
         )
+        if memory_check is not None and backend == "ext":  # the intersections known: before the pixels
+            check_rasterize_memory(**memory_check, dtype=means.dtype, device=means.device,
+                                   n_isects=flatten_ids.shape[0])  # fmt: skip
     with stage("rasterize"):
         render_colors, render_alphas = impl.rasterize_to_pixels(
             means2d, conics, feats, opac, width, height, tile_size, tile_offsets, flatten_ids, absgrad
