@@ -97,7 +97,7 @@ def gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-ALWAYS_FITS = 64 * 2**20  # bytes: smaller calls skip the check (reading /proc costs ~0.1 ms per call)
+ALWAYS_FITS = 64 * 2**20  # bytes: smaller calls skip the check (reading /proc would cost more than they do)
 
 
 def check_fits(need: int, what: str, device: torch.device | str = "cpu", hint: str = "", allocated: int = 0) -> None:

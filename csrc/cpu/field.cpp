@@ -18,7 +18,7 @@ namespace {
 
 constexpr int64_t kBlock = 64;
 // Work per thread before a region wakes another thread, in (block of kBlock points) x Gaussian units:
-// 256 units are 16k pairs, some tens of microseconds, the order of the cost of waking a sleeping thread.
+// 256 units are 16k pairs, about as much work as waking a sleeping thread costs.
 constexpr int64_t kMinForwardUnits = 256;
 constexpr int64_t kMinBackwardUnits = 128;  // a backward pair costs about twice a forward one
 
@@ -152,8 +152,8 @@ void backward_kernel(const T* grad, const T* points, const Gauss<T>* gs, T* grad
   const int nthreads = threads_for_blocks((B + kBlock - 1) / kBlock, N, kMinBackwardUnits);
   // Per-thread per-Gaussian sums (double: they add up to B terms).
   std::vector<double> sums(static_cast<size_t>(nthreads) * N * kAccum, 0.0);
-  // The largest block that still gives every thread a block of its own (512 points measured ~1.8x
-  // faster per pair than 64 on AVX-512).
+  // The largest block that still gives every thread a block of its own: a larger block amortises the
+  // per-Gaussian reduction across its lanes over more points (see backward_blocks).
   const int64_t per_thread = B / static_cast<int64_t>(nthreads);
   if (per_thread >= 512) {
     backward_blocks<T, 512>(grad, points, gs, grad_points, sums.data(), B, N, nthreads);

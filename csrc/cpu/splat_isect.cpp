@@ -32,8 +32,8 @@ constexpr int64_t kMinIsectPerThread = 8192;
 // is stable and parallel: nth contiguous parts of the keys, per-part bucket counts, then per-part
 // write cursors (bucket start + the counts of the parts before), as in the tile scatter below.
 constexpr int kMaxDigitBits = 12;
-// Keys per thread below which the sort runs on one thread: at 10^5 keys the serial sort was faster
-// here than two threads, which pay for waking each other four times.
+// Keys per thread below which the sort runs on one thread: below it, threads would pay more for
+// waking each other at every digit pass than they save on the passes.
 constexpr int64_t kMinSortPerThread = int64_t(1) << 18;
 inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tmp, int nth,
                           std::vector<uint32_t>& count) {
@@ -221,8 +221,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       }
     }
   }
-  // the (tile << 32 | depth key) ids in a second, sequential pass over each tile's run: scattered
-  // beside flatten_ids above, their 8-byte writes to the tiles' scattered cursors were half the pass
+  // the (tile << 32 | depth key) ids in a second, sequential pass over each tile's run: written beside
+  // flatten_ids above, their 8-byte writes would go to the tiles' scattered cursors too
 #pragma omp parallel for num_threads(nth) schedule(static)
   for (int64_t t = 0; t < CT; ++t)
     for (int64_t k = start[t]; k < start[t + 1]; ++k) iid[k] = (t << 32) | static_cast<int64_t>(depth_key(d[fid[k]]));

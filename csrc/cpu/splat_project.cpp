@@ -30,7 +30,7 @@ std::vector<Camera<T>> load_cameras(const Tensor& viewmats, const Tensor& Ks) {
 }
 
 // Camera-Gaussian pairs per thread below which the projection wakes no further thread (waking a
-// sleeping thread under OMP_WAIT_POLICY=PASSIVE costs tens of microseconds).
+// sleeping thread under OMP_WAIT_POLICY=PASSIVE costs more than projecting fewer pairs).
 constexpr int64_t kMinProjectPerThread = 4096;
 
 // The projection loops run over Gaussians for one camera at a time with branch-free per-Gaussian math

@@ -184,7 +184,7 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
     if (!valid) continue;
     touched |= valid;
     // 1 / (1 - alpha) by the 14-bit reciprocal and one Newton step (relative error ~1e-7, about an ulp):
-    // a 16-lane division's latency was the largest single stall of this loop
+    // a 16-lane division's latency would otherwise be the longest stall of this loop
     const __m512 om = _mm512_sub_ps(one, a);
     const __m512 r0 = _mm512_maskz_rcp14_ps(0xFFFF, om);  // maskz: GCC 12 warns on the plain form's undefined operand
     const __m512 r = _mm512_fmadd_ps(r0, _mm512_fnmadd_ps(om, r0, one), r0);

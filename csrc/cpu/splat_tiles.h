@@ -55,8 +55,9 @@ Supports alpha_supports(const T* conics, const T* opac, int64_t CN) {
 
 // Prefetches what the rasterizer reads of Gaussian i (its support record, 2D mean, conic, opacity and
 // first colour values): the tile lists visit Gaussians in depth order, scattered over arrays that do
-// not fit in cache at 10^5 Gaussians and more. Called kPrefetchAhead intersections ahead by the forward
-// (7% faster at 100k here); the backward, which skips many Gaussians early, was not helped.
+// not fit in cache at 10^5 Gaussians and more. Called kPrefetchAhead intersections ahead by the forward,
+// which reads nearly every Gaussian of a list; the backward skips many Gaussians early, so prefetching
+// there would mostly fetch what it never reads.
 constexpr int64_t kPrefetchAhead = 8;
 template <typename T>
 inline void prefetch_gaussian(const Supports& sp, const T* means2d, const T* conics, const T* opac, const T* colors,

@@ -1,6 +1,6 @@
 // CPU kernels of gsworkbench::splat_view_dirs and its backward: plain loops over the C cameras and N
-// means, a few microseconds less per call than the device-agnostic ATen version (csrc/splat_view_dirs.cpp,
-// which other devices use), whose handful of tiny ATen ops cost a tiny call more than the arithmetic.
+// means, in place of the device-agnostic ATen version (csrc/splat_view_dirs.cpp, which other devices
+// use), whose handful of tiny ATen ops cost a tiny call more than the arithmetic.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

@@ -140,8 +140,8 @@ inline T row_ssim(const T* h, int64_t row, int64_t C, int64_t vr, const Window<T
 // row: h[c * W*C + j] for the statistics c = 0..4. Read from the images themselves: the 11 rows stay in
 // cache as the window slides down, and the horizontal taps that follow read h, which fits in L1/L2.
 // Blocks of two vectors (vec64.h) per statistic: a block's sums stay in registers while the taps walk
-// down the rows by one pointer bump each (as plain loops over j, GCC kept 22 live row pointers and
-// spilled them, reloading one per load).
+// down the rows by one pointer bump each (plain loops over j keep 22 row pointers live, more than GCC
+// holds in registers, so it would reload one per load).
 template <typename T>
 inline void vertical_sums(const Dims& d, const T* x, const T* y, const Window<T>& win_, int64_t v, T* h) {
   const Window<T> win = win_;  // a local copy: the stores below cannot alias it
@@ -187,8 +187,8 @@ inline void vertical_sums(const Dims& d, const T* x, const T* y, const Window<T>
 }
 
 // The horizontal pass (five window statistics from the vertical sums, 11 taps) is written out in both
-// band_sum and rows_grad: moved into a helper taking the statistics by pointer, GCC 12 no longer
-// vectorized the loops around it (the gradient pass took 2.5x as long).
+// band_sum and rows_grad: GCC 12 does not vectorize the loops around a helper that takes the
+// statistics by pointer.
 
 // Per thread: one row of vertical sums (5 W*C values), the padded dS/d(statistic) rows, and
 // rows_grad's ring of their transposed x blurs.

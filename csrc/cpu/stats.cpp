@@ -69,8 +69,8 @@ at::Tensor tensor_stats_cpu(at::TensorList tensors) {
 namespace gsw {
 namespace {
 // Statistics for input checks, not a differentiable result: the autograd key goes straight to the kernel,
-// so callers need no no_grad block (a tiny call paid about a microsecond for it) and inputs that require
-// grad get no autograd bookkeeping.
+// so callers need no no_grad block (whose entry and exit a tiny call would pay for) and inputs that
+// require grad get no autograd bookkeeping.
 at::Tensor tensor_stats_autograd(at::TensorList tensors) {
   static const auto op = op_handle<at::Tensor(at::TensorList)>("gsworkbench::tensor_stats");
   at::AutoDispatchBelowADInplaceOrView below_autograd;

@@ -19,7 +19,9 @@ constexpr int64_t kBlock = 16;   // Gaussians per SH block (one AVX-512 float ve
 constexpr int64_t kChunk = 512;  // Gaussians per parallel task
 constexpr int64_t kParallelWork = int64_t(1) << 18;  // below ~1 MB of traffic a call runs serially
 constexpr int64_t kPrefetchBlocks = 4;  // SH blocks prefetched ahead
-constexpr int64_t kStreamBytes = int64_t(8) << 20;  // SH outputs above this size bypass the caches (1/4 of L3 here)
+// SH outputs above this size bypass the caches: written through them, they would evict a large share
+// of a last-level cache for lines that are not read again
+constexpr int64_t kStreamBytes = int64_t(8) << 20;
 
 // Means, quaternions and log-scales of `count` Gaussians of one frame (uniform case; every pointer at
 // the first of them): one SIMD loop; the compiler turns the stride-3/4 interleaved accesses into

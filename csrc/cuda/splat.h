@@ -1,6 +1,7 @@
 // CUDA launchers of the 3DGS tile rasterizer (kernels in splat_*.cu). Raw device pointers, contiguous
-// row-major layouts as documented in csrc/gsworkbench.cpp; every launcher enqueues on `stream` and
-// does not synchronise. Outputs written by atomics (the *_backward gradients) must be zeroed first.
+// row-major layouts as documented in csrc/gsworkbench.cpp; the projection and rasterization launchers
+// take one parameter struct each (splat_params.h). Every launcher enqueues on `stream` and does not
+// synchronise. Outputs written by atomics (the *_backward gradients) must be zeroed first.
 // T is float or double.
 #pragma once
 
@@ -8,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "splat_params.h"
 
 namespace gsw {
 namespace splat {
@@ -42,15 +45,10 @@ inline int64_t raster_blocks(int64_t C, int64_t width, int64_t height, int64_t t
 }
 
 template <typename T>
-void project_forward(const T* means, const T* quats, const T* scales, const T* viewmats, const T* Ks, int64_t C,
-                     int64_t N, int64_t width, int64_t height, T eps2d, T near_plane, T far_plane, int32_t* radii,
-                     T* means2d, T* depths, T* conics, T* comps, cudaStream_t stream);
+void project_forward(const ProjectForwardParams<T>& p, cudaStream_t stream);
 
 template <typename T>
-void project_backward(const T* means, const T* quats, const T* scales, const T* viewmats, const T* Ks, int64_t C,
-                      int64_t N, int64_t width, int64_t height, T eps2d, T near_plane, T far_plane,
-                      const int32_t* radii, const T* v_means2d, const T* v_depths, const T* v_conics,
-                      const T* v_comps, T* v_means, T* v_quats, T* v_scales, T* v_viewmats, cudaStream_t stream);
+void project_backward(const ProjectBackwardParams<T>& p, cudaStream_t stream);
 
 template <typename T>
 void sh_forward(const T* coeffs, const T* dirs, int64_t C, int64_t N, int64_t K, int degree, T* colors,
@@ -83,17 +81,10 @@ void isect_tile_offsets(const int64_t* sorted_keys, int64_t M, int64_t num_tiles
                         cudaStream_t stream);
 
 template <typename T>
-void rasterize_forward(const T* means2d, const T* conics, const T* colors, const T* opacities, int64_t C, int64_t N,
-                       int64_t D, int64_t width, int64_t height, int64_t tile_size, const int32_t* tile_offsets,
-                       const int32_t* flatten_ids, int64_t M, T* out_colors, T* out_alphas, T* out_trans,
-                       int32_t* out_last, cudaStream_t stream);
+void rasterize_forward(const RasterForwardParams<T>& p, cudaStream_t stream);
 
 template <typename T>
-void rasterize_backward(const T* means2d, const T* conics, const T* colors, const T* opacities, int64_t C, int64_t N,
-                        int64_t D, int64_t width, int64_t height, int64_t tile_size, const int32_t* tile_offsets,
-                        const int32_t* flatten_ids, int64_t M, const T* trans, const int32_t* last_ids,
-                        const T* v_colors, const T* v_alphas, T* v_means2d, T* v_conics, T* v_colors_out,
-                        T* v_opacities, cudaStream_t stream);
+void rasterize_backward(const RasterBackwardParams<T>& p, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace splat

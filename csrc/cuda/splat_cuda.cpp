@@ -23,6 +23,28 @@ void check_cuda(const Tensor& t, const char* op) {
   TORCH_CHECK(t.is_cuda(), op, " (CUDA): inputs must be CUDA tensors");
 }
 
+// The projection inputs of both bindings (contiguous tensors, after the shared checks) as the launchers'
+// struct.
+template <typename T>
+ProjectInputs<T> project_inputs(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
+                                const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
+                                double far_plane) {
+  ProjectInputs<T> in;
+  in.means = means.data_ptr<T>();
+  in.quats = quats.data_ptr<T>();
+  in.scales = scales.data_ptr<T>();
+  in.viewmats = viewmats.data_ptr<T>();
+  in.Ks = Ks.data_ptr<T>();
+  in.C = viewmats.size(0);
+  in.N = means.size(0);
+  in.width = width;
+  in.height = height;
+  in.eps2d = T(eps2d);
+  in.near_plane = T(near_plane);
+  in.far_plane = T(far_plane);
+  return in;
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cuda(const Tensor& means, const Tensor& quats,
                                                                 const Tensor& scales, const Tensor& viewmats,
                                                                 const Tensor& Ks, int64_t width, int64_t height,
@@ -41,11 +63,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cuda(const Tensor& me
   auto comps = at::empty({C, N}, mu.options());
   const auto stream = c10::cuda::getCurrentCUDAStream().stream();
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_project_cuda", [&] {
-    project_forward<scalar_t>(mu.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), s.data_ptr<scalar_t>(),
-                              vm.data_ptr<scalar_t>(), K.data_ptr<scalar_t>(), C, N, width, height, scalar_t(eps2d),
-                              scalar_t(near_plane), scalar_t(far_plane), radii.data_ptr<int32_t>(),
-                              means2d.data_ptr<scalar_t>(), depths.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(),
-                              comps.data_ptr<scalar_t>(), stream);
+    ProjectForwardParams<scalar_t> p;
+    p.in = project_inputs<scalar_t>(mu, q, s, vm, K, width, height, eps2d, near_plane, far_plane);
+    p.radii = radii.data_ptr<int32_t>();
+    p.means2d = means2d.data_ptr<scalar_t>();
+    p.depths = depths.data_ptr<scalar_t>();
+    p.conics = conics.data_ptr<scalar_t>();
+    p.comps = comps.data_ptr<scalar_t>();
+    project_forward<scalar_t>(p, stream);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {radii, means2d, depths, conics, comps};
@@ -64,17 +89,22 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cuda(
   const auto vm = viewmats.contiguous(), K = Ks.contiguous(), r = radii.contiguous();
   const auto g2 = v_means2d.to(dt).contiguous(), gd = v_depths.to(dt).contiguous();
   const auto gc = v_conics.to(dt).contiguous(), gp = v_comps.to(dt).contiguous();
-  const int64_t N = mu.size(0), C = vm.size(0);
   auto v_means = at::zeros_like(mu), v_quats = at::zeros_like(q), v_scales = at::zeros_like(s);
   auto v_view = at::zeros_like(vm);
   const auto stream = c10::cuda::getCurrentCUDAStream().stream();
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_project_backward_cuda", [&] {
-    project_backward<scalar_t>(mu.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), s.data_ptr<scalar_t>(),
-                               vm.data_ptr<scalar_t>(), K.data_ptr<scalar_t>(), C, N, width, height, scalar_t(eps2d),
-                               scalar_t(near_plane), scalar_t(far_plane), r.data_ptr<int32_t>(),
-                               g2.data_ptr<scalar_t>(), gd.data_ptr<scalar_t>(), gc.data_ptr<scalar_t>(),
-                               gp.data_ptr<scalar_t>(), v_means.data_ptr<scalar_t>(), v_quats.data_ptr<scalar_t>(),
-                               v_scales.data_ptr<scalar_t>(), v_view.data_ptr<scalar_t>(), stream);
+    ProjectBackwardParams<scalar_t> p;
+    p.in = project_inputs<scalar_t>(mu, q, s, vm, K, width, height, eps2d, near_plane, far_plane);
+    p.radii = r.data_ptr<int32_t>();
+    p.v_means2d = g2.data_ptr<scalar_t>();
+    p.v_depths = gd.data_ptr<scalar_t>();
+    p.v_conics = gc.data_ptr<scalar_t>();
+    p.v_comps = gp.data_ptr<scalar_t>();
+    p.v_means = v_means.data_ptr<scalar_t>();
+    p.v_quats = v_quats.data_ptr<scalar_t>();
+    p.v_scales = v_scales.data_ptr<scalar_t>();
+    p.v_viewmats = v_view.data_ptr<scalar_t>();
+    project_backward<scalar_t>(p, stream);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {v_means, v_quats, v_scales, v_view};
@@ -182,6 +212,29 @@ RasterDims check_raster(const Tensor& means2d, const Tensor& conics, const Tenso
   return g;
 }
 
+// The rasterization inputs of both bindings (contiguous tensors, after check_raster) as the launchers'
+// struct.
+template <typename T>
+RasterInputs<T> raster_inputs(const Tensor& means2d, const Tensor& conics, const Tensor& colors,
+                              const Tensor& opacities, int64_t width, int64_t height, int64_t tile_size,
+                              const Tensor& tile_offsets, const Tensor& flatten_ids) {
+  RasterInputs<T> in;
+  in.means2d = means2d.data_ptr<T>();
+  in.conics = conics.data_ptr<T>();
+  in.colors = colors.data_ptr<T>();
+  in.opacities = opacities.data_ptr<T>();
+  in.tile_offsets = tile_offsets.data_ptr<int32_t>();
+  in.flatten_ids = flatten_ids.data_ptr<int32_t>();
+  in.C = colors.size(0);
+  in.N = colors.size(1);
+  in.D = colors.size(2);
+  in.M = flatten_ids.size(0);
+  in.width = width;
+  in.height = height;
+  in.tile_size = tile_size;
+  return in;
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d, const Tensor& conics,
                                                           const Tensor& colors, const Tensor& opacities,
                                                           int64_t width, int64_t height, int64_t tile_size,
@@ -191,17 +244,20 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d,
   const c10::cuda::CUDAGuard guard(means2d.device());
   const auto m2 = means2d.contiguous(), co = conics.contiguous(), col = colors.contiguous();
   const auto op = opacities.contiguous(), toff = tile_offsets.contiguous(), fid = flatten_ids.contiguous();
-  const int64_t C = col.size(0), N = col.size(1), D = col.size(2), M = fid.size(0);
+  const int64_t C = col.size(0), D = col.size(2);
   auto out_c = at::empty({C, height, width, D}, col.options());
   auto out_a = at::empty({C, height, width, 1}, col.options());
   auto out_t = at::empty({C, height, width}, col.options());
   auto out_l = at::empty({C, height, width}, col.options().dtype(at::kInt));
   const auto stream = c10::cuda::getCurrentCUDAStream().stream();
   AT_DISPATCH_FLOATING_TYPES(m2.scalar_type(), "splat_rasterize_cuda", [&] {
-    rasterize_forward<scalar_t>(m2.data_ptr<scalar_t>(), co.data_ptr<scalar_t>(), col.data_ptr<scalar_t>(),
-                                op.data_ptr<scalar_t>(), C, N, D, width, height, tile_size, toff.data_ptr<int32_t>(),
-                                fid.data_ptr<int32_t>(), M, out_c.data_ptr<scalar_t>(), out_a.data_ptr<scalar_t>(),
-                                out_t.data_ptr<scalar_t>(), out_l.data_ptr<int32_t>(), stream);
+    RasterForwardParams<scalar_t> p;
+    p.in = raster_inputs<scalar_t>(m2, co, col, op, width, height, tile_size, toff, fid);
+    p.out_colors = out_c.data_ptr<scalar_t>();
+    p.out_alphas = out_a.data_ptr<scalar_t>();
+    p.out_trans = out_t.data_ptr<scalar_t>();
+    p.out_last = out_l.data_ptr<int32_t>();
+    rasterize_forward<scalar_t>(p, stream);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {out_c, out_a, out_t, out_l};
@@ -222,16 +278,20 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cuda(
   const auto op = opacities.contiguous(), toff = tile_offsets.contiguous(), fid = flatten_ids.contiguous();
   const auto tr = transmittances.to(dt).contiguous(), last = last_ids.contiguous();
   const auto vc = v_colors.to(dt).contiguous(), va = v_alphas.to(dt).contiguous();
-  const int64_t C = col.size(0), N = col.size(1), D = col.size(2), M = fid.size(0);
   auto g_m2 = at::zeros_like(m2), g_co = at::zeros_like(co), g_col = at::zeros_like(col), g_op = at::zeros_like(op);
   const auto stream = c10::cuda::getCurrentCUDAStream().stream();
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_rasterize_backward_cuda", [&] {
-    rasterize_backward<scalar_t>(m2.data_ptr<scalar_t>(), co.data_ptr<scalar_t>(), col.data_ptr<scalar_t>(),
-                                 op.data_ptr<scalar_t>(), C, N, D, width, height, tile_size, toff.data_ptr<int32_t>(),
-                                 fid.data_ptr<int32_t>(), M, tr.data_ptr<scalar_t>(), last.data_ptr<int32_t>(),
-                                 vc.data_ptr<scalar_t>(), va.data_ptr<scalar_t>(), g_m2.data_ptr<scalar_t>(),
-                                 g_co.data_ptr<scalar_t>(), g_col.data_ptr<scalar_t>(), g_op.data_ptr<scalar_t>(),
-                                 stream);
+    RasterBackwardParams<scalar_t> p;
+    p.in = raster_inputs<scalar_t>(m2, co, col, op, width, height, tile_size, toff, fid);
+    p.trans = tr.data_ptr<scalar_t>();
+    p.last_ids = last.data_ptr<int32_t>();
+    p.v_out_colors = vc.data_ptr<scalar_t>();
+    p.v_out_alphas = va.data_ptr<scalar_t>();
+    p.v_means2d = g_m2.data_ptr<scalar_t>();
+    p.v_conics = g_co.data_ptr<scalar_t>();
+    p.v_colors = g_col.data_ptr<scalar_t>();
+    p.v_opacities = g_op.data_ptr<scalar_t>();
+    rasterize_backward<scalar_t>(p, stream);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {g_m2, g_co, g_col, g_op, at::empty({0}, m2.options())};

@@ -12,44 +12,39 @@ namespace cuda {
 namespace {
 
 template <typename T>
-__global__ void project_forward_kernel(const T* means, const T* quats, const T* scales, const T* viewmats,
-                                       const T* Ks, int64_t C, int64_t N, int64_t width, int64_t height, T eps2d,
-                                       T near_plane, T far_plane, int32_t* radii, T* means2d, T* depths, T* conics,
-                                       T* comps) {
+__global__ void project_forward_kernel(const ProjectForwardParams<T> p) {
+  const ProjectInputs<T>& in = p.in;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= C * N) return;
-  const int64_t c = i / N, n = i % N;
-  const Camera<T> cam = load_camera(viewmats + 16 * c, Ks + 9 * c);
+  if (i >= in.C * in.N) return;
+  const int64_t c = i / in.N, n = i % in.N;
+  const Camera<T> cam = load_camera(in.viewmats + 16 * c, in.Ks + 9 * c);
   Projected<T> o;
-  const bool ok = project_forward<T>(means + 3 * n, quats + 4 * n, scales + 3 * n, cam, width, height, eps2d,
-                                     near_plane, far_plane, o);
-  store_projected(ok, o, i, radii, means2d, depths, conics, comps);
+  const bool ok = project_forward<T>(in.means + 3 * n, in.quats + 4 * n, in.scales + 3 * n, cam, in.width, in.height,
+                                     in.eps2d, in.near_plane, in.far_plane, o);
+  store_projected(ok, o, i, p.radii, p.means2d, p.depths, p.conics, p.comps);
 }
 
 template <typename T>
-__global__ void project_backward_kernel(const T* means, const T* quats, const T* scales, const T* viewmats,
-                                        const T* Ks, int64_t C, int64_t N, int64_t width, int64_t height, T eps2d,
-                                        T near_plane, T far_plane, const int32_t* radii, const T* v_means2d,
-                                        const T* v_depths, const T* v_conics, const T* v_comps, T* v_means,
-                                        T* v_quats, T* v_scales, T* v_viewmats) {
+__global__ void project_backward_kernel(const ProjectBackwardParams<T> p) {
+  const ProjectInputs<T>& in = p.in;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= C * N || radii[i] <= 0) return;
-  const int64_t c = i / N, n = i % N;
-  const Camera<T> cam = load_camera(viewmats + 16 * c, Ks + 9 * c);
+  if (i >= in.C * in.N || p.radii[i] <= 0) return;
+  const int64_t c = i / in.N, n = i % in.N;
+  const Camera<T> cam = load_camera(in.viewmats + 16 * c, in.Ks + 9 * c);
+  const T *mean = in.means + 3 * n, *quat = in.quats + 4 * n, *scale = in.scales + 3 * n;
   Projected<T> o;
-  if (!project_forward<T>(means + 3 * n, quats + 4 * n, scales + 3 * n, cam, width, height, eps2d, near_plane,
-                          far_plane, o))
+  if (!project_forward<T>(mean, quat, scale, cam, in.width, in.height, in.eps2d, in.near_plane, in.far_plane, o))
     return;
   T vm[3] = {0, 0, 0}, vq[4] = {0, 0, 0, 0}, vs[3] = {0, 0, 0};
   T vW[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, vt[3] = {0, 0, 0};
-  project_backward<T>(means + 3 * n, quats + 4 * n, scales + 3 * n, cam, eps2d, o, v_means2d + 2 * i, v_depths[i],
-                      v_conics + 3 * i, v_comps[i], vm, vq, vs, vW, vt);
-  for (int k = 0; k < 3; ++k) atomicAdd(v_means + 3 * n + k, vm[k]);
-  for (int k = 0; k < 4; ++k) atomicAdd(v_quats + 4 * n + k, vq[k]);
-  for (int k = 0; k < 3; ++k) atomicAdd(v_scales + 3 * n + k, vs[k]);
+  project_backward<T>(mean, quat, scale, cam, in.eps2d, o, p.v_means2d + 2 * i, p.v_depths[i], p.v_conics + 3 * i,
+                      p.v_comps[i], vm, vq, vs, vW, vt);
+  for (int k = 0; k < 3; ++k) atomicAdd(p.v_means + 3 * n + k, vm[k]);
+  for (int k = 0; k < 4; ++k) atomicAdd(p.v_quats + 4 * n + k, vq[k]);
+  for (int k = 0; k < 3; ++k) atomicAdd(p.v_scales + 3 * n + k, vs[k]);
   for (int r = 0; r < 3; ++r) {
-    for (int k = 0; k < 3; ++k) atomicAdd(v_viewmats + 16 * c + 4 * r + k, vW[3 * r + k]);
-    atomicAdd(v_viewmats + 16 * c + 4 * r + 3, vt[r]);
+    for (int k = 0; k < 3; ++k) atomicAdd(p.v_viewmats + 16 * c + 4 * r + k, vW[3 * r + k]);
+    atomicAdd(p.v_viewmats + 16 * c + 4 * r + 3, vt[r]);
   }
 }
 
@@ -58,35 +53,23 @@ __global__ void project_backward_kernel(const T* means, const T* quats, const T*
 // ---- launchers --------------------------------------------------------------------------------------
 
 template <typename T>
-void project_forward(const T* means, const T* quats, const T* scales, const T* viewmats, const T* Ks, int64_t C,
-                     int64_t N, int64_t width, int64_t height, T eps2d, T near_plane, T far_plane, int32_t* radii,
-                     T* means2d, T* depths, T* conics, T* comps, cudaStream_t stream) {
-  if (C * N == 0) return;
-  project_forward_kernel<T><<<blocks_for(C * N), kThreads, 0, stream>>>(
-      means, quats, scales, viewmats, Ks, C, N, width, height, eps2d, near_plane, far_plane, radii, means2d, depths,
-      conics, comps);
+void project_forward(const ProjectForwardParams<T>& p, cudaStream_t stream) {
+  const int64_t CN = p.in.C * p.in.N;
+  if (CN == 0) return;
+  project_forward_kernel<T><<<blocks_for(CN), kThreads, 0, stream>>>(p);
 }
 
 template <typename T>
-void project_backward(const T* means, const T* quats, const T* scales, const T* viewmats, const T* Ks, int64_t C,
-                      int64_t N, int64_t width, int64_t height, T eps2d, T near_plane, T far_plane,
-                      const int32_t* radii, const T* v_means2d, const T* v_depths, const T* v_conics,
-                      const T* v_comps, T* v_means, T* v_quats, T* v_scales, T* v_viewmats, cudaStream_t stream) {
-  if (C * N == 0) return;
-  project_backward_kernel<T><<<blocks_for(C * N), kThreads, 0, stream>>>(
-      means, quats, scales, viewmats, Ks, C, N, width, height, eps2d, near_plane, far_plane, radii, v_means2d,
-      v_depths, v_conics, v_comps, v_means, v_quats, v_scales, v_viewmats);
+void project_backward(const ProjectBackwardParams<T>& p, cudaStream_t stream) {
+  const int64_t CN = p.in.C * p.in.N;
+  if (CN == 0) return;
+  project_backward_kernel<T><<<blocks_for(CN), kThreads, 0, stream>>>(p);
 }
 
-#define GSW_SPLAT_PROJECT_INSTANTIATE(T)                                                                           \
-  template void project_forward<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,   \
-                                   int64_t, T, T, T, int32_t*, T*, T*, T*, T*, cudaStream_t);                     \
-  template void project_backward<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,  \
-                                    int64_t, T, T, T, const int32_t*, const T*, const T*, const T*, const T*, T*, \
-                                    T*, T*, T*, cudaStream_t);
-
-GSW_SPLAT_PROJECT_INSTANTIATE(float)
-GSW_SPLAT_PROJECT_INSTANTIATE(double)
+template void project_forward<float>(const ProjectForwardParams<float>&, cudaStream_t);
+template void project_forward<double>(const ProjectForwardParams<double>&, cudaStream_t);
+template void project_backward<float>(const ProjectBackwardParams<float>&, cudaStream_t);
+template void project_backward<double>(const ProjectBackwardParams<double>&, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace splat

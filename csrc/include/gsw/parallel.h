@@ -9,8 +9,8 @@
 namespace gsw {
 
 // Threads for `work` units when each thread should get at least `min_per_thread` units. Tiny calls get
-// one thread, so they do not pay for waking sleeping threads (tens of microseconds each under
-// OMP_WAIT_POLICY=PASSIVE), which dominated calls on a handful of points or Gaussians.
+// one thread, so they do not pay for waking sleeping threads (under OMP_WAIT_POLICY=PASSIVE each
+// wake-up costs more than the work of a handful of points or Gaussians).
 // Use as `#pragma omp parallel num_threads(gsw::threads_for(n, kMin))`.
 inline int threads_for(int64_t work, int64_t min_per_thread) {
   const int64_t most = std::max(1, omp_get_max_threads());

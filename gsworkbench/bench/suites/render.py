@@ -59,7 +59,7 @@ WHOLE_CALLS = ("forward", "forward+backward", "train-step")  # stages that can r
 EXTRA_COLUMNS = ("n_isects", "first_call_peak_rss_mib")  # each case's extras
 FULL_NUMS = (10_000, 100_000, 1_000_000)
 FULL_SIZES = ((128, 128), (256, 256), (512, 512), (800, 800))
-# the real-size scenes (issue 21): (kind, Gaussians) at each of SCENE_SIZES, ext forward, SH degree 3
+# the real-size scenes: (kind, Gaussians) at each of SCENE_SIZES, ext forward, SH degree 3
 SCENE_NUMS = (
     ("surface", 300_000), ("surface", 1_000_000), ("dense", 100_000), ("dense", 300_000), ("random-init", 100_000)
 )

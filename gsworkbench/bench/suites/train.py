@@ -29,7 +29,7 @@ from gsworkbench.memory import retained_freed_memory
 
 NUMS = (10_000, 100_000)
 SIZES = ((245, 136), (400, 400), (800, 800))
-# the real-size cases (issue 21): (scene kind, Gaussians, image size); full grid only
+# the real-size cases: (scene kind, Gaussians, image size); full grid only
 LARGE = (
     ("surface", 300_000, (800, 800)),
     ("surface", 1_000_000, (800, 800)),
