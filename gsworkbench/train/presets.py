@@ -81,7 +81,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
         MCMCStrategy(refine_start=300, refine_stop=3500, refine_every=100, cap_max=60_000),
         _OBJECT_200,
     ),
-    # The NeRF-synthetic protocol at a CPU-friendly size (~5 min on 2 cores): the object scene without a
+    # The NeRF-synthetic protocol at a CPU-friendly size: the object scene without a
     # point cloud (RGBA, 40 train and 8 test views at 200 px), trained over white and scored over white
     # (3DGS trains and evaluates Blender scenes on white). Random start: 3DGS starts these scenes from
     # 100k random points inside the objects' bounds; here 30k (a CPU budget) in the visual hull
