@@ -188,6 +188,23 @@ window.gswReady = import("data:text/javascript;base64,{bundle}")
 </script></body></html>"""
 
 
+# The canvas once it stops changing: the same picture 10 frames apart (Spark sorts in a worker, so a
+# new camera's frames change until its sort has come back), however long that takes on a busy machine.
+_STEADY_CANVAS = """(async () => {
+  const frames = (n) => new Promise((r) => { const f = () => (--n > 0 ? requestAnimationFrame(f) : r());
+                                               requestAnimationFrame(f); });
+  const canvas = document.querySelector("canvas");
+  let before = canvas.toDataURL();
+  for (let i = 0; i < 200; i++) {
+    await frames(10);
+    const now = canvas.toDataURL();
+    if (now === before) return now;
+    before = now;
+  }
+  throw new Error("the canvas kept changing");
+})()"""
+
+
 def test_widget_camera_round_trip_through_the_browser(tmp_path: Path) -> None:
     """Python -> the widget's state -> the widget's module in Chromium; the user picks a view there ->
     the module reports the camera -> Python reads it back, to 1e-5. Also the new camera from Python
@@ -224,9 +241,7 @@ def test_widget_camera_round_trip_through_the_browser(tmp_path: Path) -> None:
         # Python moves the camera back to the test view: the module applies it and draws it
         widget.set_camera(viewmats[0])
         browser.evaluate(f"gswModel.set('camera', {json.dumps(widget.get_state()['camera'])})")
-        png = browser.evaluate(
-            "new Promise((r) => setTimeout(r, 1500)).then(() => document.querySelector('canvas').toDataURL())"
-        )
+        png = browser.evaluate(_STEADY_CANVAS)
         # a wider output area: the widget spans it at the image's aspect ratio, and its canvas follows
         browser.resize(2 * W, 2 * H)
         size = browser.evaluate(
