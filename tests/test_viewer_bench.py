@@ -193,3 +193,13 @@ def test_alternating_slices_and_the_live_cost() -> None:
         suite.live_row(a, b[:-1], 100, [])
     with pytest.raises(ValueError, match="pairs must be an int"):
         alternating_slices(without, with_viewer, 0, clock)
+
+
+def test_the_summary_keeps_counts_as_integers() -> None:
+    import pandas as pd
+
+    table = get_suite("viewer").summarize(pd.DataFrame({"num": [2000.0, math.nan], "bytes": [math.nan, 1234.0],
+                                                        "fps": [6.5, math.nan]}))  # fmt: skip
+    assert str(table["num"].dtype) == "Int64" and str(table["bytes"].dtype) == "Int64"
+    assert table["num"].tolist()[0] == 2000 and table["bytes"].tolist()[1] == 1234
+    assert table["fps"].tolist()[0] == 6.5
