@@ -118,7 +118,7 @@ def save_viewer_html(
     principal point; without K, 960 x 540 and a view of the whole set), which a window of that size in
     CSS pixels shows exactly (a larger or smaller one: scaled to fit). ``background``: RGB in [0, 1].
     ``encoding``: ``"spz"`` (compact, quantised as :mod:`gsworkbench.io.spz` states), ``"ply"``
-    (float32, exact, about ten times larger) or ``"splat"`` (no view-dependent colour). Returns the
+    (float32, exact, about six times larger at SH degree 3) or ``"splat"`` (no view-dependent colour). Returns the
     path. RuntimeError when the browser bundle was not built (no Node.js at set-up).
     """
     text = viewer_html(splats, viewmat=viewmat, K=K, width=width, height=height, background=background,

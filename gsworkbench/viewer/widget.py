@@ -45,7 +45,7 @@ class SplatViewer(anywidget.AnyWidget):
             else 960 x 540). The canvas spans the notebook's output width at that aspect ratio (its
             height can be dragged) and shows that image scaled to fit, centred; the camera read back
             is still the one for a width x height image.
-        background: RGB in [0, 1]. encoding: "ply" (lossless) or "spz" (about ten times smaller).
+        background: RGB in [0, 1]. encoding: "ply" (lossless) or "spz" (about six times smaller at SH degree 3).
     """
 
     _esm = BUNDLE if BUNDLE.is_file() else _MISSING_ESM
