@@ -200,6 +200,7 @@ def live_setup(params: dict[str, Any], clock: Callable[[], float] | None = None)
     def setup() -> Prepared:
         import time
 
+        from gsworkbench.memory import retained_freed_memory
         from gsworkbench.scenes import builtin_scene
         from gsworkbench.train import Trainer, preset, preset_scene
         from gsworkbench.viewer import LiveViewer
@@ -221,11 +222,12 @@ def live_setup(params: dict[str, Any], clock: Callable[[], float] | None = None)
                     watch_s.append(tick() - t0)
 
         def run() -> bool:
-            train_slice(False)
-            train_slice(True)
-            watch_s.clear()
-            start = len(trainer.model)
-            a, b = alternating_slices(lambda: train_slice(False), lambda: train_slice(True), params["pairs"], tick)
+            with retained_freed_memory():  # the malloc policy of Trainer.run
+                train_slice(False)
+                train_slice(True)
+                watch_s.clear()
+                start = len(trainer.model)
+                a, b = alternating_slices(lambda: train_slice(False), lambda: train_slice(True), params["pairs"], tick)
             extras.update(live_row(a, b, every, watch_s), gaussians_start=start, gaussians_end=len(trainer.model))
             return True
 
