@@ -5,7 +5,9 @@ SwiftShader) against the workbench's rasterizer at the same camera.
   and fx != fy: each splat lands within 2 px of its projected centre (a flipped axis, a focal length
   off by the aspect ratio or a principal point mirrored moves them by tens of pixels), for each file
   format the page can carry (PLY, .spz, .splat: all three load in the browser's reader);
-- the camera the page reports is the one it was given, to 1e-5.
+- the camera the page reports is the one it was given, to 1e-5;
+- the canvas follows its window (page) or its container (widget) and shows the camera's image scaled
+  to fit, centred; at the image's own size, exactly that image.
 
 Needs Chromium (Debian: ``apt-get install chromium``) and the browser bundle (``make setup`` with
 Node.js); skips with one line otherwise, or fails with ``GSW_REQUIRE_BROWSER=1`` (CI).
@@ -186,10 +188,27 @@ window.gswReady = import("data:text/javascript;base64,{bundle}")
 </script></body></html>"""
 
 
+# The canvas once it stops changing: the same picture 10 frames apart (Spark sorts in a worker, so a
+# new camera's frames change until its sort has come back), however long that takes on a busy machine.
+_STEADY_CANVAS = """(async () => {
+  const frames = (n) => new Promise((r) => { const f = () => (--n > 0 ? requestAnimationFrame(f) : r());
+                                               requestAnimationFrame(f); });
+  const canvas = document.querySelector("canvas");
+  let before = canvas.toDataURL();
+  for (let i = 0; i < 200; i++) {
+    await frames(10);
+    const now = canvas.toDataURL();
+    if (now === before) return now;
+    before = now;
+  }
+  throw new Error("the canvas kept changing");
+})()"""
+
+
 def test_widget_camera_round_trip_through_the_browser(tmp_path: Path) -> None:
     """Python -> the widget's state -> the widget's module in Chromium; the user picks a view there ->
     the module reports the camera -> Python reads it back, to 1e-5. Also the new camera from Python
-    (a model change) moves the browser's."""
+    (a model change) moves the browser's, and the canvas follows a wider output area."""
     from types import SimpleNamespace
 
     from ipywidgets.widgets.widget import _remove_buffers
@@ -222,11 +241,57 @@ def test_widget_camera_round_trip_through_the_browser(tmp_path: Path) -> None:
         # Python moves the camera back to the test view: the module applies it and draws it
         widget.set_camera(viewmats[0])
         browser.evaluate(f"gswModel.set('camera', {json.dumps(widget.get_state()['camera'])})")
-        png = browser.evaluate(
-            "new Promise((r) => setTimeout(r, 1500)).then(() => document.querySelector('canvas').toDataURL())"
+        png = browser.evaluate(_STEADY_CANVAS)
+        # a wider output area: the widget spans it at the image's aspect ratio, and its canvas follows
+        browser.resize(2 * W, 2 * H)
+        size = browser.evaluate(
+            "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))).then(() => "
+            "[...['clientWidth', 'clientHeight'].map((k) => document.querySelector('canvas')[k])])"
         )
+        assert size == [2 * W, 2 * H]
     img = np.asarray(Image.open(io.BytesIO(base64.b64decode(png.split(",", 1)[1]))).convert("RGB")) / 255.0
     want = projected(POINTS, VIEWMAT, K)
     for i, colour in enumerate(COLOURS.numpy()):
         got, weight = splat_centre(img, colour, want[i])
         assert weight > 0 and np.abs(got - want[i]).max() <= 2.0, (i, got, want[i])
+
+
+def _image(data_url: str) -> np.ndarray:
+    """A PNG data URL as [H,W,3] in [0,1]."""
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(data_url.split(",", 1)[1]))).convert("RGB")) / 255.0
+
+
+def test_the_page_follows_its_window_and_keeps_the_exact_camera(tmp_path: Path) -> None:
+    """A wider and taller window: the canvas takes its size and shows the camera's W x H image scaled to
+    fit and centred (each splat at its projected centre, scaled and shifted); back at W x H the canvas
+    shows exactly the image ``rasterize`` renders. The camera read back stays the W x H one."""
+    splats = few_splats(1)
+    page = save_viewer_html(tmp_path / "page.html", splats, viewmat=VIEWMAT, K=K, width=W, height=H, encoding="ply")
+    big_w, big_h = 2 * W, H + 60
+    with HeadlessChromium(W, H) as browser:
+        browser.open(page)
+        browser.evaluate("window.gswReady.then((v) => v.settle(10))")
+        assert browser.evaluate("gswViewer.viewSize") == [W, H]
+        intervals = browser.evaluate("gswViewer.frameIntervals(5)")
+        assert len(intervals) == 5 and all(t > 0 for t in intervals)
+        browser.resize(big_w, big_h)
+        browser.evaluate("gswViewer.settle(10)")
+        assert browser.evaluate("gswViewer.viewSize") == [big_w, big_h]
+        wide, camera = _image(browser.evaluate("gswViewer.snapshot()")), browser.evaluate("gswViewer.getCamera()")
+        browser.resize(W, H)
+        browser.evaluate("gswViewer.settle(10)")
+        back = _image(browser.evaluate("gswViewer.snapshot()"))
+    assert wide.shape == (big_h, big_w, 3) and back.shape == (H, W, 3)
+    scale = min(big_w / W, big_h / H)  # 1.25: the height binds; the image is centred left to right
+    fitted = K.clone().double()
+    fitted[:2] *= scale
+    fitted[0, 2] += (big_w - scale * W) / 2
+    fitted[1, 2] += (big_h - scale * H) / 2
+    for name, img, k in (("wide", wide, fitted), ("back", back, K)):
+        want = projected(POINTS, VIEWMAT, k)
+        for i, colour in enumerate(COLOURS.numpy()):
+            got, weight = splat_centre(img, colour, want[i], radius=18)
+            assert weight > 0 and np.abs(got - want[i]).max() <= 2.0, (name, i, got, want[i])
+    assert psnr(back, render(splats, VIEWMAT, K, W, H)) > 25.0
+    np.testing.assert_allclose(np.array(camera["K"]).reshape(3, 3), K.double().numpy(), atol=1e-5)
+    assert (camera["width"], camera["height"]) == (W, H)

@@ -28,8 +28,9 @@ BUNDLE_MISSING = (
     "gsworkbench viewer: its browser bundle was not built (Node.js was missing at set-up); "
     "install Node.js 20+ and run `make setup`"
 )
-# "ply": float32, lossless, 248 bytes a splat at SH degree 3; "spz": about a tenth of that, quantised
-# (gsworkbench.io.spz states how finely); "splat": 32 bytes a splat, no view-dependent colour
+# "ply": float32, lossless, 248 bytes a splat at SH degree 3; "spz": about a sixth of that at SH degree 3
+# (about 40 bytes a splat for a trained scene: docs/viewer.md), quantised (gsworkbench.io.spz states how
+# finely); "splat": 32 bytes a splat, no view-dependent colour
 ENCODINGS = ("ply", "spz", "splat")
 DEFAULT_SIZE = (960, 540)
 

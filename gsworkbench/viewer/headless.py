@@ -85,8 +85,7 @@ class HeadlessChromium:
         targets = self._call("Target.getTargets")["targetInfos"]
         page = next(t for t in targets if t["type"] == "page")
         self._session = self._call("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
-        self._call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                   mobile=False, session=True)  # fmt: skip
+        self.resize(width, height)
         self._call("Runtime.enable", session=True)
         self._call("Page.enable", session=True)
 
@@ -128,6 +127,11 @@ class HeadlessChromium:
         """Loads a local file in the page and waits for its load event."""
         self._call("Page.navigate", url=Path(path).resolve().as_uri(), session=True)
         self.evaluate("new Promise((r) => document.readyState === 'complete' ? r() : addEventListener('load', r))")
+
+    def resize(self, width: int, height: int) -> None:
+        """Makes the page ``width`` x ``height`` CSS pixels (device pixel ratio 1), as a resized window."""
+        self._call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                   mobile=False, session=True)  # fmt: skip
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (awaited when it is a promise; JSON values)."""

@@ -1,11 +1,13 @@
 """``save_viewer_html``: one HTML file holding the browser bundle and the splats, which opens in any
 browser with no server and no network.
 
-The page is ``width`` x ``height`` CSS pixels, its canvas flush with the top-left corner, and its
-camera is the given ``viewmat`` and ``K``: with a device pixel ratio of 1 the canvas shows the image
-``rasterize`` renders at that camera (up to the renderers' sorting and clipping). In the page,
-``window.gswViewer`` is the viewer (``getCamera()``, ``setCamera({viewmat, K})``, ``settle()``,
-``snapshot()``, ``setHud(bool)``) once ``window.gswReady`` (a promise) resolves.
+The page's canvas fills the window and its camera is the given ``viewmat`` and ``K`` for a ``width``
+x ``height`` image. In a window of exactly that size (device pixel ratio 1) the canvas shows the image
+``rasterize`` renders at that camera (up to the renderers' sorting and clipping); in any other window
+it shows that image scaled to fit and centred, with more of the scene beyond two of its edges, and it
+follows the window when it is resized. In the page, ``window.gswViewer`` is the viewer
+(``getCamera()``, ``setCamera({viewmat, K})``, ``settle()``, ``frameIntervals(n)``, ``snapshot()``,
+``setHud(bool)``) once ``window.gswReady`` (a promise) resolves.
 """
 
 from __future__ import annotations
@@ -84,8 +86,9 @@ def viewer_html(
     if len(rgb) != 3 or not all(0.0 <= c <= 1.0 for c in rgb):
         raise ValueError(f"background must be 3 numbers in [0, 1], got {background}")
     options = {
-        "width": width, "height": height, "background": rgb, "camera": camera_dict(viewmat, K, width, height),
-        "center": scene_center(s), "fileType": encoding, "numSplats": len(s), "views": [],
+        "width": width, "height": height, "layout": "page", "background": rgb,
+        "camera": camera_dict(viewmat, K, width, height), "center": scene_center(s), "fileType": encoding,
+        "numSplats": len(s), "views": [],
     }  # fmt: skip
     data = base64.b64encode(encode_splats(s, encoding)).decode("ascii")
     return _PAGE.format(
@@ -111,10 +114,11 @@ def save_viewer_html(
     """Writes a standalone viewer page of ``splats`` (a SplatSet, a PLY path or a training result).
 
     viewmat [4,4] (world-to-camera, OpenCV axes) and K [3,3] (pixels), as ``rasterize`` takes them: the
-    page opens at that view, ``width`` x ``height`` CSS pixels (default: the image whose centre is K's
-    principal point; without K, 960 x 540 and a view of the whole set). ``background``: RGB in [0, 1].
+    page opens at that view of a ``width`` x ``height`` image (default: the image whose centre is K's
+    principal point; without K, 960 x 540 and a view of the whole set), which a window of that size in
+    CSS pixels shows exactly (a larger or smaller one: scaled to fit). ``background``: RGB in [0, 1].
     ``encoding``: ``"spz"`` (compact, quantised as :mod:`gsworkbench.io.spz` states), ``"ply"``
-    (float32, exact, about ten times larger) or ``"splat"`` (no view-dependent colour). Returns the
+    (float32, exact, about six times larger at SH degree 3) or ``"splat"`` (no view-dependent colour). Returns the
     path. RuntimeError when the browser bundle was not built (no Node.js at set-up).
     """
     text = viewer_html(splats, viewmat=viewmat, K=K, width=width, height=height, background=background,

@@ -41,9 +41,11 @@ class SplatViewer(anywidget.AnyWidget):
         scene: a Scene: its train and test views become the view menu, and the first test view (else
             the first view) the initial camera, unless ``viewmat``/``K`` are given.
         viewmat [4,4], K [3,3]: the initial camera (default: the scene's view, else a view of the whole
-            set); width, height: the canvas in CSS pixels, the image K refers to (default: the scene's
-            image size, else 960 x 540).
-        background: RGB in [0, 1]. encoding: "ply" (lossless) or "spz" (about ten times smaller).
+            set); width, height: the image K refers to, in pixels (default: the scene's image size,
+            else 960 x 540). The canvas spans the notebook's output width at that aspect ratio (its
+            height can be dragged) and shows that image scaled to fit, centred; the camera read back
+            is still the one for a width x height image.
+        background: RGB in [0, 1]. encoding: "ply" (lossless) or "spz" (about six times smaller at SH degree 3).
     """
 
     _esm = BUNDLE if BUNDLE.is_file() else _MISSING_ESM

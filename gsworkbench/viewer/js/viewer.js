@@ -1,7 +1,8 @@
-// The splat viewer's browser side: Spark (a three.js Gaussian-splat renderer) in a fixed-size canvas,
-// with the camera given in the workbench's conventions (OpenCV world-to-camera viewmat, pinhole K in
-// pixels) and read back in them. Two entry points share `mount`: the anywidget module (default
-// export) and the standalone page (`globalThis.gswMountViewer`).
+// The splat viewer's browser side: Spark (a three.js Gaussian-splat renderer) in a canvas that follows
+// its container's size, with the camera given in the workbench's conventions (OpenCV world-to-camera
+// viewmat, pinhole K in pixels for a width x height image) and read back in them. Two entry points
+// share `mount`: the anywidget module (default export) and the standalone page
+// (`globalThis.gswMountViewer`).
 import * as THREE from "three";
 import { OrbitControls } from "three/addons/controls/OrbitControls.js";
 import { SparkControls, SparkRenderer, SplatMesh } from "@sparkjsdev/spark";
@@ -13,23 +14,44 @@ const CV_TO_GL = new THREE.Matrix4().makeScale(1, -1, -1);
 // so the mesh turns it back. PLY and .splat are stored in the world's own axes.
 const TURNED_FORMATS = new Set(["spz"]);
 
-/** A perspective camera whose projection is an OpenCV pinhole K for a width x height image: the
- * pixel u = fx x/z + s y/z + cx (pixel centres at i + 0.5) lands at the same place on the canvas. */
+/** The pinhole K (9 numbers, row-major) that shows a width x height image's K on a viewW x viewH
+ * canvas: the image scaled to fit (the larger scale at which all of it shows) and centred, so the
+ * canvas shows more of the scene beyond two of its edges. A canvas of the image's own size gets K
+ * itself, exactly. */
+export function fitIntrinsics(K, width, height, viewW, viewH) {
+  const scale = Math.min(viewW / width, viewH / height);
+  const ox = (viewW - scale * width) / 2, oy = (viewH - scale * height) / 2;
+  return [
+    scale * K[0], scale * K[1], scale * K[2] + ox,
+    0, scale * K[4], scale * K[5] + oy,
+    0, 0, 1,
+  ];
+}
+
+/** A perspective camera whose projection is an OpenCV pinhole K for a width x height image, shown on
+ * a viewW x viewH canvas (`fitIntrinsics`): on a canvas of the image's size, the pixel
+ * u = fx x/z + s y/z + cx (pixel centres at i + 0.5) lands at the same place on the canvas. */
 class PinholeCamera extends THREE.PerspectiveCamera {
   constructor(near = 0.01, far = 1e4) {
     super(50, 1, near, far);
     this.K = null;
     this.imageWidth = 1;
     this.imageHeight = 1;
+    this.viewWidth = null;  // null: the image's own size
+    this.viewHeight = null;
   }
 
   setIntrinsics(K, width, height) {
     this.K = Array.from(K);
     this.imageWidth = width;
     this.imageHeight = height;
-    // fov and aspect too, for code that reads them (Spark's level of detail)
-    this.fov = (2 * Math.atan(height / (2 * K[4])) * 180) / Math.PI;
-    this.aspect = (width / K[0]) / (height / K[4]);
+    this.updateProjectionMatrix();
+  }
+
+  /** The canvas size in CSS pixels the image is fitted into. */
+  setViewport(viewW, viewH) {
+    this.viewWidth = viewW;
+    this.viewHeight = viewH;
     this.updateProjectionMatrix();
   }
 
@@ -38,8 +60,12 @@ class PinholeCamera extends THREE.PerspectiveCamera {
       super.updateProjectionMatrix();
       return;
     }
-    const [fx, s, cx, , fy, cy] = this.K;
-    const W = this.imageWidth, H = this.imageHeight, n = this.near, f = this.far;
+    const W = this.viewWidth || this.imageWidth, H = this.viewHeight || this.imageHeight;
+    const [fx, s, cx, , fy, cy] = fitIntrinsics(this.K, this.imageWidth, this.imageHeight, W, H);
+    // fov and aspect too, for code that reads them (Spark's level of detail)
+    this.fov = (2 * Math.atan(H / (2 * fy)) * 180) / Math.PI;
+    this.aspect = (W / fx) / (H / fy);
+    const n = this.near, f = this.far;
     // clip = P [X, Y, Z, 1] in GL camera axes (x = X, y = -Y, z = -Z in OpenCV's); w = -Z
     this.projectionMatrix.set(
       (2 * fx) / W, (-2 * s) / W, 1 - (2 * cx) / W, 0,
@@ -73,21 +99,33 @@ function toBytes(value) {
   throw new Error("splat data must be binary");
 }
 
+// How the viewer's box is sized: "page" fills the window (the standalone page: a width x height
+// window shows exactly the camera's image); "widget" spans its container's width at the image's
+// aspect ratio, and its height can be dragged (bottom-right corner).
+const LAYOUTS = {
+  page: () => "position:fixed;left:0;top:0;right:0;bottom:0;overflow:hidden",
+  widget: (w, h) => `position:relative;width:100%;aspect-ratio:${w} / ${h};min-height:0;overflow:hidden;resize:vertical`,
+};
+
 /**
- * Mounts a viewer in `el`. opts: width, height (CSS px), background [r,g,b] in [0,1], camera
+ * Mounts a viewer in `el`. opts: width, height (CSS px: the image K refers to, and the widget's
+ * aspect ratio), layout ("widget", the default, or "page"), background [r,g,b] in [0,1], camera
  * {viewmat: 16 numbers row-major, K: 9 numbers row-major}, center [3] (orbit target), views [{name,
  * viewmat, K}], onCamera(camera) called (throttled) when the user moves the view.
  */
 export function mount(el, opts) {
   const width = opts.width, height = opts.height;
+  const layout = LAYOUTS[opts.layout || "widget"];
+  if (!layout) throw new Error(`unknown layout ${opts.layout}: use "widget" or "page"`);
   const root = document.createElement("div");
-  root.style.cssText = `position:relative;width:${width}px;height:${height}px;overflow:hidden`;
+  root.style.cssText = layout(width, height);
   el.appendChild(root);
 
   const renderer = new THREE.WebGLRenderer({ antialias: false, preserveDrawingBuffer: true });
   renderer.setPixelRatio(window.devicePixelRatio || 1);
   renderer.setSize(width, height);
-  renderer.domElement.style.display = "block";
+  // absolute: the canvas never props its box open, so the box can shrink
+  renderer.domElement.style.cssText += ";display:block;position:absolute;left:0;top:0";
   renderer.domElement.tabIndex = 0;
   root.appendChild(renderer.domElement);
 
@@ -101,6 +139,20 @@ export function mount(el, opts) {
 
   const camera = new PinholeCamera();
   scene.add(camera);
+
+  // the canvas follows its box: the drawing buffer takes the box's size and the camera fits the
+  // image into it (fitIntrinsics). Whole CSS pixels, so a width x height box draws exactly the image.
+  let viewSize = [width, height];
+  function fitToBox() {
+    const box = root.getBoundingClientRect();
+    const w = Math.floor(box.width), h = Math.floor(box.height);
+    if (w < 1 || h < 1 || (w === viewSize[0] && h === viewSize[1])) return;  // hidden, or unchanged
+    viewSize = [w, h];
+    renderer.setSize(w, h);
+    camera.setViewport(w, h);
+  }
+  const resizeObserver = new ResizeObserver(fitToBox);
+  resizeObserver.observe(root);
 
   const hud = document.createElement("div");
   hud.style.cssText = "position:absolute;left:4px;top:4px;font:12px monospace;color:#fff;" +
@@ -206,7 +258,7 @@ export function mount(el, opts) {
   }
 
   let frames = 0, fpsTime = performance.now(), fps = 0, running = true;
-  const frameWaiters = [];
+  const frameWaiters = [];  // called with each frame's time stamp (ms), once
   function loop(now) {
     if (!running) return;
     requestAnimationFrame(loop);
@@ -219,7 +271,7 @@ export function mount(el, opts) {
       fpsTime = now;
       info.textContent = `${numSplats.toLocaleString()} splats  ${fps.toFixed(1)} fps${status ? "  " + status : ""}`;
     }
-    for (const w of frameWaiters.splice(0)) w();
+    for (const w of frameWaiters.splice(0)) w(now);
     if (opts.onCamera && now - lastSentTime > 200) {
       const key = cameraKey();
       if (key !== lastSent) {
@@ -234,7 +286,11 @@ export function mount(el, opts) {
   setViews(opts.views);
   if (opts.camera) setCamera(opts.camera);
   setMode("orbit");
+  camera.setViewport(width, height);
+  fitToBox();
   requestAnimationFrame(loop);
+
+  const nextFrame = () => new Promise((r) => frameWaiters.push(r));
 
   return {
     setCamera, getCamera, setData, setStatus, setViews, setBackground,
@@ -242,10 +298,20 @@ export function mount(el, opts) {
     set center(value) { center = new THREE.Vector3().fromArray(value); retarget(); },
     get fps() { return fps; },
     get numSplats() { return numSplats; },
+    /** The canvas size in CSS pixels [w, h]. */
+    get viewSize() { return viewSize.slice(); },
     /** Resolves after the data has loaded and `n` more frames were drawn (Spark sorts in a worker). */
     async settle(n = 30) {
       await loading;
-      for (let i = 0; i < n; i++) await new Promise((r) => frameWaiters.push(r));
+      for (let i = 0; i < n; i++) await nextFrame();
+    },
+    /** The fps counter over a fixed number of frames: the `n` intervals (ms) between the time stamps
+     * of n + 1 consecutive frames drawn after the data has loaded. */
+    async frameIntervals(n = 60) {
+      await loading;
+      const stamps = [await nextFrame()];
+      for (let i = 0; i < n; i++) stamps.push(await nextFrame());
+      return stamps.slice(1).map((t, i) => t - stamps[i]);
     },
     /** The canvas as a PNG data URL, drawn now at the current camera. */
     snapshot() {
@@ -254,6 +320,7 @@ export function mount(el, opts) {
     },
     destroy() {
       running = false;
+      resizeObserver.disconnect();
       orbit.dispose();
       if (mesh) mesh.dispose();
       renderer.dispose();
