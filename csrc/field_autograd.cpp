@@ -2,7 +2,10 @@
 // Registered for every device (the Autograd alias key) and traced by torch.compile like any op.
 // Being C++, it costs a tiny call a few microseconds instead of the tens that a Python autograd layer
 // (torch.library.register_autograd) adds to both the forward and the backward.
-#include <torch/autograd.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <tuple>
