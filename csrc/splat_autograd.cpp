@@ -2,7 +2,11 @@
 // the field; tile intersection and rasterization: csrc/splat_rasterize_autograd.cpp): the backwards are the
 // analytic *_backward ops. C++ because a Python autograd layer (torch.library.register_autograd) would
 // cost a tiny call more than its kernels, in the forward and again in the backward.
-#include <torch/autograd.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <tuple>

@@ -4,7 +4,13 @@
 // (csrc/cpu/splat_view_dirs.cpp). Autograd in csrc/splat_autograd.cpp: one node in place of the dozen
 // that the same ops written in Python put in a tiny call's graph. Torch reference:
 // gsworkbench/splat/_torch_impl.py view_dirs.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/matmul.h>
 #include <torch/library.h>
 
 #include <tuple>
@@ -23,7 +29,7 @@ using at::Tensor;
 Tensor view_dirs(const Tensor& means, const Tensor& viewmats) {
   check_view_dirs_inputs(means, viewmats);
   const Tensor top = viewmats.narrow(1, 0, 3);  // [C,3,4]: R | t
-  return means + at::matmul(top.narrow(2, 3, 1).transpose(1, 2), top.narrow(2, 0, 3));
+  return means.add(at::matmul(top.narrow(2, 3, 1).transpose(1, 2), top.narrow(2, 0, 3)));
 }
 
 // With g_c = sum_n v_dirs[c, n] ([C,3]): v_means = sum_c v_dirs[c], v_R_c = t_c g_c^T, v_t_c = R_c g_c;
@@ -33,7 +39,7 @@ std::tuple<Tensor, Tensor> view_dirs_backward(const Tensor& v_dirs, const Tensor
   const Tensor v = v_dirs.scalar_type() == means.scalar_type() ? v_dirs : v_dirs.to(means.scalar_type());
   const Tensor g = v.sum(1).unsqueeze(1);  // [C,1,3]
   const Tensor top = viewmats.narrow(1, 0, 3);
-  const Tensor v_R = top.narrow(2, 3, 1) * g;                              // t g^T [C,3,3]
+  const Tensor v_R = top.narrow(2, 3, 1).mul(g);                          // t g^T [C,3,3]
   const Tensor v_t = at::matmul(top.narrow(2, 0, 3), g.transpose(1, 2));  // R g   [C,3,1]
   const Tensor v_viewmats = at::constant_pad_nd(at::cat({v_R, v_t}, 2), {0, 0, 0, 1});  // zero bottom row
   return {v.sum(0), v_viewmats};

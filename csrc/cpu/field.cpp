@@ -1,7 +1,12 @@
 // CPU kernels of the Gaussian field: fused forward and analytic backward, O(B + N) memory.
 // OpenMP over blocks of kBlock points; the inner loop over the points of a block is SIMD.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <omp.h>
 #include <torch/library.h>
 

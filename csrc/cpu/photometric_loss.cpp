@@ -2,8 +2,15 @@
 // photometric_loss; torch reference: losses.l1, losses.ssim_torch): mean |x - y|, mean SSIM and mean
 // (x - y)^2, and, for training, d(mean SSIM)/dx computed in the same band pass, so the backward is one
 // elementwise pass instead of a second sweep of the window statistics. Window math: ssim_window.h.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/tensor.h>
 #include <torch/library.h>
 
 #include <algorithm>

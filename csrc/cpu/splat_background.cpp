@@ -2,8 +2,14 @@
 // gsworkbench/splat/_torch_impl.py composite_background): out = colours + (1 - alpha) background on the
 // first nc channels, in one pass over the image instead of the five tensor ops (and their backward's
 // four) it replaces. The backward returns dL/dalpha and dL/dbackground; dL/dcolours is dL/dout itself.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <algorithm>

@@ -2,7 +2,13 @@
 // box of tiles, and the (tile, depth)-sorted list of intersections the rasterizer walks: one radix
 // sort of the visible Gaussians by depth, then a stable parallel counting sort by tile. The input
 // checks are gsw/splat_op.h, shared with the CUDA bindings.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <omp.h>
 #include <torch/library.h>
 

@@ -2,7 +2,13 @@
 // (means2d, depths, conics, compensation, radii) and its analytic backward. The per-Gaussian math is
 // gsw/projection.h, shared with the CUDA kernels (csrc/cuda/splat_project.cu); the input checks are
 // gsw/splat_op.h, shared with the CUDA bindings.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <omp.h>
 #include <torch/library.h>
 

@@ -3,7 +3,13 @@
 // visits every chunk of the tile that it can have contributed to (splat_rasterize_backward.h), so its
 // gradient is summed lane-wise over the chunks and reduced across lanes once per tile; per-thread
 // per-Gaussian sums are then reduced by the same team. Input checks: gsw/splat_op.h.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <omp.h>
 #include <torch/library.h>
 

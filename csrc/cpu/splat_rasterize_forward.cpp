@@ -4,7 +4,12 @@
 // contributing intersection, so the backward (splat_rasterize_backward.cpp) walks the tile's list back
 // to front and recovers every intermediate transmittance by division, without storing the blends.
 // Per-pixel math: gsw/blend.h (shared with csrc/cuda/splat_rasterize_*.cu); input checks: gsw/splat_op.h.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <omp.h>
 #include <torch/library.h>
 

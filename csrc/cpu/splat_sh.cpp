@@ -2,7 +2,14 @@
 // and its analytic backward, for one [N,K,3] block of coefficients or 3DGS's split (sh0, shN) pair. The
 // per-Gaussian math is gsw/sh.h, shared with the CUDA kernels
 // (csrc/cuda/splat_sh.cu); the input checks are gsw/splat_op.h, shared with the CUDA bindings.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros_like.h>
 #include <omp.h>
 #include <torch/library.h>
 

@@ -1,7 +1,12 @@
 // CPU kernels of gsworkbench::splat_view_dirs and its backward: plain loops over the C cameras and N
 // means, in place of the device-agnostic ATen version (csrc/splat_view_dirs.cpp, which other devices
 // use), whose handful of tiny ATen ops cost a tiny call more than the arithmetic.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <tuple>

@@ -1,8 +1,14 @@
 // Fused SSIM of two images [H,W,C] and its gradient (torch reference: gsworkbench/train/losses.py
 // ssim_torch). The window math and the passes: ssim_window.h. The forward goes band by band of valid rows;
 // the backward streams down each thread's share of image rows.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <vector>

@@ -10,7 +10,7 @@
 // transposed blur, streaming down a thread's rows with a kWin-row ring (rows_grad).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,11 @@
 // CPU kernels of the splat transforms: one fused pass over the splats per frame, OpenMP over blocks
 // of kBlock Gaussians; each block is transposed to SoA in a small stack buffer so the per-Gaussian
 // math (csrc/include/gsw/transforms.h) runs as SIMD across the Gaussians of the block.
-#include <ATen/ATen.h>
+// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
 #include <omp.h>
 #include <torch/library.h>
 

@@ -2,8 +2,9 @@
 // csrc/*_autograd.cpp, composite kernels).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
 
 namespace gsw {
 

@@ -2,7 +2,8 @@
 // contiguous copies and output allocation. Not for .cu files (they stay ATen-free).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <tuple>
 

@@ -3,7 +3,7 @@
 // dtypes and one device for all tensors of a call. Not for .cu files (they stay ATen-free).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 

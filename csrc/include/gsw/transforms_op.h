@@ -3,7 +3,7 @@
 // inputs. Not for .cu files (they stay ATen-free).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 
