@@ -17,9 +17,10 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtensio
 
 here = os.path.dirname(os.path.abspath(__file__))
 march = os.environ.get("GSW_MARCH", "native")
-# -g0 undoes the -g in Python's own compiler flags: debug info for every torch header the kernels include
-# costs compile time and size, and py-spy's native frames need only the symbol table, which stays.
-cxx_flags = ["-O3", "-g0", "-std=c++20", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast"]
+# -g1 overrides the -g in Python's own compiler flags: the line tables that name our C++ files in py-spy's
+# native frames stay, and the full debug info of every torch header the kernels include (types, locals),
+# which costs compile time and size, goes.
+cxx_flags = ["-O3", "-g1", "-std=c++20", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=fast"]
 cxx_flags.append(f"-march={march}")
 # GSW_MARCH is also compiled in (gsworkbench._C.march), so a test can tell which build it imported.
 define_macros = [("GSW_MARCH", march)]
