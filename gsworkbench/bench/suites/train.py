@@ -56,6 +56,9 @@ class TrainStep:
         trainer.timer = with_peaks
         try:  # the first step's working memory (MiB above the RSS with scene and splats built); NaN off Linux
             self.peak_rss_mib = with_peaks.measure(trainer.step)
+        except BaseException:  # no extras() will come to put the malloc policy back
+            self._policy.close()
+            raise
         finally:
             trainer.timer = with_peaks.timer
         self.stage_peaks = with_peaks.peaks
