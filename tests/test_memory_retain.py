@@ -4,26 +4,18 @@ what was in effect before; a trainer's run() holds it and constructing a trainer
 alone. Page faults are counted by getrusage (a count of events, not a timing); the thresholds, which
 mallopt cannot read back, are checked through a fake libc that records the calls."""
 
+import json
 import platform
 import resource
+import subprocess
+import sys
 
 import pytest
-import torch
 
 from gsworkbench import memory
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 SIZES = (16 * 2**20, 8 * 2**20, 4 * 2**20)  # bytes: under the 32 MiB mmap threshold retention sets
-
-
-def _faults_of_round() -> int:
-    """Minor page faults of one "step": allocating, filling and freeing tensors of SIZES."""
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    ts = [torch.empty(n // 4, dtype=torch.float32) for n in SIZES]
-    for t in ts:
-        t.fill_(1.0)
-    del ts, t
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 
 class FakeLibc:
@@ -55,18 +47,46 @@ def fake_libc(monkeypatch):
     return lib
 
 
+# Run in a fresh interpreter: a pytest worker's heap, fragmented by the tests before, can split a freed
+# block with a small allocation and so grow the heap by a block a round whatever the policy.
+_ROUNDS = """
+import json, resource, torch
+from gsworkbench import memory
+SIZES = (16 * 2**20, 8 * 2**20, 4 * 2**20)
+
+def round_faults():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    ts = [torch.empty(n // 4, dtype=torch.float32) for n in SIZES]
+    for t in ts:
+        t.fill_(1.0)
+    del ts, t
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+out = {}
+with memory.retained_freed_memory() as retained:
+    out["retained"] = retained
+    for _ in range(4):  # the heap grows to hold a round (posix_memalign's slack splits some blocks)
+        round_faults()
+    out["with"] = [round_faults() for _ in range(4)]
+out["policy_after"] = memory.malloc_policy_in_effect() == memory.GLIBC_POLICY
+out["without"] = [round_faults() for _ in range(4)]
+print(json.dumps(out))
+"""
+
+
 @pytest.mark.skipif(not GLIBC, reason="the heap policy is glibc's mallopt; elsewhere the context yields False")
 def test_retained_blocks_are_reused_without_new_page_faults(monkeypatch):
-    """Measured here over the four rounds: ~12,000 faults without retention (glibc maps and unmaps the
-    blocks: about two faults per page of a round), ~1,000 with it (7,168 pages per round)."""
+    """Measured here over four rounds of 7,168 pages: about 20,000 faults without retention (glibc maps
+    and unmaps the blocks), none with it."""
     monkeypatch.delenv("GSW_RETAIN_MEMORY", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    done = subprocess.run([sys.executable, "-c", _ROUNDS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
     pages = sum(SIZES) // resource.getpagesize()
-    with memory.retained_freed_memory() as retained:
-        assert retained
-        for _ in range(4):  # the heap grows to hold a round (posix_memalign's slack splits some blocks)
-            _faults_of_round()
-        assert sum(_faults_of_round() for _ in range(4)) < pages // 2  # without retention: ~12,000
-    assert memory.malloc_policy_in_effect() == memory.GLIBC_POLICY
+    assert out["retained"] and out["policy_after"]
+    assert sum(out["with"]) < pages // 2, out
+    assert sum(out["without"]) > 2 * sum(out["with"]), out  # the policy is what saves the faults
     monkeypatch.setenv("GSW_RETAIN_MEMORY", "0")
     with memory.retained_freed_memory() as retained:
         assert not retained
