@@ -18,6 +18,11 @@ with a fixed seed; lengths in world units (the object is about 1.5 wide, the cam
   and ``init_scale``: 3-NN scales, 0.1 opacity). 100k points in this box give 3-NN scales of about
   1.5% of the object's width, as 100k points in lego's box do (median 0.04 for 2.6 wide). Large,
   overlapping splats touch many tiles.
+- ``"volumetric"``: splats filling the object's bounding box rather than sitting on its surfaces, as at
+  the start of a random-init run or in a hazy scene: uniform random centres, per-axis scales
+  log-uniform in 0.5-3.5% of the box's largest side, random rotations, one opacity for all (0.5),
+  random colours with small higher SH bands. Every pixel's ray meets many translucent splats, so
+  early termination ends few of them: the rasterizer's hardest case at a given count.
 
 :func:`view_camera` gives one train view of the scene at any image size: the same pose, with the
 vertical field of view kept (so 1920x1080 sees the object 1.35x larger than 800x800, with more
@@ -36,7 +41,9 @@ import torch
 from gsworkbench import gaussians
 from gsworkbench.splats import SplatSet
 
-KINDS = ("surface", "dense", "random-init")
+KINDS = ("surface", "dense", "random-init", "volumetric")
+VOLUMETRIC_SCALES = (0.005, 0.035)  # splat scales as fractions of the object box's largest side
+VOLUMETRIC_OPACITY = 0.5
 
 
 @functools.lru_cache(maxsize=2)
@@ -140,9 +147,31 @@ def random_init_splats(
                        gen=gen)  # fmt: skip
 
 
+def volumetric_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> SplatSet:
+    """``num`` translucent splats filling the object's bounding box (:func:`object_box`; module doc)."""
+    gen = torch.Generator().manual_seed(seed)
+    lo, hi = object_box(scene, gen)
+    means = lo + (hi - lo) * torch.rand(num, 3, generator=gen)
+    size = float((hi - lo).max())
+    a, b = (math.log(f * size) for f in VOLUMETRIC_SCALES)
+    log_scales = a + (b - a) * torch.rand(num, 3, generator=gen)
+    quats = torch.nn.functional.normalize(torch.randn(num, 4, generator=gen), dim=-1)
+    opacity = torch.full((num,), VOLUMETRIC_OPACITY)
+    k = gaussians.num_sh_bases(sh_degree) - 1
+    return SplatSet(
+        means,
+        quats,
+        log_scales,
+        gaussians.logit_from_opacity(opacity),
+        gaussians.rgb_to_sh_dc(torch.rand(num, 3, generator=gen)),
+        0.03 * torch.randn(num, k, 3, generator=gen),
+    )
+
+
 def scene_splats(kind: str, scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> SplatSet:
     """The splats of ``kind`` (:data:`KINDS`) for ``scene``."""
-    makers = {"surface": surface_splats, "dense": dense_splats, "random-init": random_init_splats}
+    makers = {"surface": surface_splats, "dense": dense_splats, "random-init": random_init_splats,
+              "volumetric": volumetric_splats}  # fmt: skip
     if kind not in makers:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     return makers[kind](scene, num, sh_degree, seed)

@@ -8,9 +8,10 @@ reference runs on the small end of the grid (<= 100k Gaussians at <= 256^2, forw
 forward, forward+backward and train-step (L1 loss + backward), each eager and under torch.compile
 (aot_eager, inductor), interleaved. Plus the real-size scenes of the train suite (``scene`` column;
 gsworkbench.bench.scene_splats), ext forward at SH degree 3 at 800x800 and 1920x1080 from one of the
-object scene's train views: ``surface`` 300k and 1M, ``dense`` (a trained-like object) 100k and 300k, and
-``random-init`` (a NeRF-synthetic start) 100k. quick=True: 500 Gaussians at 64x48 (for tests), with the
-ext train-step also under aot_eager, and the three kinds at 2,000 Gaussians at 64x48; the real-size
+object scene's train views: ``surface`` 300k and 1M, ``dense`` (a trained-like object) 100k and 300k,
+``random-init`` (a NeRF-synthetic start) 100k and ``volumetric`` (translucent splats filling the
+object's box) 100k. quick=True: 500 Gaussians at 64x48 (for tests), with the
+ext train-step also under aot_eager, and each scene kind at 2,000 Gaussians at 64x48; the real-size
 cases are listed as skipped (full grid only). External rasterizers registered with
 ``gsworkbench.bench.lineup.register_implementation("rasterize", name, fn)`` join the forward and
 forward+backward cases (checked against the torch reference first; see that module).
@@ -61,9 +62,11 @@ FULL_NUMS = (10_000, 100_000, 1_000_000)
 FULL_SIZES = ((128, 128), (256, 256), (512, 512), (800, 800))
 # the real-size scenes: (kind, Gaussians) at each of SCENE_SIZES, ext forward, SH degree 3
 SCENE_NUMS = (
-    ("surface", 300_000), ("surface", 1_000_000), ("dense", 100_000), ("dense", 300_000), ("random-init", 100_000)
+    ("surface", 300_000), ("surface", 1_000_000), ("dense", 100_000), ("dense", 300_000), ("random-init", 100_000),
+    ("volumetric", 100_000),
 )
 SCENE_SIZES = ((800, 800), (1920, 1080))
+SCENE_KINDS = tuple(dict.fromkeys(kind for kind, _ in SCENE_NUMS))
 QUICK_SKIP = "real-size case: runs in the full grid only (skipped in --quick)"
 
 
@@ -310,7 +313,7 @@ def cases(quick: bool) -> list[Case]:
             render_cases([500], [(64, 48)], [0, 3], ["ext", "torch"], STAGES)
             + render_cases([500], [(64, 48)], [3], ["ext"], ("train-step",), compile_modes=("eager", "aot_eager"))
             + render_lineup_cases([500], [(64, 48)], [0, 3])
-            + scene_cases([(kind, 2_000) for kind in ("surface", "dense", "random-init")], [(64, 48)], (64, 64))
+            + scene_cases([(kind, 2_000) for kind in SCENE_KINDS], [(64, 48)], (64, 64))
             + scene_cases(SCENE_NUMS, SCENE_SIZES, skip=QUICK_SKIP)
         )
     target = render_cases([2_000], [(128, 128)], [3], ["ext", "torch"], WHOLE_CALLS, compile_modes=COMPILE_MODES)
