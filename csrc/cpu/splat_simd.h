@@ -114,8 +114,7 @@ inline void chunk_alpha_vis(const T* px, const T* py, T mx, T my, T ca, T cb, T 
 
 #if defined(__AVX512F__)
 // exp(-s) on 16 lanes for 0 <= s <= 200: 2^t with t = -s log2(e) = n + f, n = round(t), |f| <= 1/2;
-// 2^f by a degree-6 polynomial (relative error 2e-9 in exact arithmetic, 1e-7 in float, fitted to
-// minimise the relative error on [-1/2, 1/2]) and 2^n by vscalefps, which also takes the result to 0
+// 2^f by gsw::kExp2Poly and 2^n by vscalefps, which also takes the result to 0
 // (FTZ) for large s with no exponent-field arithmetic. f is formed with FMAs from log2(e) split into
 // two floats, so the reduction adds no error of its own. About half the instructions of exp_nonpos.
 inline __m512 exp_neg16(__m512 s) {
@@ -124,13 +123,8 @@ inline __m512 exp_neg16(__m512 s) {
   // pass-through operand, reported as "may be used uninitialized" once inlined (see reduce_add)
   const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, _mm512_mul_ps(s, hi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_fmadd_ps(s, lo, _mm512_fmadd_ps(s, hi, _mm512_sub_ps(_mm512_setzero_ps(), n)));
-  __m512 p = _mm512_set1_ps(1.5345811606834423e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3399931216301808e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618488958593335e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5503287769744364e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022646890620264e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472057372619e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000000554169f));
+  __m512 p = _mm512_set1_ps(kExp2Poly[6]);
+  for (int k = 5; k >= 0; --k) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[k]));
   return _mm512_maskz_scalef_ps(0xFFFF, p, n);
 }
 
