@@ -4,12 +4,12 @@ Sweep: N = 10k, 100k, 1M, 2M splats (quick: 1k, 10k), SH degree 0 (means/quats/s
 with and without preallocated ``out`` buffers, one similarity transform (rotation, translation,
 uniform scale, pivot). Plus a non-uniform-scale case (per-Gaussian SVD) at N = 100k (quick: 1k).
 
-Bytes moved per splat (float32): read means+quats+log_scales (40 B) [+ SH rest 180 B at degree 3],
-write the same. Opacity logits and SH DC are unchanged and shared with the input, with or without
-``out`` (never copied). The ``copy`` rows time ``dst.copy_(src)`` of half those bytes (same read +
-write traffic) on the same threads: torch's multithreaded copy into a preallocated tensor, the
-memory-bandwidth line. The summary adds Gaussians/s, GB/s, the fraction of the copy bandwidth, the
-speedup over numpy and over numba.
+Bytes moved per splat (float32; ``gsworkbench.transforms.ops.transform_bytes``): read
+means+quats+log_scales (40 B) [+ SH rest 180 B at degree 3], write the same. Opacity logits and SH DC
+are unchanged and shared with the input, with or without ``out`` (never copied). The ``copy`` rows
+time ``dst.copy_(src)`` of half those bytes (same read + write traffic) on the same threads: torch's
+multithreaded copy into a preallocated tensor, the memory-bandwidth line. The summary adds Gaussians/s,
+GB/s, the fraction of the copy bandwidth, the speedup over numpy and over numba.
 
 The headline case (``N1000000/sh0``, with and without ``out``): ``speedup_vs_numba`` of the ``ext``
 rows is the ratio to the numba backend, a fused parallel numba loop over the splats (one pass per
@@ -32,6 +32,7 @@ import torch
 from gsworkbench._ext import has_ext
 from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.splats import SplatSet, synthetic_splats
+from gsworkbench.transforms.ops import transform_bytes
 
 BACKENDS = ("numpy", "numba", "torch", "ext")
 TRANSFORM = {"rotation": [0.9, 0.2, -0.3, 0.25], "translation": [0.5, -1.0, 2.0], "scale": 1.5,
@@ -48,12 +49,6 @@ def splats_for(n: int, degree: int) -> SplatSet:
         _cache.clear()
         _cache[key] = synthetic_splats(n, degree, seed=1)
     return _cache[key]
-
-
-def bytes_moved(n: int, degree: int) -> int:
-    """Bytes read + written by one transform call (float32), with or without ``out``."""
-    per = 40 + 12 * ((degree + 1) ** 2 - 1)
-    return 2 * per * n
 
 
 def _transform_setup(backend: str, n: int, degree: int, out: bool, kw: dict) -> Callable[[], Prepared]:
@@ -83,10 +78,13 @@ def _copy_setup(nbytes: int) -> Callable[[], Prepared]:
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Adds Gaussians/s, GB/s, fraction of the copy bandwidth and speedups over numpy and numba."""
+    """Adds Gaussians/s, GB/s, fraction of the copy bandwidth and speedups over numpy and numba, and
+    ``bytes_per_call`` (the ``bytes`` count, :func:`~gsworkbench.transforms.ops.transform_bytes`) for
+    the roofline columns."""
     if "median_s" not in df:
         return df
     df = df.copy()
+    df["bytes_per_call"] = df["bytes"].astype(float)
     df["gaussians_per_s"] = df.n / df.median_s
     df["gb_per_s"] = df.bytes / df.median_s / 1e9
     keys = ["n", "sh_degree", "out"]
@@ -110,7 +108,7 @@ def sweep_cases(sizes: list[int], degrees: tuple[int, ...] = (0, 3), backends: t
     for n in sizes:
         for degree in degrees:
             for out in modes:
-                nbytes = bytes_moved(n, degree)
+                nbytes = transform_bytes(n, degree)
                 common = {"n": n, "sh_degree": degree, "out": out, "bytes": nbytes}
                 tag = f"N{n}/sh{degree}/{'out' if out else 'alloc'}"
                 cases.append(Case(f"transforms/copy/{tag}", {"backend": "copy", "kind": "copy", **common},
@@ -131,7 +129,7 @@ def cases(quick: bool) -> list[Case]:
     for b in BACKENDS:
         skip = "extension not built" if b == "ext" and not has_ext() else None
         params = {"backend": b, "kind": "nonuniform", "n": n, "sh_degree": 3, "out": False,
-                  "bytes": bytes_moved(n, 3)}  # fmt: skip
+                  "bytes": transform_bytes(n, 3)}  # fmt: skip
         setup = _transform_setup(b, n, 3, False, NONUNIFORM)
         out.append(Case(f"transforms/{b}/N{n}/sh3/nonuniform", params, setup, skip))
     return out
