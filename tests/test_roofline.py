@@ -256,3 +256,22 @@ def _tiny_table(real):  # noqa: ANN001, ANN202
         return real(threads, tiny, min_run_time, found, progress=False)
 
     return table
+
+
+def test_hardware_counters_status_names_what_is_missing(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gsworkbench.profiling import counters
+
+    paranoid = tmp_path / "paranoid"
+    sources = tmp_path / "devices"
+    sources.mkdir()
+    monkeypatch.setattr(counters.shutil, "which", lambda name: None)
+    assert counters.hardware_counters_status(sources, paranoid) == (
+        False, "hardware counters unavailable: the perf tool is not installed (Debian: linux-perf)")
+    monkeypatch.setattr(counters.shutil, "which", lambda name: "/usr/bin/perf")
+    paranoid.write_text("3\n")
+    assert "perf_event_paranoid is 3" in counters.hardware_counters_status(sources, paranoid)[1]
+    paranoid.write_text("2\n")
+    ok, why = counters.hardware_counters_status(sources, paranoid)
+    assert not ok and "no CPU performance-monitoring unit" in why
+    (sources / "cpu").mkdir()
+    assert counters.hardware_counters_status(sources, paranoid)[0]
