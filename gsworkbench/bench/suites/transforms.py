@@ -9,7 +9,8 @@ means+quats+log_scales (40 B) [+ SH rest 180 B at degree 3], write the same. Opa
 are unchanged and shared with the input, with or without ``out`` (never copied). The ``copy`` rows
 time ``dst.copy_(src)`` of half those bytes (same read + write traffic) on the same threads: torch's
 multithreaded copy into a preallocated tensor, the memory-bandwidth line. The summary adds Gaussians/s,
-GB/s, the fraction of the copy bandwidth, the speedup over numpy and over numba.
+GB/s, the fraction of the copy bandwidth, the speedup over numpy and over numba; each row's
+``bytes_per_call`` (the same count) feeds the roofline columns.
 
 The headline case (``N1000000/sh0``, with and without ``out``): ``speedup_vs_numba`` of the ``ext``
 rows is the ratio to the numba backend, a fused parallel numba loop over the splats (one pass per
@@ -61,9 +62,10 @@ def _transform_setup(backend: str, n: int, degree: int, out: bool, kw: dict) -> 
             warm_up()  # compile time stays out of the timings
         s = splats_for(n, degree)
         buf = s.clone() if out else None
+        work = {"bytes_per_call": float(transform_bytes(n, degree))}
         if out:
-            return Prepared(lambda: transform(s, backend=backend, out=buf, **kw))
-        return Prepared(lambda: transform(s, backend=backend, **kw))
+            return Prepared(lambda: transform(s, backend=backend, out=buf, **kw), work)
+        return Prepared(lambda: transform(s, backend=backend, **kw), work)
 
     return setup
 
@@ -72,19 +74,16 @@ def _copy_setup(nbytes: int) -> Callable[[], Prepared]:
     def setup() -> Prepared:
         src = torch.ones(max(nbytes // 8, 1), dtype=torch.float32)
         dst = torch.empty_like(src)
-        return Prepared(lambda: dst.copy_(src))
+        return Prepared(lambda: dst.copy_(src), {"bytes_per_call": float(2 * 4 * src.numel())})
 
     return setup
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Adds Gaussians/s, GB/s, fraction of the copy bandwidth and speedups over numpy and numba, and
-    ``bytes_per_call`` (the ``bytes`` count, :func:`~gsworkbench.transforms.ops.transform_bytes`) for
-    the roofline columns."""
+    """Adds Gaussians/s, GB/s, fraction of the copy bandwidth and speedups over numpy and numba."""
     if "median_s" not in df:
         return df
     df = df.copy()
-    df["bytes_per_call"] = df["bytes"].astype(float)
     df["gaussians_per_s"] = df.n / df.median_s
     df["gb_per_s"] = df.bytes / df.median_s / 1e9
     keys = ["n", "sh_degree", "out"]
