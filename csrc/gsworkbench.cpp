@@ -4,6 +4,8 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "gsw/ceilings.h"
+
 #define GSW_STRINGIFY_(x) #x
 #define GSW_STRINGIFY(x) GSW_STRINGIFY_(x)
 
@@ -11,7 +13,8 @@ extern "C" {
 // Importing gsworkbench._C loads this library, which registers the ops. The module holds no functions,
 // only what the CPU kernels were compiled for: `march` (setup.py's GSW_MARCH) and `avx512` (1 when the
 // AVX-512 twins of the hot loops are in, 0 when the generic loops run), so a test can tell which
-// build it imported.
+// build it imported. `fma_lanes`, `fma_accumulators` and `fma_isa` give the shape and instruction set of
+// the roofline's FMA loop (gsw/ceilings.h).
 PyObject* PyInit__C(void) {
   static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
   PyObject* m = PyModule_Create(&module_def);
@@ -26,7 +29,10 @@ PyObject* PyInit__C(void) {
 #else
   const long avx512 = 0;
 #endif
-  if (PyModule_AddStringConstant(m, "march", march) < 0 || PyModule_AddIntConstant(m, "avx512", avx512) < 0) {
+  if (PyModule_AddStringConstant(m, "march", march) < 0 || PyModule_AddIntConstant(m, "avx512", avx512) < 0 ||
+      PyModule_AddIntConstant(m, "fma_lanes", gsw::ceilings::kFmaLanes) < 0 ||
+      PyModule_AddIntConstant(m, "fma_accumulators", gsw::ceilings::kFmaAccumulators) < 0 ||
+      PyModule_AddStringConstant(m, "fma_isa", gsw::ceilings::kFmaIsa) < 0) {
     Py_DECREF(m);
     return nullptr;
   }
@@ -126,4 +132,11 @@ TORCH_LIBRARY(gsworkbench, m) {
   m.def("photometric_terms(Tensor img, Tensor ref, bool with_grad) -> (Tensor, Tensor)");
   //    -> dL/d img [H,W,C] for dL/d terms = grad_terms [3], from the forward's ssim_grad
   m.def("photometric_terms_backward(Tensor grad_terms, Tensor img, Tensor ref, Tensor ssim_grad) -> Tensor");
+
+  // ---- the machine's roofline ceilings (gsworkbench/profiling/ceilings.py; CPU, not differentiable) ----
+  // FMA throughput: start [T, A, L] float32 (T threads, A accumulators of L lanes: gsworkbench._C.fma_*)
+  //    -> each lane after `iterations` of x = x * a + b (2 A L T iterations flops)
+  m.def("ceiling_fma(Tensor start, float a, float b, int iterations) -> Tensor");
+  // STREAM triad: out[i] = b[i] + s * c[i] over 1-D float32 buffers of one length, in place in out
+  m.def("ceiling_triad(Tensor(a!) out, Tensor b, Tensor c, float s) -> ()");
 }

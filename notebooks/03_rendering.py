@@ -162,6 +162,32 @@ save_figure(run_dir / "fps.png", fig)
 plt.show()
 
 # %% [markdown]
+# ## Roofline: how far each stage is from the machine's ceilings
+#
+# The machine's float32 FMA peak and triad bandwidth, measured at this notebook's threads, bound what a
+# kernel of a given arithmetic intensity (flop/byte) can reach. One point per ext forward stage of the
+# largest scene and size above; the rasterizer's flops assume every pixel of a tile is evaluated for
+# each intersection (an upper bound), and project and isect count bytes only (no point). See
+# docs/roofline.md for the counts and what they leave out.
+
+# %%
+from gsworkbench.bench.ceilings import ceilings_unavailable, run_ceilings
+from gsworkbench.bench.roofline import add_roofline_columns, plot_roofline
+
+ceilings = run_ceilings(torch.get_num_threads())
+largest = bench[(bench.backend == "ext") & (bench.num == max(bench_nums)) & (bench.width == max(bench_sizes))
+                & bench.stage.isin(["sh", "rasterize", "forward"])]  # fmt: skip
+if ceilings is None:
+    print("no ceilings:", ceilings_unavailable() or "GSW_CEILINGS=0")
+else:
+    roof = add_roofline_columns(largest, ceilings)
+    roof = roof.assign(label=[f"{r.stage} ({r.num} splats, {r.width}x{r.height})" for r in roof.itertuples()])
+    display(roof[["label", "intensity", "gflops", "gbs", "pct_of_peak"]])
+    fig = plot_roofline(roof, ceilings, label="label")
+    save_figure(run_dir / "roofline.png", fig)
+    plt.show()
+
+# %% [markdown]
 # ## Interactive camera
 #
 # Drag the sliders to orbit the scene (needs a live kernel with ipywidgets). The default view is also

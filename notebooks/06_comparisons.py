@@ -118,6 +118,17 @@ save_figure(run_dir / "history.png", fig)
 plt.show()
 
 # %% [markdown]
+# The latest run of each case with its share of the machine's roof (`pct_of_peak`: achieved over
+# min(peak, intensity x bandwidth) at the run's measured ceilings; see docs/roofline.md).
+
+# %%
+roof = history.dropna(subset=["pct_of_peak"]).drop_duplicates("case", keep="last")
+if len(roof):
+    display(roof[["case", "commit", "median_s", "pct_of_peak"]])
+else:
+    print("no run of this suite has roofline columns (no work counts, or no ceilings)")
+
+# %% [markdown]
 # ## A sweep on Dask: field throughput against size
 #
 # One LocalCluster worker (benchmark runs must not share the machine), `threads` threads per run; each

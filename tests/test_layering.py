@@ -45,6 +45,9 @@ LAYERS = {
     "gsworkbench.viewer": 4,
     "gsworkbench.profiling": 4,
     "gsworkbench.bench": 4,
+    "gsworkbench.bench.ceilings": 4,  # the machine's roofline ceilings, which every benchmark run records
+    "gsworkbench.bench.roofline": 4,
+    "gsworkbench.bench.roofline_table": 4,
     "gsworkbench.experiments": 4,
     "gsworkbench.notebooks": 4,  # the notebooks' helpers and headless runner: sweeps run notebooks
     # 5 the entry point

@@ -60,6 +60,11 @@ def history_command(args: argparse.Namespace) -> int:
     save_figure(out / "history.png", fig)
     runs = history.drop_duplicates("run")[["run", "commit", "time_utc", "has_samples"]]
     print(runs.to_string(index=False))
+    if "pct_of_peak" in history and history.pct_of_peak.notna().any():
+        latest = history.drop_duplicates("case", keep="last")
+        shown = latest.assign(median_ms=latest.median_s * 1e3)[["case", "commit", "median_ms", "pct_of_peak"]]
+        print("\nlatest run of each case, with its share of the machine's roof (%):")
+        print(shown.dropna(subset=["pct_of_peak"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     changes = history[history.change.isin(["slower", "faster"])][["run", "commit", "case", "change"]]
     print(f"\nsignificant changes against the previous run: {len(changes)}")
     if len(changes):

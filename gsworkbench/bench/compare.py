@@ -25,6 +25,7 @@ from gsworkbench.stats import ALPHA, THRESHOLD, bootstrap_ratio_ci, min_p_value,
 __all__ = ["ALPHA", "THRESHOLD", "Comparison", "bootstrap_ratio_ci", "compare_bench_runs", "compare_runs",
            "compare_samples", "environment_warnings", "min_p_value", "rule_text", "select_backend"]  # fmt: skip
 
+ROOF = "pct_of_peak"  # the roofline column (gsworkbench.bench.roofline), shown beside the times
 TIMING_COLUMNS = {"case", "median_s", "iqr_s", "runs", "calls_per_run", "threads", "skipped", SAMPLES}
 # run parameters that change how long the timing takes, not what is timed: a warning, not a refusal
 TIMING_PARAMETERS = {"threads", "min_run_time", "revision"}
@@ -87,12 +88,17 @@ class Comparison:
             "" if np.isnan(lo) else f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(t.ratio_ci_low, t.ratio_ci_high)
         ]
         out["p"] = t.p_value
+        for side in ("baseline", "candidate"):  # the roofline's share, where the runs have it
+            col = f"{side}_pct_of_peak"
+            if col in t and t[col].notna().any():
+                out[f"{side} % of roof"] = t[col]
         out["verdict"] = t.verdict
         return out
 
     def to_markdown(self) -> str:
         d = self.display_table()
-        fmt = {"baseline": "{:.4g}", "candidate": "{:.4g}", "speedup": "{:.3f}", "ratio": "{:.3f}", "p": "{:.2g}"}
+        fmt = {"baseline": "{:.4g}", "candidate": "{:.4g}", "speedup": "{:.3f}", "ratio": "{:.3f}", "p": "{:.2g}",
+               "baseline % of roof": "{:.3g}", "candidate % of roof": "{:.3g}"}  # fmt: skip
         lines = ["| " + " | ".join(d.columns) + " |", "|" + "---|" * len(d.columns)]
         for _, row in d.iterrows():
             cells = [("" if pd.isna(row[c]) else fmt[c].format(row[c])) if c in fmt else str(row[c]) for c in d]
@@ -206,6 +212,9 @@ def compare_bench_runs(
     judged = pd.DataFrame(rows)
     counts = [int(n) for col in ("n_baseline", "n_candidate") if col in judged for n in judged[col].dropna()]
     table = judged.reindex(columns=[*cols, "verdict"])
+    for side, run in (("baseline", base), ("candidate", cand)):
+        if ROOF in run.table:
+            table[f"{side}_pct_of_peak"] = table["case"].map(run.table.set_index("case")[ROOF]).astype(float)
     warnings = environment_warnings(base.metadata, cand.metadata)
     for side, run in (("baseline", base), ("candidate", cand)):
         warnings += [str(w) for w in run.metadata.get("warnings", [])]

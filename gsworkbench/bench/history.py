@@ -1,7 +1,8 @@
 """Every run of a suite under ``results/``, case by case over commits and dates.
 
 :func:`history_table` gives one row per (run, case): the run's time and commit, the case's median and
-quartiles (from the raw samples where present, else median +- IQR/2), and the verdict of
+quartiles (from the raw samples where present, else median +- IQR/2), its share of the machine's roof
+(``pct_of_peak``, :mod:`gsworkbench.bench.roofline`; NaN for runs without it), and the verdict of
 :func:`~gsworkbench.bench.compare.compare_samples` against the case's previous run, so significant
 changes (by the same rule as ``gsworkbench compare``) can be marked. :func:`plot_history` draws it.
 """
@@ -64,6 +65,7 @@ def history_table(
                     "q1_s": q1,
                     "q3_s": q3,
                     "has_samples": isinstance(row.get(SAMPLES), list),
+                    "pct_of_peak": float(row.get("pct_of_peak", np.nan)),
                     "change": change,
                 }
             )

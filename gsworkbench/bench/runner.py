@@ -226,8 +226,13 @@ def run_suite(
     cases: str | None = None,
 ) -> pd.DataFrame:
     """Runs suite ``name`` (only the cases whose name matches the regular expression ``cases``, when
-    given) and returns its summarised table."""
+    given) and returns its summarised table, with the roofline columns of the cases that count their work
+    (:func:`gsworkbench.bench.roofline.add_roofline_columns`, against the run's ceilings:
+    :func:`gsworkbench.bench.ceilings.run_ceilings`, measured once per process and thread count)."""
     import re
+
+    from gsworkbench.bench.ceilings import run_ceilings
+    from gsworkbench.bench.roofline import add_roofline_columns
 
     suite = get_suite(name)
     selected = suite.cases(quick)
@@ -240,5 +245,7 @@ def run_suite(
         if not selected:
             names = ", ".join(c.name for c in suite.cases(quick)[:6])
             raise ValueError(f"--cases {cases!r} matches no case of suite {name!r} (names look like: {names}, ...)")
+    threads = threads or default_threads()
+    ceilings = run_ceilings(threads)
     df = run_cases(selected, threads=threads, min_run_time=min_run_time, progress=progress)
-    return suite.summarize(df)
+    return add_roofline_columns(suite.summarize(df), ceilings)

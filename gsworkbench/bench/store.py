@@ -16,18 +16,38 @@ from typing import Any
 
 import pandas as pd
 
+from gsworkbench.bench.ceilings import MachineCeilings
 from gsworkbench.io.atomic import write_table
 from gsworkbench.runs import new_run_dir, write_metadata
 
 SAMPLES = "samples_s"
 
 
+def run_threads(table: pd.DataFrame, params: dict[str, Any]) -> int:
+    """The thread count of a run: its table's ``threads`` column, else ``params["threads"]``, else the
+    runner's default."""
+    if "threads" in table:
+        found = pd.to_numeric(table["threads"], errors="coerce").dropna()
+        if len(found):
+            return int(found.iloc[0])
+    if params.get("threads"):
+        return int(params["threads"])
+    from gsworkbench.bench.runner import default_threads
+
+    return default_threads()
+
+
 def save_run(
     suite: str, table: pd.DataFrame, params: dict[str, Any], root: str | os.PathLike[str] | None = None
 ) -> Path:
-    """Writes ``results/<run-id>/<suite>.csv`` and ``metadata.json``; returns the run folder."""
+    """Writes ``results/<run-id>/<suite>.csv`` and ``metadata.json`` (with the machine's ``ceilings`` at
+    the run's thread count, :func:`gsworkbench.bench.ceilings.ceilings_metadata`: the ones the run's
+    roofline columns used, measured once per process); returns the run folder."""
+    from gsworkbench.bench.ceilings import ceilings_metadata
+
+    ceilings = ceilings_metadata(run_threads(table, params))
     run_dir = new_run_dir(f"bench-{suite}", root)
-    write_metadata(run_dir, params, suite=suite)
+    write_metadata(run_dir, params, suite=suite, ceilings=ceilings)
     write_table(run_dir / f"{suite}.csv", table)
     return run_dir
 
@@ -62,6 +82,11 @@ class BenchRun:
     @property
     def has_samples(self) -> bool:
         return SAMPLES in self.table and self.table[SAMPLES].notna().any()
+
+    @property
+    def ceilings(self) -> MachineCeilings | None:
+        """The machine's ceilings recorded with the run; None for runs without them."""
+        return MachineCeilings.from_dict(self.metadata.get("ceilings") or {})
 
     @property
     def commit(self) -> str:

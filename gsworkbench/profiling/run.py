@@ -196,7 +196,10 @@ def profile(
 
     plt.close(fig)
     cov = stages.coverage(reps)
-    meta.update(status="done", pyspy=pyspy_status, coverage_min=float(cov.min()), finished=time.time())
+    from gsworkbench.profiling.counters import hardware_counters_status
+
+    meta.update(status="done", pyspy=pyspy_status, coverage_min=float(cov.min()), finished=time.time(),
+                hardware_counters=hardware_counters_status()[1])  # fmt: skip
     write_metadata(run_dir, wl.params, **meta)
     result = ProfileRun(run_dir, _read_json(run_dir / "metadata.json"), reps, table, op_tab, overhead, folded)
     if show_summary:
@@ -216,6 +219,13 @@ def summary(run: ProfileRun, top: int = 15) -> str:
               ops.top_ops(run.ops, top).to_string(**fmt)]  # fmt: skip
     parts += ["\n== profiler overhead (wall seconds per run) ==", run.overhead.to_string(**fmt)]
     parts.append(f"\npy-spy: {run.metadata.get('pyspy')}")
+    counters = run.metadata.get("hardware_counters")
+    if counters:
+        hint = ""
+        if "unavailable" in counters:
+            hint = ("; what explains a kernel far below its roofline here is the stage table, and its scaling from "
+                    "1 to 2 threads (profile with OMP_NUM_THREADS=1 and 2, then profile diff)")
+        parts.append(counters + hint)
     threads = run.metadata.get("pyspy_threads")
     if threads and run.folded is not None:
         note = pyspy.left_out_note(sum(run.folded.values()), threads.get("left_out", {}))

@@ -316,3 +316,90 @@ def rasterize_to_pixels(
         False,
     )
     return out[0], out[1]
+
+
+# ---- work counts of the forward kernels, for the roofline (gsworkbench.bench.roofline) ----
+# Floating-point operations of one pixel-splat evaluation of the CPU forward (csrc/cpu/splat_simd.h
+# chunk_alpha_vis, csrc/cpu/splat_rasterize_forward.cpp composite_chunk), an FMA counted as two:
+# offsets dx, dy (2), sigma = (ca dx^2 + cc dy^2) / 2 + cb dx dy (9), exp(-sigma) (range reduction 6,
+# degree-6 polynomial 12, scale 1: 19), alpha = opacity e (1), 1 - alpha, T (1 - alpha), alpha T (3),
+# then one FMA per colour channel: 34 + 2 D. Comparisons, min/max and mask moves are not counted.
+RASTERIZE_FLOPS_PER_EVALUATION_BASE = 34
+# Flops of the real SH basis per degree beyond the constant term (the standard polynomials in x, y, z:
+# degree 1: 3, degree 2: 6 products and 5 terms, degree 3: 7 terms), cumulative.
+_SH_BASIS_FLOPS = (0, 3, 18, 43)
+
+
+def rasterize_flops_per_evaluation(channels: int = 3) -> int:
+    """Flops of one pixel-splat evaluation of the CPU forward with ``channels`` colour channels."""
+    return RASTERIZE_FLOPS_PER_EVALUATION_BASE + 2 * channels
+
+
+def rasterize_work(n_isects: int, width: int, height: int, tile_size: int = 16, channels: int = 3,
+                   cameras: int = 1, itemsize: int = 4) -> dict[str, float]:  # fmt: skip
+    """The work of one ``splat_rasterize`` forward call: ``flops_per_call`` and ``bytes_per_call``.
+
+    Flops: pixel-splat evaluations x :func:`rasterize_flops_per_evaluation`, with the evaluations bounded
+    above by ``tile_size**2`` per tile intersection (every pixel of the tile; the kernel evaluates only the
+    16-pixel chunks inside a splat's alpha support and stops a chunk once its pixels are saturated, so the
+    true count is lower, and a ``pct_of_peak`` from this bound is an upper bound too). Bytes: each
+    intersection's Gaussian record read once (its index, 2D mean, conic, colours, opacity) and each
+    pixel's outputs written once (colours, alpha, transmittance, last contributor). Left out: the tile
+    offsets and the re-reads of records from cache by later chunks of the same tile."""
+    pixels = cameras * width * height
+    evaluations = tile_size * tile_size * n_isects
+    record = 4 + (2 + 3 + channels + 1) * itemsize
+    out = (channels + 2) * itemsize + 4
+    return {"flops_per_call": float(rasterize_flops_per_evaluation(channels) * evaluations),
+            "bytes_per_call": float(n_isects * record + pixels * out)}  # fmt: skip
+
+
+def project_work(num: int, cameras: int = 1, itemsize: int = 4) -> dict[str, float]:
+    """The traffic of one ``splat_project`` call: means, quats and scales read (10 values a Gaussian),
+    radii (int32), 2D means, depths, conics and compensations written per camera. Its flops (quaternion
+    to rotation, the 3D and 2D covariances, their inverse and the radius) are not counted: NaN."""
+    nbytes = num * (10 * itemsize + cameras * (4 + 7 * itemsize))
+    return {"flops_per_call": float("nan"), "bytes_per_call": float(nbytes)}
+
+
+def sh_work(num: int, sh_degree: int, cameras: int = 1, itemsize: int = 4) -> dict[str, float]:
+    """The work of one ``splat_sh_to_color`` call: per Gaussian and camera, the SH basis at the view
+    direction (``_SH_BASIS_FLOPS``), the 3 K coefficient products and sums (6 K flops for K = (d + 1)^2),
+    the +1/2 and clamp (3); bytes: the coefficients (3 K) and direction (3) read, the colour (3) written.
+    Left out: the direction's normalisation inside the kernel."""
+    if not 0 <= sh_degree < len(_SH_BASIS_FLOPS):
+        raise ValueError(f"sh_work: sh_degree must be in 0..{len(_SH_BASIS_FLOPS) - 1}, got {sh_degree}")
+    k = (sh_degree + 1) ** 2
+    flops = num * cameras * (_SH_BASIS_FLOPS[sh_degree] + 6 * k + 3)
+    return {"flops_per_call": float(flops), "bytes_per_call": float(num * cameras * (3 * k + 6) * itemsize)}
+
+
+def isect_work(num: int, n_isects: int, width: int, height: int, tile_size: int = 16,
+               cameras: int = 1) -> dict[str, float]:  # fmt: skip
+    """The traffic of one ``splat_isect_tiles`` call: 2D means, radii and depths read (16 bytes a
+    Gaussian and camera), tiles per Gaussian (4), intersection ids (8) and flattened ids (4) per
+    intersection and the tile offsets (4 per tile) written. Left out: the radix sort's passes over its
+    working arrays. Integer work: no flops (NaN)."""
+    tiles = cameras * ((width + tile_size - 1) // tile_size) * ((height + tile_size - 1) // tile_size)
+    nbytes = cameras * num * 20 + 12 * n_isects + 4 * tiles
+    return {"flops_per_call": float("nan"), "bytes_per_call": float(nbytes)}
+
+
+def render_stage_work(stage: str, num: int, width: int, height: int, sh_degree: int, n_isects: int,
+                      tile_size: int = 16) -> dict[str, float]:  # fmt: skip
+    """The counts of one forward stage (``project``, ``sh``, ``isect``, ``rasterize``) or of the whole
+    ``forward`` (their sum; flops of the counted stages only, sh and rasterize) of one camera; NaN for
+    any other stage (backward passes are not counted)."""
+    parts = {
+        "project": lambda: project_work(num),
+        "sh": lambda: sh_work(num, sh_degree),
+        "isect": lambda: isect_work(num, n_isects, width, height, tile_size),
+        "rasterize": lambda: rasterize_work(n_isects, width, height, tile_size),
+    }
+    if stage in parts:
+        return parts[stage]()
+    if stage != "forward":
+        return {"flops_per_call": float("nan"), "bytes_per_call": float("nan")}
+    works = [make() for make in parts.values()]
+    flops = sum(w["flops_per_call"] for w in works if w["flops_per_call"] == w["flops_per_call"])
+    return {"flops_per_call": float(flops), "bytes_per_call": float(sum(w["bytes_per_call"] for w in works))}

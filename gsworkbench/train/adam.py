@@ -146,3 +146,12 @@ def optimizer_step(optimizer: torch.optim.Optimizer, radii: torch.Tensor | None)
         optimizer.step(visible_rows(radii))
     else:
         optimizer.step()
+
+
+def adam_step_bytes(elements: int, itemsize: int = 4) -> int:
+    """The least memory traffic of one Adam step over ``elements`` parameter values: the parameter, its
+    gradient and both moments read, the parameter and both moments written (7 values of ``itemsize``
+    bytes each), what a fused single-pass kernel moves. Left out: the extra passes of the ``foreach`` and
+    per-tensor paths (each reads and writes intermediates), :class:`VisibleAdam`'s visibility mask and
+    its gathers and scatters of rows, and the per-group step counts."""
+    return 7 * itemsize * elements

@@ -41,3 +41,13 @@ def transform_ext(
         means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general,
         out_means, out_quats, out_log_scales, out_sh_rest,
     )  # fmt: skip
+
+
+def transform_bytes(n: int, sh_degree: int, frames: int = 1, itemsize: int = 4) -> int:
+    """Bytes one ``transform_splats`` call reads and writes for ``n`` splats at ``sh_degree`` and
+    ``frames`` frames (float32 by default): means, quats and log-scales (10 values) and the SH rest
+    (3 ((d + 1)^2 - 1) values) read once and written once per frame. Left out: opacities and SH DC
+    (shared with the input, never copied), the per-frame parameters (a few hundred bytes) and, without
+    preallocated ``out``, the kernel's zero-filling of fresh pages."""
+    per = (10 + 3 * ((sh_degree + 1) ** 2 - 1)) * itemsize
+    return per * n * (1 + frames)

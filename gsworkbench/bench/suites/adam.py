@@ -7,11 +7,13 @@ multi-tensor path or its per-tensor loop; each steps the groups one by one, as t
 backends run with every row visible; all backends of one (N, share) are timed in interleaved rounds.
 Full grid: N = 100k and 1M, shares 1.0, 0.9, 0.5 and 0.2 for ``visible``. quick=True: N = 2,000.
 Parameters and gradients are random (the step's cost does not depend on their values), the learning
-rates the trainer's defaults.
+rates the trainer's defaults. Each row's ``bytes_per_call`` is the step's least memory traffic
+(:func:`gsworkbench.train.adam.adam_step_bytes` of the stepped rows' values), for the roofline columns.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pandas as pd
@@ -21,13 +23,14 @@ from gsworkbench.bench.registry import Case, Prepared, register_suite
 
 SHAPES = {"means": (3,), "quats": (4,), "log_scales": (3,), "opacity_logits": (), "sh_dc": (3,), "sh_rest": (15, 3)}
 LRS = {"means": 1.6e-4, "quats": 1e-3, "log_scales": 5e-3, "opacity_logits": 5e-2, "sh_dc": 2.5e-3, "sh_rest": 1.25e-4}
+ROW_VALUES = sum(math.prod(shape) for shape in SHAPES.values())  # parameter values per Gaussian: 59
 DENSE = ("fused", "foreach", "single")
 SHARES = (1.0, 0.9, 0.5, 0.2)
 
 
 def step_setup(backend: str, num: int, share: float, seed: int = 0) -> Callable[[], Prepared]:
     def setup() -> Prepared:
-        from gsworkbench.train.adam import VisibleAdam
+        from gsworkbench.train.adam import VisibleAdam, adam_step_bytes
 
         gen = torch.Generator().manual_seed(seed)
         params = []
@@ -43,7 +46,8 @@ def step_setup(backend: str, num: int, share: float, seed: int = 0) -> Callable[
             kw = {"fused": True} if backend == "fused" else {"foreach": backend == "foreach", "fused": False}
             opt = torch.optim.Adam(params, eps=1e-15, **kw)
             fn = opt.step
-        return Prepared(fn, {"rows_stepped": int(round(share * num)) if backend == "visible" else num})
+        rows = int(round(share * num)) if backend == "visible" else num
+        return Prepared(fn, {"rows_stepped": rows, "bytes_per_call": float(adam_step_bytes(rows * ROW_VALUES))})
 
     return setup
 

@@ -9,7 +9,9 @@ eager runs. Mode ``train-step`` is one training step of a GaussianField (the tra
 Adam) at N = 1000 x B = 5000, full covariance (quick: N = 100 x B = 200); :func:`train_step_cases`
 gives such cases for any target and size (the field notebook's timings). The summary adds pairs per
 second and the speedups over ``vectorized`` and over ``loop`` (eager) and over the same backend eager,
-measured in the same run.
+measured in the same run. Each forward and forward+backward row carries the field's work count
+(``flops_per_call``, ``bytes_per_call``: :func:`gsworkbench.field.ops.field_work`, the ext kernels'
+pair work, against which every backend is judged) for the roofline columns.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.compile import COMPILE_MODES, compile_step
 from gsworkbench.field import BACKENDS, FieldTrainConfig, FieldTrainStep, GaussianField, evaluate, make_target
 from gsworkbench.field._torch_impl import vectorized_bytes
+from gsworkbench.field.ops import field_work
 from gsworkbench.field.targets import Target
 from gsworkbench.memory import memory_budget
 
@@ -73,7 +76,7 @@ def _make(
         if compile_mode != "eager":  # compilation stays out of the timings
             fn()
             fn()
-        return Prepared(fn)
+        return Prepared(fn, field_work(B, N, mode))
 
     return setup
 

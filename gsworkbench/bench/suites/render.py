@@ -34,7 +34,9 @@ intersections and ``first_call_peak_rss_mib``: how far the process's resident se
 case's first call (inputs already built) above its level just before it, in MiB
 (:func:`gsworkbench.bench.memory.peak_rss_increase_mib`: freed memory is returned to the OS first and
 the kernel's high-water mark is reset, so the number does not depend on earlier cases). It is the
-call's working memory, outputs included, as the OS sees it; NaN where it cannot be measured.
+call's working memory, outputs included, as the OS sees it; NaN where it cannot be measured. And the
+roofline counts of the forward stages (``flops_per_call``, ``bytes_per_call``:
+:func:`gsworkbench.splat.ops.render_stage_work`; NaN for backward passes).
 """
 
 from __future__ import annotations
@@ -52,12 +54,13 @@ from gsworkbench.bench.memory import peak_rss_increase_mib
 from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.compile import COMPILE_MODES, compile_step
 from gsworkbench.splat import _torch_impl, cameras
+from gsworkbench.splat.ops import render_stage_work
 from gsworkbench.splat.rasterize import backend_module, rasterize
 from gsworkbench.splats import SplatSet, synthetic_splats
 
 STAGES = ("project", "sh", "isect", "rasterize", "forward", "forward+backward")
 WHOLE_CALLS = ("forward", "forward+backward", "train-step")  # stages that can run compiled
-EXTRA_COLUMNS = ("n_isects", "first_call_peak_rss_mib")  # each case's extras
+EXTRA_COLUMNS = ("n_isects", "first_call_peak_rss_mib", "flops_per_call", "bytes_per_call")  # each case's extras
 FULL_NUMS = (10_000, 100_000, 1_000_000)
 FULL_SIZES = ((128, 128), (256, 256), (512, 512), (800, 800))
 # the real-size scenes: (kind, Gaussians) at each of SCENE_SIZES, ext forward, SH degree 3
@@ -118,33 +121,50 @@ def _whole_call(
     return fn
 
 
+def _stage_call(
+    stage: str, inputs: tuple[torch.Tensor, ...], Ks: torch.Tensor, width: int, height: int, sh_degree: int,
+    backend: str, compile_mode: str = "eager",
+) -> tuple[Callable[[], Any], int]:  # fmt: skip
+    """The callable of one case's ``stage`` on ``inputs`` (means, quats, scales, opacities, sh, viewmats;
+    a single stage runs on precomputed inputs) and the view's number of tile intersections."""
+    means, quats, scales, opac, sh, vm = inputs
+    impl = backend_module(backend)
+    ts = 16
+    tw, th = (width + ts - 1) // ts, (height + ts - 1) // ts
+    radii, m2, depths, conics, _ = impl.project_gaussians(means, quats, scales, vm, Ks, width, height)
+    dirs = _torch_impl.view_dirs(means, vm)
+    colors = impl.sh_to_color(sh, dirs, sh_degree)
+    _, _, fid, toff = impl.isect_tiles(m2, radii, depths, ts, tw, th)
+    o = opac[None].expand(1, -1).contiguous()
+    if stage == "project":
+        fn = lambda: impl.project_gaussians(means, quats, scales, vm, Ks, width, height)  # noqa: E731
+    elif stage == "sh":
+        fn = lambda: impl.sh_to_color(sh, dirs, sh_degree)  # noqa: E731
+    elif stage == "isect":
+        fn = lambda: impl.isect_tiles(m2, radii, depths, ts, tw, th)  # noqa: E731
+    elif stage == "rasterize":
+        fn = lambda: impl.rasterize_to_pixels(m2, conics, colors, o, width, height, ts, toff, fid)  # noqa: E731
+    else:
+        rasterizer = functools.partial(rasterize, backend=backend)
+        fn = _whole_call(stage, compile_mode, inputs, Ks, width, height, sh_degree, rasterizer)
+    return fn, int(fid.numel())
+
+
+def _extras(fn: Callable[[], Any], stage: str, num: int, width: int, height: int, sh_degree: int,
+            n_isects: int) -> dict[str, Any]:  # fmt: skip
+    """A case's extra columns: intersections, first-call memory and the roofline counts."""
+    work = render_stage_work(stage, num, width, height, sh_degree, n_isects)
+    return {"n_isects": n_isects, "first_call_peak_rss_mib": peak_rss_increase_mib(fn), **work}
+
+
 def _make_setup(num: int, width: int, height: int, sh_degree: int, backend: str, stage: str,
                 compile_mode: str = "eager") -> Callable[[], Prepared]:  # fmt: skip
     def setup() -> Prepared:
         s = _scene(num, sh_degree)
         vm, Ks = cameras.orbit_cameras(1, width, height, distance=3.0)
-        means, quats, scales, opac, sh = s.means, s.quats, s.scales, s.opacities, s.sh
-        impl = backend_module(backend)
-        ts = 16
-        tw, th = (width + ts - 1) // ts, (height + ts - 1) // ts
-        radii, m2, depths, conics, _ = impl.project_gaussians(means, quats, scales, vm, Ks, width, height)
-        dirs = _torch_impl.view_dirs(means, vm)
-        colors = impl.sh_to_color(sh, dirs, sh_degree)
-        _, _, fid, toff = impl.isect_tiles(m2, radii, depths, ts, tw, th)
-        o = opac[None].expand(1, -1).contiguous()
-        if stage == "project":
-            fn = lambda: impl.project_gaussians(means, quats, scales, vm, Ks, width, height)  # noqa: E731
-        elif stage == "sh":
-            fn = lambda: impl.sh_to_color(sh, dirs, sh_degree)  # noqa: E731
-        elif stage == "isect":
-            fn = lambda: impl.isect_tiles(m2, radii, depths, ts, tw, th)  # noqa: E731
-        elif stage == "rasterize":
-            fn = lambda: impl.rasterize_to_pixels(m2, conics, colors, o, width, height, ts, toff, fid)  # noqa: E731
-        else:
-            inputs = (means, quats, scales, opac, sh, vm)
-            rasterizer = functools.partial(rasterize, backend=backend)
-            fn = _whole_call(stage, compile_mode, inputs, Ks, width, height, sh_degree, rasterizer)
-        return Prepared(fn, {"n_isects": int(fid.numel()), "first_call_peak_rss_mib": peak_rss_increase_mib(fn)})
+        inputs = (s.means, s.quats, s.scales, s.opacities, s.sh, vm)
+        fn, n_isects = _stage_call(stage, inputs, Ks, width, height, sh_degree, backend, compile_mode)
+        return Prepared(fn, _extras(fn, stage, num, width, height, sh_degree, n_isects))
 
     return setup
 
@@ -221,7 +241,7 @@ def _scene_splats(kind: str, num: int, scene_size: tuple[int, int], sh_degree: i
 
 
 def _scene_setup(kind: str, num: int, width: int, height: int, scene_size: tuple[int, int],
-                 sh_degree: int = 3) -> Callable[[], Prepared]:  # fmt: skip
+                 sh_degree: int = 3, stage: str = "forward") -> Callable[[], Prepared]:  # fmt: skip
     def setup() -> Prepared:
         from gsworkbench.bench.scene_splats import object_scene, view_camera
 
@@ -229,27 +249,27 @@ def _scene_setup(kind: str, num: int, width: int, height: int, scene_size: tuple
         vm, Ks = view_camera(object_scene(*scene_size), width, height)
         scales, opac = gaussians.scales_from_log(s.log_scales), gaussians.opacity_from_logit(s.opacity_logits)
         inputs = (s.means, s.quats, scales, opac, s.sh, vm)
-        rasterizer = functools.partial(rasterize, backend="ext")
-        fn = _whole_call("forward", "eager", inputs, Ks, width, height, sh_degree, rasterizer)
-        with torch.no_grad():
-            n_isects = int(rasterize(*inputs, Ks, width, height, sh_degree=sh_degree)[2]["n_isects"])
-        return Prepared(fn, {"n_isects": n_isects, "first_call_peak_rss_mib": peak_rss_increase_mib(fn)})
+        fn, n_isects = _stage_call(stage, inputs, Ks, width, height, sh_degree, "ext")
+        return Prepared(fn, _extras(fn, stage, num, width, height, sh_degree, n_isects))
 
     return setup
 
 
 def scene_cases(kinds_nums: Iterable[tuple[str, int]], sizes: Iterable[tuple[int, int]],
-                scene_size: tuple[int, int] = (800, 800), skip: str | None = None) -> list[Case]:  # fmt: skip
-    """ext forward cases (SH degree 3) of the real-size scenes (:mod:`gsworkbench.bench.scene_splats`):
-    each (kind, Gaussians) at each image size, splats built on the object scene at ``scene_size`` and
-    seen from its first train view (the vertical field of view kept at every size)."""
+                scene_size: tuple[int, int] = (800, 800), skip: str | None = None,
+                stages: Iterable[str] = ("forward",)) -> list[Case]:  # fmt: skip
+    """ext cases (SH degree 3) of the real-size scenes (:mod:`gsworkbench.bench.scene_splats`): each
+    (kind, Gaussians) at each image size and stage (``forward``, or a single forward stage: ``project``,
+    ``sh``, ``isect``, ``rasterize``), splats built on the object scene at ``scene_size`` and seen from its
+    first train view (the vertical field of view kept at every size)."""
     out = []
     for kind, num in kinds_nums:
         for width, height in sizes:
-            params = dict(backend="ext", scene=kind, num=num, width=width, height=height, sh_degree=3,
-                          stage="forward", compile="eager")  # fmt: skip
-            name = f"render/ext/{kind}/n{num}/{width}x{height}/sh3/forward"
-            out.append(Case(name, params, _scene_setup(kind, num, width, height, scene_size), skip))
+            for stage in stages:
+                params = dict(backend="ext", scene=kind, num=num, width=width, height=height, sh_degree=3,
+                              stage=stage, compile="eager")  # fmt: skip
+                name = f"render/ext/{kind}/n{num}/{width}x{height}/sh3/{stage}"
+                out.append(Case(name, params, _scene_setup(kind, num, width, height, scene_size, stage=stage), skip))
     return out
 
 

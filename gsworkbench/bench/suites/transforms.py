@@ -4,12 +4,13 @@ Sweep: N = 10k, 100k, 1M, 2M splats (quick: 1k, 10k), SH degree 0 (means/quats/s
 with and without preallocated ``out`` buffers, one similarity transform (rotation, translation,
 uniform scale, pivot). Plus a non-uniform-scale case (per-Gaussian SVD) at N = 100k (quick: 1k).
 
-Bytes moved per splat (float32): read means+quats+log_scales (40 B) [+ SH rest 180 B at degree 3],
-write the same. Opacity logits and SH DC are unchanged and shared with the input, with or without
-``out`` (never copied). The ``copy`` rows time ``dst.copy_(src)`` of half those bytes (same read +
-write traffic) on the same threads: torch's multithreaded copy into a preallocated tensor, the
-memory-bandwidth line. The summary adds Gaussians/s, GB/s, the fraction of the copy bandwidth, the
-speedup over numpy and over numba.
+Bytes moved per splat (float32; ``gsworkbench.transforms.ops.transform_bytes``): read
+means+quats+log_scales (40 B) [+ SH rest 180 B at degree 3], write the same. Opacity logits and SH DC
+are unchanged and shared with the input, with or without ``out`` (never copied). The ``copy`` rows
+time ``dst.copy_(src)`` of half those bytes (same read + write traffic) on the same threads: torch's
+multithreaded copy into a preallocated tensor, the memory-bandwidth line. The summary adds Gaussians/s,
+GB/s, the fraction of the copy bandwidth, the speedup over numpy and over numba; each row's
+``bytes_per_call`` (the same count) feeds the roofline columns.
 
 The headline case (``N1000000/sh0``, with and without ``out``): ``speedup_vs_numba`` of the ``ext``
 rows is the ratio to the numba backend, a fused parallel numba loop over the splats (one pass per
@@ -32,6 +33,7 @@ import torch
 from gsworkbench._ext import has_ext
 from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.splats import SplatSet, synthetic_splats
+from gsworkbench.transforms.ops import transform_bytes
 
 BACKENDS = ("numpy", "numba", "torch", "ext")
 TRANSFORM = {"rotation": [0.9, 0.2, -0.3, 0.25], "translation": [0.5, -1.0, 2.0], "scale": 1.5,
@@ -50,12 +52,6 @@ def splats_for(n: int, degree: int) -> SplatSet:
     return _cache[key]
 
 
-def bytes_moved(n: int, degree: int) -> int:
-    """Bytes read + written by one transform call (float32), with or without ``out``."""
-    per = 40 + 12 * ((degree + 1) ** 2 - 1)
-    return 2 * per * n
-
-
 def _transform_setup(backend: str, n: int, degree: int, out: bool, kw: dict) -> Callable[[], Prepared]:
     def setup() -> Prepared:
         from gsworkbench.transforms import transform
@@ -66,9 +62,10 @@ def _transform_setup(backend: str, n: int, degree: int, out: bool, kw: dict) -> 
             warm_up()  # compile time stays out of the timings
         s = splats_for(n, degree)
         buf = s.clone() if out else None
+        work = {"bytes_per_call": float(transform_bytes(n, degree))}
         if out:
-            return Prepared(lambda: transform(s, backend=backend, out=buf, **kw))
-        return Prepared(lambda: transform(s, backend=backend, **kw))
+            return Prepared(lambda: transform(s, backend=backend, out=buf, **kw), work)
+        return Prepared(lambda: transform(s, backend=backend, **kw), work)
 
     return setup
 
@@ -77,7 +74,7 @@ def _copy_setup(nbytes: int) -> Callable[[], Prepared]:
     def setup() -> Prepared:
         src = torch.ones(max(nbytes // 8, 1), dtype=torch.float32)
         dst = torch.empty_like(src)
-        return Prepared(lambda: dst.copy_(src))
+        return Prepared(lambda: dst.copy_(src), {"bytes_per_call": float(2 * 4 * src.numel())})
 
     return setup
 
@@ -110,7 +107,7 @@ def sweep_cases(sizes: list[int], degrees: tuple[int, ...] = (0, 3), backends: t
     for n in sizes:
         for degree in degrees:
             for out in modes:
-                nbytes = bytes_moved(n, degree)
+                nbytes = transform_bytes(n, degree)
                 common = {"n": n, "sh_degree": degree, "out": out, "bytes": nbytes}
                 tag = f"N{n}/sh{degree}/{'out' if out else 'alloc'}"
                 cases.append(Case(f"transforms/copy/{tag}", {"backend": "copy", "kind": "copy", **common},
@@ -131,7 +128,7 @@ def cases(quick: bool) -> list[Case]:
     for b in BACKENDS:
         skip = "extension not built" if b == "ext" and not has_ext() else None
         params = {"backend": b, "kind": "nonuniform", "n": n, "sh_degree": 3, "out": False,
-                  "bytes": bytes_moved(n, 3)}  # fmt: skip
+                  "bytes": transform_bytes(n, 3)}  # fmt: skip
         setup = _transform_setup(b, n, 3, False, NONUNIFORM)
         out.append(Case(f"transforms/{b}/N{n}/sh3/nonuniform", params, setup, skip))
     return out

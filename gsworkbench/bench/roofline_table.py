@@ -1,0 +1,101 @@
+"""The headline roofline table: ``python -m gsworkbench.bench.roofline_table docs/tables/roofline.csv``
+runs the headline kernels briefly at 2 threads (``--threads``) and writes, one row a case, the kernel,
+its work per call, arithmetic intensity, achieved GFLOP/s and GB/s, % of the machine's roof
+(:mod:`gsworkbench.bench.roofline`), the ceilings, and the command, commit, CPU and threads. Run it on a
+quiet machine with ``OMP_WAIT_POLICY=PASSIVE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gsworkbench.bench.ceilings import MachineCeilings
+from gsworkbench.bench.roofline import add_roofline_columns
+
+COMMAND = "python -m gsworkbench.bench.roofline_table docs/tables/roofline.csv"
+
+HEADLINE_SCENES = (("dense", 100_000), ("volumetric", 100_000))
+RENDER_STAGES = ("project", "sh", "isect", "rasterize", "forward")
+
+
+def headline_cases(tiny: bool = False) -> list[Any]:
+    """The headline cases: field forward and forward+backward at N = 4096 x B = 65536 (ext), the render
+    ext forward and its stages of 100k ``dense`` and ``volumetric`` splats at 800x800, SH degree 3, the
+    1M-splat ext transform (SH degree 0, preallocated ``out``) and the fused Adam step at 1M Gaussians.
+    ``tiny``: the same kernels at toy sizes (for tests)."""
+    from gsworkbench.bench.registry import get_suite
+    from gsworkbench.bench.suites import render, transforms
+
+    N, B = (100, 200) if tiny else (4096, 65536)
+    size, scene_size = ((64, 48), (64, 64)) if tiny else ((800, 800), (800, 800))
+    scenes = tuple((kind, 2_000 if tiny else num) for kind, num in HEADLINE_SCENES)
+    n_transform, n_adam = (1_000, 2_000) if tiny else (1_000_000, 1_000_000)
+    field_names = {f"field/ext/N{N}/B{B}/full/{mode}" for mode in ("forward", "forward+backward")}
+    out = [c for c in get_suite("field").cases(tiny) if c.name in field_names]
+    out += render.scene_cases(scenes, [size], scene_size, stages=RENDER_STAGES)
+    out += transforms.sweep_cases([n_transform], (0,), ("ext",), (True,))
+    out += [c for c in get_suite("adam").cases(tiny) if c.name == f"adam/fused/n{n_adam}/visible1"]
+    return out
+
+
+def roofline_table(threads: int, tiny: bool = False, min_run_time: float = 0.3,
+                   ceilings: MachineCeilings | None = None, progress: bool = True) -> pd.DataFrame:  # fmt: skip
+    """Runs :func:`headline_cases` at ``threads`` threads and returns one row a case: kernel, stage,
+    flops and bytes per call, median seconds, intensity, achieved GFLOP/s and GB/s, % of the roof, the
+    ceilings, commit, CPU and threads. ``ceilings``: the run's, measured here when not given."""
+    from gsworkbench.bench.ceilings import run_ceilings
+    from gsworkbench.bench.runner import run_cases
+    from gsworkbench.provenance import cpu_model, git_output
+
+    if ceilings is None:
+        ceilings = run_ceilings(threads)
+    df = run_cases(headline_cases(tiny), threads=threads, min_run_time=min_run_time, progress=progress)
+    df = add_roofline_columns(df, ceilings)
+    commit = git_output("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = bool(git_output("status", "--porcelain", "--untracked-files=no"))
+    table = pd.DataFrame({
+        "kernel": df["case"],
+        "flops_per_call": df.get("flops_per_call"),
+        "bytes_per_call": df.get("bytes_per_call"),
+        "median_s": df["median_s"],
+        "intensity": df["intensity"],
+        "gflops": df["gflops"],
+        "gbs": df["gbs"],
+        "pct_of_peak": df["pct_of_peak"],
+    })  # fmt: skip
+    table["peak_gflops"] = ceilings.peak_gflops if ceilings else math.nan
+    table["bandwidth_gbs"] = ceilings.bandwidth_gbs if ceilings else math.nan
+    table["command"] = COMMAND + (" --tiny" if tiny else "")
+    table["commit"] = commit + ("-dirty" if dirty else "")
+    table["cpu"] = cpu_model()
+    table["threads"] = threads
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gsworkbench.bench.roofline_table",
+                                     description="the headline kernels' share of the machine's roof, as a CSV")
+    parser.add_argument("out", type=Path, help="the CSV to write (e.g. docs/tables/roofline.csv)")
+    parser.add_argument("--threads", type=int, default=2, help="threads (default 2)")
+    parser.add_argument("--min-run-time", type=float, default=0.3, help="seconds of timing per case")
+    parser.add_argument("--tiny", action="store_true", help="toy sizes (a check that the command works)")
+    args = parser.parse_args(argv)
+    from gsworkbench.io.atomic import write_table
+
+    table = roofline_table(args.threads, args.tiny, args.min_run_time)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_table(args.out, table)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(table[["kernel", "intensity", "gflops", "gbs", "pct_of_peak"]].to_string(index=False))
+    print(f"\nwritten: {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
