@@ -1,7 +1,7 @@
 // Lane helpers of the CPU rasterizer (csrc/cpu/splat_rasterize_*.cpp): the pixels of a chunk are
 // kLanes SIMD lanes. Each helper has a generic body, which any target compiles, and where it pays an
-// AVX-512 twin (under __AVX512F__); x86 intrinsics are included only when x86 is the target. The
-// generic bodies are tested by the GSW_MARCH=x86-64-v3 build of `make test`.
+// AVX-512 twin (under __AVX512F__) or an AVX2 twin (under __AVX2__ and __FMA__, without AVX-512: two
+// halves of 8 lanes); x86 intrinsics are included only when x86 is the target.
 #pragma once
 
 #include <cstdint>
@@ -145,6 +145,56 @@ inline void chunk_alpha_vis<float>(const float* px, const float* py, float mx, f
   const __m512 a = _mm512_maskz_min_ps(0xFFFF, _mm512_mul_ps(_mm512_set1_ps(op), v), _mm512_set1_ps(kAlphaMax));
   _mm512_store_ps(alpha, _mm512_maskz_mov_ps(nonneg, a));
   _mm512_store_ps(vis, v);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// exp(-s) on 8 lanes for 0 <= s (not NaN): exp_neg16's reduction and polynomial, with 2^n formed in the
+// exponent field, which holds n >= -126: s is capped at 87 for it, and the result is 0 beyond 87
+// (exp(-87) = 1.6e-38, far below any alpha that counts).
+inline __m256 exp_neg8(__m256 s) {
+  const __m256 hi = _mm256_set1_ps(-1.44269502162933349609375f), lo = _mm256_set1_ps(-1.925963033500011079e-8f);
+  const __m256 cap = _mm256_set1_ps(87.0f);
+  const __m256 beyond = _mm256_cmp_ps(s, cap, _CMP_GT_OQ);
+  const __m256 sc = _mm256_min_ps(s, cap);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(sc, hi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_fmadd_ps(sc, lo, _mm256_fmsub_ps(sc, hi, n));
+  __m256 p = _mm256_set1_ps(1.5345811606834423e-4f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3399931216301808e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618488958593335e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5503287769744364e-2f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022646890620264e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472057372619e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000000554169f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(beyond, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+// Alpha and vis of one Gaussian (centre mx, my; conic ca, cb, cc; opacity op, each in every lane) at 8
+// pixel centres px, py, in registers: chunk_alpha_vis's sigma and clamps (a NaN sigma gives vis 1 and
+// alpha 0, as in the generic body).
+inline void alpha_vis8(__m256 px, __m256 py, __m256 mx, __m256 my, __m256 ca, __m256 cb, __m256 cc, __m256 op,
+                       __m256& alpha, __m256& vis) {
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 dx = _mm256_sub_ps(mx, px), dy = _mm256_sub_ps(my, py);
+  const __m256 quad = _mm256_fmadd_ps(_mm256_mul_ps(ca, dx), dx, _mm256_mul_ps(_mm256_mul_ps(cc, dy), dy));
+  const __m256 sg = _mm256_fmadd_ps(_mm256_set1_ps(0.5f), quad, _mm256_mul_ps(_mm256_mul_ps(cb, dx), dy));
+  const __m256 nonneg = _mm256_cmp_ps(sg, zero, _CMP_GE_OQ);
+  vis = exp_neg8(_mm256_max_ps(sg, zero));  // max returns its second operand (0) for a NaN sg
+  alpha = _mm256_and_ps(nonneg, _mm256_min_ps(_mm256_mul_ps(op, vis), _mm256_set1_ps(kAlphaMax)));
+}
+
+// chunk_alpha_vis for float on AVX2 registers, two halves of 8 lanes.
+static_assert(kLanes == 16, "chunk_alpha_vis<float> (AVX2) runs two halves of 8 lanes");
+template <>
+inline void chunk_alpha_vis<float>(const float* px, const float* py, float mx, float my, float ca, float cb, float cc,
+                                   float op, float* alpha, float* vis) {
+  const __m256 vmx = _mm256_set1_ps(mx), vmy = _mm256_set1_ps(my), vca = _mm256_set1_ps(ca);
+  const __m256 vcb = _mm256_set1_ps(cb), vcc = _mm256_set1_ps(cc), vop = _mm256_set1_ps(op);
+  for (int h = 0; h < kLanes; h += 8) {
+    __m256 a, v;
+    alpha_vis8(_mm256_load_ps(px + h), _mm256_load_ps(py + h), vmx, vmy, vca, vcb, vcc, vop, a, v);
+    _mm256_store_ps(alpha + h, a);
+    _mm256_store_ps(vis + h, v);
+  }
 }
 #endif
 
