@@ -157,13 +157,8 @@ inline __m256 exp_neg8(__m256 s) {
   const __m256 sc = _mm256_min_ps(s, cap);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(sc, hi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 f = _mm256_fmadd_ps(sc, lo, _mm256_fmsub_ps(sc, hi, n));
-  __m256 p = _mm256_set1_ps(1.5345811606834423e-4f);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3399931216301808e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618488958593335e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5503287769744364e-2f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022646890620264e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472057372619e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000000554169f));
+  __m256 p = _mm256_set1_ps(kExp2Poly[6]);
+  for (int k = 5; k >= 0; --k) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kExp2Poly[k]));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(beyond, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
