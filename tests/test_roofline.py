@@ -157,7 +157,8 @@ def test_render_work_hand_count() -> None:
     # 2 intersections at 16x16 (one tile): at most 2 x 256 evaluations of 34 + 2 x 3 flops; records of
     # 4 + 9 x 4 bytes, and 256 pixels of 3 colours, alpha, transmittance (4 bytes each) and a last id
     r = ops.rasterize_work(2, 16, 16)
-    assert r == {"flops_per_call": 40.0 * 512, "bytes_per_call": 2.0 * 40 + 256 * 24}
+    assert r == {"flops_per_call": 40.0 * 512, "bytes_per_call": 2.0 * 40 + 256 * 24, "evaluations": 512.0}
+    assert ops.rasterize_work(2, 16, 16, evaluations=7)["flops_per_call"] == 40.0 * 7
     # degree 1: basis 3, K = 4: 24 products and sums, 3 for the clamp; 12 + 6 values of 4 bytes
     assert ops.sh_work(5, 1) == {"flops_per_call": 5.0 * 30, "bytes_per_call": 5.0 * 18 * 4}
     assert ops.project_work(2)["bytes_per_call"] == 2 * (40 + 32)
@@ -168,6 +169,42 @@ def test_render_work_hand_count() -> None:
     assert fwd["bytes_per_call"] == sum(p["bytes_per_call"] for p in parts)
     assert fwd["flops_per_call"] == parts[1]["flops_per_call"] + parts[3]["flops_per_call"]
     assert math.isnan(ops.render_stage_work("forward+backward", 3, 32, 16, 1, 10)["flops_per_call"])
+
+
+def test_blended_evaluations_hand_count() -> None:
+    from gsworkbench.splat.ops import blended_evaluations
+
+    # two 2x2 tiles side by side (W=4, H=2); lists start at 0 and 5; last ids: -1 (nothing blended), the
+    # tile's first entry, its third, and the second tile's entry 6 (its second)
+    offsets = torch.tensor([[[0, 5]]], dtype=torch.int32)
+    last = torch.tensor([[[-1, 0, 5, 6], [2, 2, -1, 5]]], dtype=torch.int32)
+    assert blended_evaluations(offsets, last, tile_size=2) == 0 + 1 + 1 + 2 + 3 + 3 + 0 + 1
+
+
+@pytest.mark.requires_ext
+def test_blended_evaluations_match_a_pixel_loop() -> None:
+    """On a random scene, the count from the ext forward's last ids equals a per-pixel walk of the tile
+    lists in the torch reference's blend order, stopping at each pixel's last contributor."""
+    from gsworkbench.splat import _torch_impl, cameras
+    from gsworkbench.splat.ops import blended_evaluations
+    from gsworkbench.splats import synthetic_splats
+
+    s = synthetic_splats(300, 0, seed=3)
+    vm, Ks = cameras.orbit_cameras(1, 40, 24, distance=3.0)
+    radii, m2, depths, conics, _ = _torch_impl.project_gaussians(s.means, s.quats, s.scales, vm, Ks, 40, 24)
+    colors = torch.rand(1, 300, 3)
+    _, _, fid, toff = _torch_impl.isect_tiles(m2, radii, depths, 16, 3, 2)
+    o = s.opacities[None].contiguous()
+    last = torch.ops.gsworkbench.splat_rasterize(m2, conics, colors, o, 40, 24, 16, toff, fid, False)[3]
+    ends = torch.cat([toff.flatten()[1:].long(), torch.tensor([fid.numel()])])
+    walked = 0
+    for y in range(24):
+        for x in range(40):
+            t = (y // 16) * 3 + x // 16
+            lid = int(last[0, y, x])
+            assert lid == -1 or int(toff.flatten()[t]) <= lid < int(ends[t])
+            walked += lid - int(toff.flatten()[t]) + 1 if lid >= 0 else 0
+    assert walked > 0 and blended_evaluations(toff, last, 16) == walked
 
 
 def test_transform_and_adam_bytes_hand_count() -> None:

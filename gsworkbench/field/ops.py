@@ -41,12 +41,15 @@ def field_forward(
     return torch.ops.gsworkbench.field_forward(points, means, factors, weights)
 
 
-# Floating-point operations per (point, Gaussian) pair of the CPU kernels (csrc/cpu/field.cpp, per-pair
-# math in csrc/include/gsw/field.h), an FMA counted as two:
+# Floating-point operations per (point, Gaussian) pair, an FMA counted as two, as the formula is
+# evaluated in the plain form of the backward (csrc/cpu/field.cpp backward_blocks, per-pair math in
+# csrc/include/gsw/field.h); the one fixed count of a pair's work, so that a kernel that does the same
+# work in fewer instructions (the forward folds -1/2 and log2(e) into its factors and drops two of
+# these) shows as a higher rate:
 #   whiten: d = x - mu (3), z = M d with M lower (1 + 3 + 5), q = |z|^2 (5)               = 17
-#   kernel: -q/2 (1), exp_nonpos: scale, round (2 adds), reduce (4), degree-7 poly (14), 2^n (1) = 23
+#   kernel: -q/2 (1), exp: scale, round (2 adds), reduce (4), degree-7 poly (14), 2^n (1) = 23
 #   forward: acc += w e (2)                                                                = 42
-#   backward (field_backward, csrc/cpu/field.cpp backward_blocks): whiten and kernel again (40),
+#   backward: whiten and kernel again (40),
 #   ge = grad e and its sum (2), ge z_i and their sums (6), the six ge z_i d_j sums (12), w e (1),
 #   the point gradient -w e M^T z (7 + 5 + 3)                                              = 76
 FIELD_FORWARD_FLOPS_PER_PAIR = 42

@@ -335,23 +335,44 @@ def rasterize_flops_per_evaluation(channels: int = 3) -> int:
     return RASTERIZE_FLOPS_PER_EVALUATION_BASE + 2 * channels
 
 
-def rasterize_work(n_isects: int, width: int, height: int, tile_size: int = 16, channels: int = 3,
-                   cameras: int = 1, itemsize: int = 4) -> dict[str, float]:  # fmt: skip
-    """The work of one ``splat_rasterize`` forward call: ``flops_per_call`` and ``bytes_per_call``.
+def blended_evaluations(tile_offsets: torch.Tensor, last_ids: torch.Tensor, tile_size: int = 16) -> int:
+    """Pixel-splat evaluations up to each pixel's last contributor: per pixel, its tile's list from the
+    start to ``last_ids`` (the forward's int32 [C,H,W] output: the index into the flattened tile lists of
+    the last splat blended, -1 for none), summed. The work a per-pixel kernel with early termination
+    does to produce the image, less the evaluations after a pixel's last blend (splats below 1/255 or a
+    pixel that never saturates): the useful part of the kernel's work, a lower bound of what it runs.
 
-    Flops: pixel-splat evaluations x :func:`rasterize_flops_per_evaluation`, with the evaluations bounded
-    above by ``tile_size**2`` per tile intersection (every pixel of the tile; the kernel evaluates only the
-    16-pixel chunks inside a splat's alpha support and stops a chunk once its pixels are saturated, so the
-    true count is lower, and a ``pct_of_peak`` from this bound is an upper bound too). Bytes: each
-    intersection's Gaussian record read once (its index, 2D mean, conic, colours, opacity) and each
-    pixel's outputs written once (colours, alpha, transmittance, last contributor). Left out: the tile
-    offsets and the re-reads of records from cache by later chunks of the same tile."""
+    ``tile_offsets`` [C,th,tw] (int32 or int64): each tile's first index into the lists."""
+    C, H, W = last_ids.shape
+    rows = torch.arange(H, device=last_ids.device) // tile_size
+    cols = torch.arange(W, device=last_ids.device) // tile_size
+    start = tile_offsets.long()[:, rows][:, :, cols]  # [C,H,W]: each pixel's tile start
+    last = last_ids.long()
+    return int(torch.where(last >= 0, last - start + 1, torch.zeros_like(last)).sum())
+
+
+def rasterize_work(
+    n_isects: int, width: int, height: int, tile_size: int = 16, channels: int = 3, cameras: int = 1,
+    itemsize: int = 4, evaluations: int | None = None,
+) -> dict[str, float]:  # fmt: skip
+    """The work of one ``splat_rasterize`` forward call: ``flops_per_call``, ``bytes_per_call`` and
+    ``evaluations`` (pixel-splat evaluations counted).
+
+    Flops: evaluations x :func:`rasterize_flops_per_evaluation`. ``evaluations``: the measured count of
+    :func:`blended_evaluations` (the blends that made the image; the kernel runs more, so a
+    ``pct_of_peak`` from it is a lower bound of the kernel's share) when the caller has the forward's
+    outputs, else the bound ``tile_size**2`` per tile intersection (every pixel of every listed tile; the
+    kernel skips chunks outside a splat's support and stops saturated chunks, so a share from this
+    bound can exceed 100%). Bytes: each intersection's Gaussian record read once (its index, 2D mean,
+    conic, colours, opacity) and each pixel's outputs written once (colours, alpha, transmittance, last
+    contributor). Left out: the tile offsets and the re-reads of records from cache by later chunks of
+    the same tile."""
     pixels = cameras * width * height
-    evaluations = tile_size * tile_size * n_isects
+    evaluations = tile_size * tile_size * n_isects if evaluations is None else int(evaluations)
     record = 4 + (2 + 3 + channels + 1) * itemsize
     out = (channels + 2) * itemsize + 4
     return {"flops_per_call": float(rasterize_flops_per_evaluation(channels) * evaluations),
-            "bytes_per_call": float(n_isects * record + pixels * out)}  # fmt: skip
+            "bytes_per_call": float(n_isects * record + pixels * out), "evaluations": float(evaluations)}  # fmt: skip
 
 
 def project_work(num: int, cameras: int = 1, itemsize: int = 4) -> dict[str, float]:
@@ -386,15 +407,16 @@ def isect_work(num: int, n_isects: int, width: int, height: int, tile_size: int 
 
 
 def render_stage_work(stage: str, num: int, width: int, height: int, sh_degree: int, n_isects: int,
-                      tile_size: int = 16) -> dict[str, float]:  # fmt: skip
+                      tile_size: int = 16, evaluations: int | None = None) -> dict[str, float]:  # fmt: skip
     """The counts of one forward stage (``project``, ``sh``, ``isect``, ``rasterize``) or of the whole
     ``forward`` (their sum; flops of the counted stages only, sh and rasterize) of one camera; NaN for
-    any other stage (backward passes are not counted)."""
+    any other stage (backward passes are not counted). ``evaluations``: the rasterizer's measured
+    :func:`blended_evaluations` (see :func:`rasterize_work`), else its upper bound."""
     parts = {
         "project": lambda: project_work(num),
         "sh": lambda: sh_work(num, sh_degree),
         "isect": lambda: isect_work(num, n_isects, width, height, tile_size),
-        "rasterize": lambda: rasterize_work(n_isects, width, height, tile_size),
+        "rasterize": lambda: rasterize_work(n_isects, width, height, tile_size, evaluations=evaluations),
     }
     if stage in parts:
         return parts[stage]()

@@ -49,12 +49,13 @@ import pandas as pd
 import torch
 
 from gsworkbench import gaussians
+from gsworkbench._ext import has_ext
 from gsworkbench.bench.lineup import check_rasterize, implementations
 from gsworkbench.bench.memory import peak_rss_increase_mib
 from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.compile import COMPILE_MODES, compile_step
 from gsworkbench.splat import _torch_impl, cameras
-from gsworkbench.splat.ops import render_stage_work
+from gsworkbench.splat.ops import blended_evaluations, render_stage_work
 from gsworkbench.splat.rasterize import backend_module, rasterize
 from gsworkbench.splats import SplatSet, synthetic_splats
 
@@ -124,9 +125,11 @@ def _whole_call(
 def _stage_call(
     stage: str, inputs: tuple[torch.Tensor, ...], Ks: torch.Tensor, width: int, height: int, sh_degree: int,
     backend: str, compile_mode: str = "eager",
-) -> tuple[Callable[[], Any], int]:  # fmt: skip
+) -> tuple[Callable[[], Any], int, int | None]:  # fmt: skip
     """The callable of one case's ``stage`` on ``inputs`` (means, quats, scales, opacities, sh, viewmats;
-    a single stage runs on precomputed inputs) and the view's number of tile intersections."""
+    a single stage runs on precomputed inputs), the view's number of tile intersections and, for the
+    stages that rasterize (with the extension), the forward's blended evaluations
+    (:func:`gsworkbench.splat.ops.blended_evaluations`)."""
     means, quats, scales, opac, sh, vm = inputs
     impl = backend_module(backend)
     ts = 16
@@ -147,13 +150,19 @@ def _stage_call(
     else:
         rasterizer = functools.partial(rasterize, backend=backend)
         fn = _whole_call(stage, compile_mode, inputs, Ks, width, height, sh_degree, rasterizer)
-    return fn, int(fid.numel())
+    evaluations = None
+    if stage in ("rasterize", "forward") and has_ext() and m2.device.type == "cpu":
+        with torch.no_grad():  # the ext forward's last contributors give the blends that made the image
+            last_ids = torch.ops.gsworkbench.splat_rasterize(m2, conics, colors, o, width, height, ts, toff, fid,
+                                                             False)[3]  # fmt: skip
+        evaluations = blended_evaluations(toff, last_ids, ts)
+    return fn, int(fid.numel()), evaluations
 
 
 def _extras(fn: Callable[[], Any], stage: str, num: int, width: int, height: int, sh_degree: int,
-            n_isects: int) -> dict[str, Any]:  # fmt: skip
+            n_isects: int, evaluations: int | None = None) -> dict[str, Any]:  # fmt: skip
     """A case's extra columns: intersections, first-call memory and the roofline counts."""
-    work = render_stage_work(stage, num, width, height, sh_degree, n_isects)
+    work = render_stage_work(stage, num, width, height, sh_degree, n_isects, evaluations=evaluations)
     return {"n_isects": n_isects, "first_call_peak_rss_mib": peak_rss_increase_mib(fn), **work}
 
 
@@ -163,8 +172,8 @@ def _make_setup(num: int, width: int, height: int, sh_degree: int, backend: str,
         s = _scene(num, sh_degree)
         vm, Ks = cameras.orbit_cameras(1, width, height, distance=3.0)
         inputs = (s.means, s.quats, s.scales, s.opacities, s.sh, vm)
-        fn, n_isects = _stage_call(stage, inputs, Ks, width, height, sh_degree, backend, compile_mode)
-        return Prepared(fn, _extras(fn, stage, num, width, height, sh_degree, n_isects))
+        fn, n_isects, evaluations = _stage_call(stage, inputs, Ks, width, height, sh_degree, backend, compile_mode)
+        return Prepared(fn, _extras(fn, stage, num, width, height, sh_degree, n_isects, evaluations))
 
     return setup
 
@@ -249,8 +258,8 @@ def _scene_setup(kind: str, num: int, width: int, height: int, scene_size: tuple
         vm, Ks = view_camera(object_scene(*scene_size), width, height)
         scales, opac = gaussians.scales_from_log(s.log_scales), gaussians.opacity_from_logit(s.opacity_logits)
         inputs = (s.means, s.quats, scales, opac, s.sh, vm)
-        fn, n_isects = _stage_call(stage, inputs, Ks, width, height, sh_degree, "ext")
-        return Prepared(fn, _extras(fn, stage, num, width, height, sh_degree, n_isects))
+        fn, n_isects, evaluations = _stage_call(stage, inputs, Ks, width, height, sh_degree, "ext")
+        return Prepared(fn, _extras(fn, stage, num, width, height, sh_degree, n_isects, evaluations))
 
     return setup
 
