@@ -22,8 +22,9 @@
 # rasterizer of notebook 03 renders each training view, the loss is 0.8 L1 + 0.2 (1 − SSIM), Adam
 # steps the splats, and a densification strategy (adaptive density control, or MCMC) grows and prunes
 # them. Defaults follow gsplat's `simple_trainer`; the presets (`smoke`, `micro`, `short`, `full7k`,
-# `full30k`, and `nerf_synthetic` / `nerf_synthetic_400`: the NeRF-synthetic protocol from random points
-# in the object's visual hull, scored over white) set the schedule and the built-in scene. Without a
+# `full30k`, and `nerf_synthetic` / `nerf_synthetic_400` / `nerf_synthetic_800`: the NeRF-synthetic
+# protocol from random points in the object's visual hull at 200, 400 and 800 px, scored over white)
+# set the schedule and the built-in scene. Without a
 # point cloud, training starts where the cameras look (`init_rule`). The built-in scenes are rendered by Mitsuba 3, an
 # independent renderer, so training is a real reconstruction problem. Held-out test views give PSNR and
 # SSIM. Tables, plots, the checkpoint and the exported PLY go to `results/`.
@@ -32,7 +33,8 @@
 from gsworkbench.notebooks import ParameterGuard
 
 guard = ParameterGuard(
-    preset={"choices": ["smoke", "micro", "short", "nerf_synthetic", "nerf_synthetic_400", "full7k", "full30k"],
+    preset={"choices": ["smoke", "micro", "short", "nerf_synthetic", "nerf_synthetic_400",
+                       "nerf_synthetic_800", "full7k", "full30k"],
             "help": "schedule and built-in scene"},
     scene={"choices": ["object", "room"], "help": "built-in scene (when scene_path is empty)"},
     scene_path={"path": "dir", "help": "a NeRF-synthetic, nerfstudio or COLMAP folder; '' = the built-in scene"},

@@ -42,6 +42,7 @@ guard = ParameterGuard(
     threshold={"gt": 0.0, "lt": 1.0, "help": "smallest slow-down that counts (0.05 = 5%)"},
     sweep_sizes={"ge": 1, "min_len": 2, "help": "Gaussian counts N of the field sweep"},
     sweep_backends={"choices": ["loop", "vectorized", "torch", "ext"], "help": "backends of the field sweep"},
+    converge_results={"path": "dir", "help": "a `gsworkbench bench converge` run folder to plot; '' = none"},
 )
 
 # %% tags=["parameters"]
@@ -54,6 +55,7 @@ min_run_time = 0.3
 threshold = 0.05
 sweep_sizes = [100, 1000, 4096]
 sweep_backends = ["torch", "ext"]
+converge_results = ""
 results_dir = ""
 
 # %%
@@ -67,7 +69,8 @@ from gsworkbench.bench import run_suite, save_run
 from gsworkbench.bench.compare import compare_runs
 from gsworkbench.bench.history import history_table, plot_history
 from gsworkbench.bench.scaling import SPECS, fit_table, plot_scaling
-from gsworkbench.bench.store import find_bench_runs
+from gsworkbench.bench.store import find_bench_runs, load_bench_run
+from gsworkbench.experiments.converge import plot_converge_curves
 from gsworkbench.experiments.sweep import run_sweep, suite_task
 from gsworkbench.figures import add_footer, save_figure
 from gsworkbench.io.atomic import write_table
@@ -169,3 +172,24 @@ for name, specs in SPECS.items():
     plt.show()
     for table in fits:
         display(fit_table(table))
+
+# %% [markdown]
+# ## Time to a held-out PSNR
+#
+# With `converge_results` (the folder of a `gsworkbench bench converge` run): each variant's held-out
+# PSNR against minutes of training, and the minutes to each target (NaN: not reached within the caps).
+# Markers are evaluations on every test view; the line between them also follows the probe views.
+
+# %%
+if converge_results:
+    converge = load_bench_run(converge_results)
+    if converge.suite != "converge":
+        raise ValueError(f"converge_results: {converge_results} is a {converge.suite!r} run, not a converge run")
+    fig = plot_converge_curves(converge.table, footer=f"{converge.path.name} | {footer}")
+    save_figure(run_dir / "converge_curves.png", fig)
+    plt.show()
+    minute_cols = [c for c in converge.table if c.startswith("minutes_to_")]
+    display(converge.table.filter(["case", "preset", "schedule", "init_scale", *minute_cols, "final_test_psnr_db",
+                                   "eval_share", "gaussians"]))  # fmt: skip
+else:
+    print("no converge_results given: run `gsworkbench bench converge` and pass its folder to plot its curves")

@@ -11,7 +11,8 @@ from gsworkbench.train import PRESETS, preset
 
 
 def test_every_run_names_a_preset():
-    assert set(q.RUNS) >= {"nerf_synthetic", "nerf_synthetic_cube", "nerf_synthetic_400", "capture", "capture_pinhole"}
+    assert set(q.RUNS) >= {"nerf_synthetic", "nerf_synthetic_cube", "nerf_synthetic_400", "nerf_synthetic_800",
+                           "capture", "capture_pinhole"}  # fmt: skip
     assert all(r.preset in PRESETS for r in q.RUNS.values())
     for run in q.RUNS.values():  # every run's overrides are training parameters (preset raises otherwise)
         cfg = preset(run.preset, **run.overrides)

@@ -1,7 +1,14 @@
 """The benchmark splat kinds (gsworkbench.bench.scene_splats): each has the count and SH degree asked
-for; the volumetric kind fills the object's box with splats of the documented sizes and one opacity."""
+for (a trained run at most the count); the volumetric kind fills the object's box with splats of the
+documented sizes and one opacity; the trained kind is a real (tiny) trainer run, cached as a PLY beside
+its scene, read back without training, trained again when the file is corrupt, and rendered from a view
+that its run held out."""
 
+import json
 import math
+import re
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,7 +26,8 @@ def scene(tmp_path_factory):
 @pytest.mark.parametrize("kind", ss.KINDS)
 def test_each_kind_has_the_count_and_degree(scene, kind):
     s = ss.scene_splats(kind, scene, 500, sh_degree=2, seed=1)
-    assert len(s.means) == 500 and s.sh.shape == (500, gaussians.num_sh_bases(2), 3)
+    n = len(s.means)
+    assert (n == 500 if kind != "trained" else 0 < n <= 500) and s.sh.shape == (n, gaussians.num_sh_bases(2), 3)
     assert all(torch.isfinite(t).all() for t in (s.means, s.quats, s.log_scales, s.opacity_logits, s.sh))
 
 
@@ -39,3 +47,67 @@ def test_volumetric_fills_the_box_with_the_documented_sizes(scene):
 def test_an_unknown_kind_is_named(scene):
     with pytest.raises(ValueError, match="kind must be one of"):
         ss.scene_splats("hazy", scene, 10)
+
+
+def _trained_files(scene):
+    return sorted((ss.trained_cache_dir(scene) / "trained").glob("*.ply"))
+
+
+def test_trained_is_a_cached_trainer_run(scene, monkeypatch):
+    s = ss.trained_splats(scene, 1_000, seed=3)
+    assert 0 < len(s) <= 1_000 and s.sh_degree == 3
+    assert all(torch.isfinite(t).all() for t in (s.means, s.quats, s.log_scales, s.opacity_logits, s.sh))
+    assert s.sh_rest.abs().amax() > 0  # trained with every SH band in use, not the zero start
+    (path,) = [p for p in _trained_files(scene) if "-n1000-s3-" in p.name]
+    assert path.parent.parent == Path(scene.source["folder"]).parent  # beside the scene it was asked for
+    record = json.loads(path.with_suffix(".json").read_text())
+    assert record["gaussians"] == len(s) and record["steps"] == 300 and record["preset"] == "smoke"
+    assert record["config"]["strategy"]["max_gaussians"] == 1_000 and record["seed"] == 3
+
+    import gsworkbench.train
+
+    class NoTraining:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("the cached run was trained again")
+
+    monkeypatch.setattr(gsworkbench.train, "Trainer", NoTraining)
+    again = ss.trained_splats(scene, 1_000, seed=3)
+    assert torch.equal(again.means, s.means) and torch.equal(again.sh, s.sh)
+    cut = ss.trained_splats(scene, 1_000, sh_degree=1, seed=3)  # SH cut, same file
+    assert cut.sh_degree == 1 and torch.equal(cut.sh_rest, s.sh_rest[:, :3])
+    with pytest.raises(AssertionError, match="trained again"):  # another seed is another run
+        ss.trained_splats(scene, 1_000, seed=4)
+
+
+def test_a_corrupt_trained_cache_is_named_and_trained_again(scene):
+    first = ss.trained_splats(scene, 800, seed=5)
+    (path,) = [p for p in _trained_files(scene) if "-n800-s5-" in p.name]
+    path.write_bytes(path.read_bytes()[:300])  # truncated
+    with pytest.warns(UserWarning, match=re.escape(str(path))):
+        again = ss.trained_splats(scene, 800, seed=5)
+    assert len(again) == len(first) and ss.trained_splats(scene, 800, seed=5).means.shape == first.means.shape
+
+
+def test_the_trained_key_names_what_decides_the_run(scene):
+    run = ss.trained_run(scene)
+    cache = ss.trained_cache_dir(scene)
+    key = ss.trained_key(run, 500, 0, cache)
+    assert {"scene", "generator_key", "preset", "config", "num", "seed", "package_version", "format"} <= set(key)
+    assert ss.trained_path(run, 500, 0, cache) != ss.trained_path(run, 501, 0, cache)
+    assert ss.trained_path(run, 500, 0, cache) == ss.trained_path(run, 500, 0, cache)
+    assert ss.TRAINED_RUNS["800"].scene_keywords()["width"] == 800 and ss.trained_run(
+        SimpleNamespace(width=800, height=800)) is ss.TRAINED_RUNS["800"]  # fmt: skip
+
+
+def test_the_trained_kind_renders_a_held_out_view(scene):
+    run_scene = builtin_scene(**ss.TRAINED_RUNS["tiny"].scene_keywords(), cache_dir=ss.trained_cache_dir(scene))
+    vm, Ks = ss.kind_camera("trained", scene, 64, 48)
+    test_vm, _ = ss.view_camera(run_scene, 64, 48, 0, split="test")
+    assert torch.equal(vm, test_vm)
+    assert torch.equal(vm[0], run_scene.viewmats[int(run_scene.test_ids[0])].float())
+    assert not any(torch.equal(vm[0], run_scene.viewmats[int(i)].float()) for i in run_scene.train_ids)
+    assert torch.equal(ss.kind_camera("dense", scene, 64, 48)[0], ss.view_camera(scene, 64, 48)[0])
+    with pytest.raises(ValueError, match="split must be"):
+        ss.view_camera(scene, 64, 48, split="val")
+    with pytest.raises(ValueError, match="out of range.*1 test views"):
+        ss.view_camera(scene, 64, 48, 1, split="test")

@@ -197,11 +197,24 @@ def test_resume_on_other_data_is_refused_and_forcing_it_runs(bare, surface, tmp_
     assert result.metrics["iterations"] == 6
 
 
-def test_nerf_synthetic_preset():
-    cfg = preset("nerf_synthetic")
-    scene = preset_scene("nerf_synthetic")
+@pytest.mark.parametrize("name", ["nerf_synthetic", "nerf_synthetic_400", "nerf_synthetic_800"])
+def test_nerf_synthetic_presets(name):
+    cfg = preset(name)
+    scene = preset_scene(name)
     assert scene["n_points"] == 0 and cfg.init_rule == "auto" and cfg.eval_background == "white"
     assert cfg.strategy.refine_start < cfg.strategy.refine_stop <= cfg.iterations
+    assert cfg.sh_degree == 3 and cfg.iterations >= 3 * cfg.sh_degree_interval  # every SH band trained
+
+
+def test_nerf_synthetic_800_trains_at_full_size_on_the_400_presets_views():
+    """The 800 px preset shares nerf_synthetic_400's rendered views (one generated scene), trained at full
+    size, coarse-to-fine, from smaller first splats, with a cap that leaves room to grow."""
+    cfg, scene = preset("nerf_synthetic_800"), preset_scene("nerf_synthetic_800")
+    assert scene == {**preset_scene("nerf_synthetic_400"), "downsample": 1} or (
+        "downsample" not in scene and {**scene, "downsample": 2} == preset_scene("nerf_synthetic_400"))
+    assert cfg.resolution_schedule and cfg.resolution_schedule[-1][1] > 1 and cfg.init_scale < 1
+    assert cfg.strategy.max_gaussians >= 2 * cfg.init_random_num
+    assert preset("nerf_synthetic_800", strategy="mcmc").strategy.cap_max == cfg.strategy.max_gaussians
 
 
 def test_a_loaded_folder_is_fingerprinted_by_its_files(tmp_path):

@@ -201,23 +201,149 @@ def test_converge_run_counts_training_time_only(scene):
         return step()
 
     trainer.step = timed_step
-    run = ConvergeRun(trainer, target_db=-1.0, eval_every=5, max_steps=40, clock=clock)  # reached at once
-    evaluate = run.test_psnr
+    run = ConvergeRun(trainer, -1.0, eval_every=5, max_steps=40, probe_views=2, clock=clock)  # reached at once
+    view_psnrs = run.view_psnrs
 
-    def slow_eval():
-        clock.now += 100.0
-        return evaluate()
+    def slow_eval(views):
+        clock.now += 100.0 * len(views)
+        return view_psnrs(views)
 
-    run.test_psnr = slow_eval
+    run.view_psnrs = slow_eval
     out = run.run()
     assert out["reached"] and out["steps_to_target"] == 5 and out["seconds_to_target"] == 5.0
+    assert out["minutes_to_-1db"] == 5.0 / 60 and out["steps_to_-1db"] == 5
     assert out["train_seconds"] == 5.0 and out["steps"] == 5
+    # the first evaluation is of all 4 test views (the probe's 2, then the other 2): 400 s of evaluation
+    assert out["eval_seconds"] == 400.0 and out["eval_share"] == pytest.approx(400.0 / 405.0)
+    assert out["full_evals"] == 1 and out["probe_views"] == 2
+    assert json.loads(out["curve"])[-1][3] == 4
+    assert out["final_test_psnr_db"] == pytest.approx(run.test_psnr(), abs=1e-3)
     capped = ConvergeRun(Trainer(scene, preset("smoke", backend=_backend())), 99.0, eval_every=4, max_steps=10)
     res = capped.run()
     assert not res["reached"] and res["steps"] == 10 and res["steps_to_target"] != res["steps_to_target"]
+    assert res["minutes_to_99db"] != res["minutes_to_99db"]  # NaN: not reached within the caps
     assert [c[0] for c in json.loads(res["curve"])] == [4, 8, 10]
     with pytest.raises(ValueError, match="eval_every"):
         ConvergeRun(trainer, 25.0, eval_every=0, max_steps=10)
+    with pytest.raises(ValueError, match="targets_db"):
+        ConvergeRun(trainer, [], eval_every=1, max_steps=10)
+    with pytest.raises(ValueError, match="probe_views"):
+        ConvergeRun(trainer, 25.0, eval_every=1, max_steps=10, probe_views=0)
+
+
+class _ScriptedTrainer:
+    """What ConvergeRun reads of a trainer, with steps that only count (1 s each on the run's clock)."""
+
+    def __init__(self, scene, clock: _Clock) -> None:
+        self.scene, self.clock = scene, clock
+        self.eval_bg = torch.ones(3)
+        self.step_index, self.rows, self.model = 0, [], [0] * 7
+
+    def step(self) -> None:
+        self.clock.now += 1.0
+        self.step_index += 1
+        self.rows.append({"t_step": 1.0, "resolution_factor": 1})
+
+
+def _scripted_run(scene, targets, probe_bonus: float, **kwargs):
+    """A run whose views' PSNR is steps / 2, plus ``probe_bonus`` on the probe's views and minus it on
+    the others (so the whole set's mean is steps / 2)."""
+    from gsworkbench.experiments.converge import ConvergeRun
+
+    clock = _Clock()
+    trainer = _ScriptedTrainer(scene, clock)
+    run = ConvergeRun(trainer, targets, clock=clock, **kwargs)
+    evaluated = []
+
+    def view_psnrs(views):
+        evaluated.append((trainer.step_index, list(views)))
+        return [trainer.step_index / 2 + (probe_bonus if v in run.probe else -probe_bonus) for v in views]
+
+    run.view_psnrs = view_psnrs
+    return run, evaluated
+
+
+def test_converge_run_reaches_each_target_on_full_evaluations_only(scene):
+    """Between full evaluations only the probe is rendered; a probe above a target is not a crossing;
+    the whole set is evaluated when the probe (corrected by the last full offset) nears the next target."""
+    from gsworkbench.experiments.converge import spread_views
+
+    run, evaluated = _scripted_run(scene, (15.0, 10.0), 1.0, eval_every=2, max_steps=40, probe_views=2,
+                                   full_every=100, margin_db=0.5)  # fmt: skip
+    out = run.run()
+    test_ids = [int(v) for v in scene.test_ids]
+    assert run.probe == spread_views(test_ids, 2) == [test_ids[1], test_ids[3]]
+    curve = json.loads(out["curve"])
+    full = [c for c in curve if c[3] == len(test_ids)]
+    # the first evaluation, then where the predicted mean (probe - 1 dB) is within 0.5 dB of 10, then of 15
+    assert [c[0] for c in full] == [2, 20, 30] and [c[2] for c in full] == [1.0, 10.0, 15.0]
+    assert all(c[3] == 2 for c in curve if c not in full) and len(curve) == 15
+    assert [c for c in curve if c[0] == 18][0][2] == 10.0  # the probe said 10 dB at step 18: no crossing
+    assert out["steps_to_10db"] == 20 and out["minutes_to_10db"] == 20 / 60
+    assert out["steps_to_15db"] == 30 and out["minutes_to_15db"] == 30 / 60
+    assert out["steps_to_target"] == 20 and out["seconds_to_target"] == 20.0 and out["reached"]
+    assert out["final_test_psnr_db"] == 15.0 and out["full_evals"] == 3 and out["steps"] == 30
+    # a full evaluation renders only the views the probe did not
+    assert all(len(views) == 2 for _, views in evaluated)
+    assert out["eval_seconds"] == 0.0 and out["eval_share"] == 0.0  # the fake clock does not move in evaluations
+
+
+def test_converge_run_refreshes_the_full_set_and_ends_on_one(scene):
+    run, _ = _scripted_run(scene, 99.0, 0.0, eval_every=3, max_steps=20, probe_views=1, full_every=3)
+    out = run.run()
+    curve = json.loads(out["curve"])
+    assert [c[0] for c in curve] == [3, 6, 9, 12, 15, 18, 20]
+    # the first, then every third slice, and the last
+    assert [c[0] for c in curve if c[3] == 4] == [3, 12, 20] and out["full_evals"] == 3
+    assert not out["reached"] and out["minutes_to_99db"] != out["minutes_to_99db"]
+    assert out["final_test_psnr_db"] == 10.0
+    every, _ = _scripted_run(scene, 99.0, 0.0, eval_every=5, max_steps=10, probe_views=4)
+    assert [c[3] for c in json.loads(every.run()["curve"])] == [4, 4]  # a probe of every view is the full set
+
+
+def test_converge_curves_plot():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from gsworkbench.experiments.converge import plot_converge_curves
+    from gsworkbench.figures import FOOTER_LABEL
+
+    rows = [dict(width=800, height=800, preset=p, schedule=s, init_scale=k, minutes_to_25db=1.0, minutes_to_35db=9.0,
+                 curve=json.dumps([[100, 60.0, 20.0, 10], [200, 120.0, 24.0, 3], [300, 180.0, 26.0, 10]]))
+            for p, s, k in (("nerf_synthetic", "off", 1.0), ("nerf_synthetic_800", "500:4,1000:2", 0.5))]  # fmt: skip
+    rows.append(dict(width=800, height=800, preset="old", schedule="off", curve=json.dumps([[100, 30.0, 21.0]])))
+    fig = plot_converge_curves(pd.DataFrame(rows), footer="machine | commit")
+    ax = fig.axes[0]
+    assert "minutes" in ax.get_xlabel() and "dB" in ax.get_ylabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(labels) == 3 and "nerf_synthetic_800" in labels[1] and "500:4,1000:2" in labels[1]
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # right of the axes
+    data = [line for line in ax.get_lines() if line.get_linestyle() == "-"]
+    assert list(data[0].get_xdata()) == [1.0, 2.0, 3.0] and list(data[0].get_ydata()) == [20.0, 24.0, 26.0]
+    assert {round(line.get_ydata()[0], 3) for line in ax.get_lines() if line.get_linestyle() == ":"} == {25.0, 35.0}
+    assert any(t.get_label() == FOOTER_LABEL for t in fig.texts)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no converge curves"):
+        plot_converge_curves(pd.DataFrame({"case": ["a"]}))
+
+
+def test_converge_full_grid_has_the_targets_and_the_preset_case():
+    from gsworkbench.bench.registry import get_suite
+    from gsworkbench.bench.runner import _comparison_groups
+
+    cases = get_suite("converge").cases(False)
+    by_size = {}
+    for c in cases:
+        by_size.setdefault(c.params["width"], []).append(c)
+    assert {c.params["targets_db"] for c in by_size[800]} == {"25,30,33,35"}
+    presets = [c for c in cases if c.params["preset"] == "nerf_synthetic_800"]
+    assert len(presets) == 1 and presets[0].params["width"] == 800
+    cfg = preset("nerf_synthetic_800")
+    assert presets[0].params["init_scale"] == cfg.init_scale and presets[0].params["num"] == cfg.init_random_num
+    assert parse_schedule(presets[0].params["schedule"]) == cfg.resolution_schedule
+    # each size's variants (schedule, initial scale, preset) are interleaved in one group
+    groups = [{cases[i].params["width"] for i in g} for g in _comparison_groups(cases)]
+    assert groups == [{800}, {400}] and len(by_size[800]) == 5
 
 
 @requires_ext  # the suite trains with the ext backend
@@ -228,16 +354,28 @@ def test_converge_suite_quick_runs():
     assert len(df) == 4 and set(zip(df["schedule"], df["init_scale"])) == {
         ("off", 1.0), ("40:4,80:2", 1.0), ("off", 0.5), ("40:4,80:2", 0.5)}  # fmt: skip
     for col in ("seconds_to_target", "steps_to_target", "final_test_psnr_db", "ms_per_step", "reached",
-                "x_time_to_target", "threads", "curve", "gaussians"):  # fmt: skip
+                "x_time_to_target", "threads", "curve", "gaussians", "minutes_to_19db", "minutes_to_21db",
+                "steps_to_21db", "eval_seconds", "eval_share", "full_evals", "probe_views", "preset"):  # fmt: skip
         assert col in df, col
-    assert (df["threads"] == 1).all()
+    assert (df["threads"] == 1).all() and (df["probe_views"] == 2).all()
+    assert ((df["eval_share"] > 0) & (df["eval_share"] < 1)).all()
     for r in df.itertuples():
         curve = json.loads(r.curve)
-        assert curve and all(s % 10 == 0 or s == r.max_steps for s, _, _ in curve)
-        assert r.final_test_psnr_db == pytest.approx(curve[-1][2], abs=1e-3)
+        assert curve and all(s % 10 == 0 or s == r.max_steps for s, _, _, _ in curve)
+        full = [c for c in curve if c[3] == 4]
+        assert curve[-1] == full[-1] and r.final_test_psnr_db == pytest.approx(full[-1][2], abs=1e-3)
+        assert r.full_evals == len(full)
+        for target, steps, minutes in ((19, r.steps_to_19db, r.minutes_to_19db), (21, r.steps_to_21db,
+                                                                                  r.minutes_to_21db)):  # fmt: skip
+            if steps == steps:  # reached: at the first full evaluation at or above the target
+                first = next(c for c in full if c[2] >= target)
+                assert first[0] == steps and minutes == pytest.approx(first[1] / 60, abs=1e-4)
+            else:
+                assert all(c[2] < target for c in full) and minutes != minutes
         if r.reached:
-            assert r.steps_to_target == curve[-1][0] and r.final_test_psnr_db >= r.target_db
-            assert r.seconds_to_target > 0
+            assert r.steps_to_target == r.steps_to_19db and r.seconds_to_target > 0
+        done = r.steps_to_21db == r.steps_to_21db  # every target reached: stops there; else at the step cap
+        assert curve[-1][0] == (r.steps_to_21db if done else r.max_steps)
     off = df[(df["schedule"] == "off") & (df["init_scale"] == 1.0)].iloc[0]
     assert off["x_time_to_target"] == 1.0 or not off["reached"]
     for r in df.itertuples():  # every case against the plain one

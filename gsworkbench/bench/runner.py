@@ -146,7 +146,9 @@ def time_interleaved(
     return time_blocks(timers, min_run_time=min_run_time, warmup=warmup, rounds=rounds)
 
 
-COMPARED = ("backend", "compile", "schedule")  # params whose values are timed against each other, interleaved
+# params whose values are timed against each other, interleaved (the converge suite's variants: its
+# schedule, initial scale and preset)
+COMPARED = ("backend", "compile", "schedule", "init_scale", "preset")
 
 
 def run_measured(fns: list[Callable[[], bool]]) -> list[dict[str, Any]]:

@@ -91,6 +91,7 @@ RUNS: dict[str, QualityRun] = {
     "nerf_synthetic_cube": QualityRun("nerf_synthetic", {"init_rule": "cube"}),
     "nerf_synthetic_init_half": QualityRun("nerf_synthetic", HALF),
     "nerf_synthetic_400": QualityRun("nerf_synthetic_400"),
+    "nerf_synthetic_800": QualityRun("nerf_synthetic_800"),
     "room": QualityRun("nerf_synthetic", scene_overrides=ROOM, layout="NeRF-synthetic (inside a room)"),
     "room_init_half": QualityRun("nerf_synthetic", HALF, ROOM, layout="NeRF-synthetic (inside a room)"),
     "room_frustum": QualityRun("nerf_synthetic", {"init_rule": "frustum"}, ROOM, layout=INSIDE),

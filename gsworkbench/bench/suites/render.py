@@ -9,12 +9,13 @@ forward, forward+backward and train-step (L1 loss + backward), each eager and un
 (aot_eager, inductor), interleaved. Plus the real-size scenes of the train suite (``scene`` column;
 gsworkbench.bench.scene_splats), ext forward at SH degree 3 at 800x800 and 1920x1080 from one of the
 object scene's train views: ``surface`` 300k and 1M, ``dense`` (a trained-like object) 100k and 300k,
-``random-init`` (a NeRF-synthetic start) 100k and ``volumetric`` (translucent splats filling the
-object's box) 100k. quick=True: 500 Gaussians at 64x48 (for tests), with the
-ext train-step also under aot_eager, and each scene kind at 2,000 Gaussians at 64x48; the real-size
-cases are listed as skipped (full grid only). External rasterizers registered with
-``gsworkbench.bench.lineup.register_implementation("rasterize", name, fn)`` join the forward and
-forward+backward cases (checked against the torch reference first; see that module).
+``random-init`` (a NeRF-synthetic start) 100k, ``volumetric`` (translucent splats filling the
+object's box) 100k and ``trained`` (a real trainer run on the 800 px object, capped at 100k; seen from
+one of its held-out views; column ``gaussians`` says where it ended below 100k) 100k. quick=True: 500
+Gaussians at 64x48 (for tests), with the ext train-step also under aot_eager, and each scene kind at
+2,000 Gaussians at 64x48; the real-size cases are listed as skipped (full grid only). External
+rasterizers registered with ``gsworkbench.bench.lineup.register_implementation("rasterize", name, fn)``
+join the forward and forward+backward cases (checked against the torch reference first; see that module).
 
 The cases (:func:`render_cases`, also used by the rendering notebook): every case renders one view of
 ``synthetic_splats(num, sh_degree, seed=0)`` (``scene`` = ``synthetic``) from an orbit camera at
@@ -61,13 +62,13 @@ from gsworkbench.splats import SplatSet, synthetic_splats
 
 STAGES = ("project", "sh", "isect", "rasterize", "forward", "forward+backward")
 WHOLE_CALLS = ("forward", "forward+backward", "train-step")  # stages that can run compiled
-EXTRA_COLUMNS = ("n_isects", "first_call_peak_rss_mib", "flops_per_call", "bytes_per_call")  # each case's extras
+EXTRA_COLUMNS = ("n_isects", "first_call_peak_rss_mib", "flops_per_call", "bytes_per_call", "gaussians")  # extras
 FULL_NUMS = (10_000, 100_000, 1_000_000)
 FULL_SIZES = ((128, 128), (256, 256), (512, 512), (800, 800))
 # the real-size scenes: (kind, Gaussians) at each of SCENE_SIZES, ext forward, SH degree 3
 SCENE_NUMS = (
     ("surface", 300_000), ("surface", 1_000_000), ("dense", 100_000), ("dense", 300_000), ("random-init", 100_000),
-    ("volumetric", 100_000),
+    ("volumetric", 100_000), ("trained", 100_000),
 )
 SCENE_SIZES = ((800, 800), (1920, 1080))
 SCENE_KINDS = tuple(dict.fromkeys(kind for kind, _ in SCENE_NUMS))
@@ -252,14 +253,15 @@ def _scene_splats(kind: str, num: int, scene_size: tuple[int, int], sh_degree: i
 def _scene_setup(kind: str, num: int, width: int, height: int, scene_size: tuple[int, int],
                  sh_degree: int = 3, stage: str = "forward") -> Callable[[], Prepared]:  # fmt: skip
     def setup() -> Prepared:
-        from gsworkbench.bench.scene_splats import object_scene, view_camera
+        from gsworkbench.bench.scene_splats import kind_camera, object_scene
 
         s = _scene_splats(kind, num, scene_size, sh_degree)
-        vm, Ks = view_camera(object_scene(*scene_size), width, height)
+        vm, Ks = kind_camera(kind, object_scene(*scene_size), width, height)
         scales, opac = gaussians.scales_from_log(s.log_scales), gaussians.opacity_from_logit(s.opacity_logits)
         inputs = (s.means, s.quats, scales, opac, s.sh, vm)
         fn, n_isects, evaluations = _stage_call(stage, inputs, Ks, width, height, sh_degree, "ext")
-        return Prepared(fn, _extras(fn, stage, num, width, height, sh_degree, n_isects, evaluations))
+        extras = _extras(fn, stage, num, width, height, sh_degree, n_isects, evaluations)
+        return Prepared(fn, {**extras, "gaussians": len(s)})
 
     return setup
 
@@ -270,7 +272,9 @@ def scene_cases(kinds_nums: Iterable[tuple[str, int]], sizes: Iterable[tuple[int
     """ext cases (SH degree 3) of the real-size scenes (:mod:`gsworkbench.bench.scene_splats`): each
     (kind, Gaussians) at each image size and stage (``forward``, or a single forward stage: ``project``,
     ``sh``, ``isect``, ``rasterize``), splats built on the object scene at ``scene_size`` and seen from its
-    first train view (the vertical field of view kept at every size)."""
+    first train view, or, for ``trained``, its run's first held-out view
+    (:func:`~gsworkbench.bench.scene_splats.kind_camera`; the vertical field of view kept at every size).
+    ``gaussians`` (an extra) is the count rendered: a trained run may end below ``num``."""
     out = []
     for kind, num in kinds_nums:
         for width, height in sizes:

@@ -1,12 +1,13 @@
 """``train``: one 3DGS training step (render, loss, backward, Adam) per call, ext against torch.
 
-Gaussians at fixed counts (densification off) on the built-in object scene, in three kinds
+Gaussians at fixed counts (densification off) on the built-in object scene, in five kinds
 (``scene`` column; see gsworkbench.bench.scene_splats): ``surface`` (splats on the surfaces,
 initialised as the trainer would) at 10k and 100k on 245x136 (the Rust CPU trainer's size), 400x400
 and 800x800, and at 300k and 1M on 800x800; ``dense`` (a stand-in for a trained NeRF-synthetic object:
 small, overlapping, mostly opaque splats), 300k at 800x800; ``random-init`` (the start of a
-NeRF-synthetic run: 100k random points in the object's bounds, the trainer's 3-NN scales) and
-``volumetric`` (100k translucent splats filling the object's box), 800x800.
+NeRF-synthetic run: 100k random points in the object's bounds, the trainer's 3-NN scales),
+``volumetric`` (100k translucent splats filling the object's box) and ``trained`` (the splats of a real
+trainer run on the 800 px object capped at 100k; ``gaussians`` says where it ended below), 800x800.
 The torch reference runs at 10k up to 400x400. Each row adds the median milliseconds of every stage
 (``ms_<stage>``) over the timed steps, the tile intersections of the first view (``n_isects``), and
 the first step's memory (see gsworkbench.bench.memory): its peak working memory above the RSS with
@@ -37,6 +38,7 @@ LARGE = (
     ("dense", 300_000, (800, 800)),
     ("random-init", 100_000, (800, 800)),
     ("volumetric", 100_000, (800, 800)),
+    ("trained", 100_000, (800, 800)),
 )
 QUICK_SKIP = "real-size case: runs in the full grid only (skipped in --quick)"
 bench_splats = surface_splats  # the name this suite's splats had before the kinds
@@ -121,7 +123,7 @@ def cases(quick: bool) -> list[Case]:
     out = []
     if quick:
         out += [_case(b, "surface", 2_000, (64, 64), None) for b in ("ext", "torch")]
-        out += [_case("ext", kind, 2_000, (64, 64), None) for kind in ("dense", "random-init", "volumetric")]
+        out += [_case("ext", kind, 2_000, (64, 64), None) for kind in ("dense", "random-init", "volumetric", "trained")]
     else:
         for num in NUMS:
             for size in SIZES:
