@@ -30,7 +30,8 @@ The scene is the start of a NeRF-synthetic-like run: the built-in object with 10
 views rendered at 800 px without a point cloud (the ``nerf_synthetic_400`` and ``nerf_synthetic_800``
 presets' source), trained at 800x800 (100k points; targets 25, 30, 33 and 35 dB, at most
 :data:`MAX_STEPS` steps and 60 minutes of training) and, box-downsampled, at 400x400 (30k points; 25 dB,
-30 minutes). Generating the 800 px scene takes tens of minutes once (then it is cached). quick=True:
+30 minutes); ``$GSW_CONVERGE_MAX_MINUTES`` sets every case's cap instead. Generating the 800 px scene
+takes tens of minutes once (then it is cached). quick=True:
 the smoke scene (64x64, 24 + 4 views) from 300 points to 19 and 21 dB, 2 probe views.
 """
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -95,6 +97,7 @@ def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: s
 def _case(width: int, height: int, downsample: int, num: int, targets: tuple[float, ...], minutes: float,
           schedule: str, init_scale: float, quick: bool, base: str | None = None) -> Case:  # fmt: skip
     steps, every, probe = (200, 10, 2) if quick else (MAX_STEPS, EVAL_EVERY, PROBE_VIEWS)
+    minutes = float(os.environ.get("GSW_CONVERGE_MAX_MINUTES", minutes))  # a shorter cap for a session's run
     base = base or ("smoke" if quick else "nerf_synthetic")
     params = {"scene": "object-smoke" if quick else "object-nerf", "width": width, "height": height, "num": num,
               "preset": base, "schedule": schedule, "init_scale": init_scale, "target_db": min(targets),
