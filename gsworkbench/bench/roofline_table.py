@@ -20,13 +20,13 @@ from gsworkbench.bench.roofline import add_roofline_columns
 
 COMMAND = "python -m gsworkbench.bench.roofline_table docs/tables/roofline.csv"
 
-HEADLINE_SCENES = (("dense", 100_000), ("volumetric", 100_000))
+HEADLINE_SCENES = (("dense", 100_000), ("volumetric", 100_000), ("trained", 100_000))
 RENDER_STAGES = ("project", "sh", "isect", "rasterize", "forward")
 
 
 def headline_cases(tiny: bool = False) -> list[Any]:
     """The headline cases: field forward and forward+backward at N = 4096 x B = 65536 (ext), the render
-    ext forward and its stages of 100k ``dense`` and ``volumetric`` splats at 800x800, SH degree 3, the
+    ext forward and its stages of 100k ``dense``, ``volumetric`` and ``trained`` splats at 800x800, SH degree 3, the
     1M-splat ext transform (SH degree 0, preallocated ``out``) and the fused Adam step at 1M Gaussians.
     ``tiny``: the same kernels at toy sizes (for tests)."""
     from gsworkbench.bench.registry import get_suite

@@ -260,7 +260,8 @@ def _scene_setup(kind: str, num: int, width: int, height: int, scene_size: tuple
         scales, opac = gaussians.scales_from_log(s.log_scales), gaussians.opacity_from_logit(s.opacity_logits)
         inputs = (s.means, s.quats, scales, opac, s.sh, vm)
         fn, n_isects, evaluations = _stage_call(stage, inputs, Ks, width, height, sh_degree, "ext")
-        extras = _extras(fn, stage, num, width, height, sh_degree, n_isects, evaluations)
+        # counted for the Gaussians rendered: a trained run may end below num
+        extras = _extras(fn, stage, len(s), width, height, sh_degree, n_isects, evaluations)
         return Prepared(fn, {**extras, "gaussians": len(s)})
 
     return setup
