@@ -53,18 +53,18 @@ void load_block(const T* points, int64_t b0, int64_t count, T* px, T* py, T* pz)
 
 // Sums every Gaussian over one block of kBlock points (SoA), into acc.
 template <typename T>
-__attribute__((noinline)) void forward_block(const Gauss2<T>* __restrict gs, int64_t N, const T* __restrict px,
+__attribute__((noinline)) void forward_block(const Gauss<T>* __restrict gs, int64_t N, const T* __restrict px,
                                              const T* __restrict py, const T* __restrict pz, T* __restrict acc) {
   for (int64_t j = 0; j < kBlock; ++j) acc[j] = T(0);
   for (int64_t n = 0; n < N; ++n) {
-    const Gauss2<T> g = gs[n];
+    const Gauss<T> g = gs[n];
 #pragma omp simd
     for (int64_t j = 0; j < kBlock; ++j) acc[j] += forward_value(g, px[j], py[j], pz[j]);
   }
 }
 
 template <typename T>
-void forward_kernel(const T* points, const Gauss2<T>* gs, T* out, int64_t B, int64_t N) {
+void forward_kernel(const T* points, const Gauss<T>* gs, T* out, int64_t B, int64_t N) {
   const int64_t nblocks = (B + kBlock - 1) / kBlock;
 #pragma omp parallel num_threads(threads_for_blocks(nblocks, N, kMinForwardUnits))
   {
@@ -187,7 +187,7 @@ at::Tensor field_forward_cpu(const at::Tensor& points, const at::Tensor& means, 
   AT_DISPATCH_FLOATING_TYPES(a.points.scalar_type(), "field_forward_cpu", [&] {
     const auto gs = prepare_all(a.means.data_ptr<scalar_t>(), a.factors.data_ptr<scalar_t>(),
                                 a.weights.data_ptr<scalar_t>(), a.N);
-    std::vector<Gauss2<scalar_t>> g2(gs.size());
+    std::vector<Gauss<scalar_t>> g2(gs.size());
     std::transform(gs.begin(), gs.end(), g2.begin(), forward_form<scalar_t>);
     forward_kernel(a.points.data_ptr<scalar_t>(), g2.data(), out.data_ptr<scalar_t>(), a.B, a.N);
   });

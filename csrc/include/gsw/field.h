@@ -65,26 +65,15 @@ GSW_HD T kernel(T q) {
 // scaled whitened offset is the base-2 exponent, value = w * 2^-|A (x - mu)|^2. Folding the -1/2 and
 // log2(e) into the six entries once per Gaussian saves two multiplications per pair.
 template <typename T>
-struct Gauss2 {
-  T a00, a10, a11, a20, a21, a22;
-  T mx, my, mz;
-  T w;
-};
-
-template <typename T>
-GSW_HD Gauss2<T> forward_form(const Gauss<T>& g) {
+GSW_HD Gauss<T> forward_form(const Gauss<T>& g) {
   const T k = T(0.84932180028801904272);  // sqrt(log2(e) / 2)
   return {k * g.m00, k * g.m10, k * g.m11, k * g.m20, k * g.m21, k * g.m22, g.mx, g.my, g.mz, g.w};
 }
 
-// One pair's weighted value, w * exp(-q/2), from the forward form.
+// One pair's weighted value, w * exp(-q/2), from the forward form (whiten's q is then the exponent).
 template <typename T>
-GSW_HD T forward_value(const Gauss2<T>& g, T x, T y, T z) {
-  const T d0 = x - g.mx, d1 = y - g.my, d2 = z - g.mz;
-  const T z0 = g.a00 * d0;
-  const T z1 = g.a10 * d0 + g.a11 * d1;
-  const T z2 = g.a20 * d0 + g.a21 * d1 + g.a22 * d2;
-  return g.w * exp2_nonpos(-(z0 * z0 + z1 * z1 + z2 * z2));
+GSW_HD T forward_value(const Gauss<T>& g, T x, T y, T z) {
+  return g.w * exp2_nonpos(-whiten(g, x, y, z).q);
 }
 
 // Per-Gaussian sums of the backward pass over points b, with ge = grad_b * exp(-q/2):
