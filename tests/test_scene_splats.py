@@ -79,13 +79,27 @@ def test_trained_is_a_cached_trainer_run(scene, monkeypatch):
         ss.trained_splats(scene, 1_000, seed=4)
 
 
-def test_a_corrupt_trained_cache_is_named_and_trained_again(scene):
+def test_a_corrupt_trained_cache_is_named_and_trained_again(scene, monkeypatch):
+    import gsworkbench.train
+
     first = ss.trained_splats(scene, 800, seed=5)
     (path,) = [p for p in _trained_files(scene) if "-n800-s5-" in p.name]
     path.write_bytes(path.read_bytes()[:300])  # truncated
+    runs = []
+
+    class CountedTrainer(gsworkbench.train.Trainer):
+        def __init__(self, *args, **kwargs):
+            runs.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(gsworkbench.train, "Trainer", CountedTrainer)
     with pytest.warns(UserWarning, match=re.escape(str(path))):
         again = ss.trained_splats(scene, 800, seed=5)
-    assert len(again) == len(first) and ss.trained_splats(scene, 800, seed=5).means.shape == first.means.shape
+    # The backward's float sums depend on how tiles fell to threads, so a second run of the same seed
+    # may keep a Gaussian more or fewer; the count is compared to the first run's within 5%.
+    assert runs == [1] and 0 < len(again) <= 800 and abs(len(again) - len(first)) <= 0.05 * len(first)
+    third = ss.trained_splats(scene, 800, seed=5)  # the rewritten file, read back without training
+    assert runs == [1] and torch.equal(third.means, again.means) and torch.equal(third.sh, again.sh)
 
 
 def test_the_trained_key_names_what_decides_the_run(scene):
