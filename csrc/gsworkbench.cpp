@@ -97,7 +97,7 @@ TORCH_LIBRARY(gsworkbench, m) {
   //    flatten_ids int32 [M] (c*N + n, sorted by tile then depth), tile_offsets int32 [C,th,tw])
   m.def(
       "splat_isect_tiles(Tensor means2d, Tensor radii, Tensor depths, int tile_size, int tile_width, "
-      "int tile_height) -> (Tensor, Tensor, Tensor, Tensor)");
+      "int tile_height, Tensor? conics=None, Tensor? opacities=None) -> (Tensor, Tensor, Tensor, Tensor)");
   // 4. rasterization: -> (colors [C,H,W,D], alphas [C,H,W,1], transmittances [C,H,W], last_ids int32 [C,H,W])
   m.def(
       "splat_rasterize(Tensor means2d, Tensor conics, Tensor colors, Tensor opacities, int width, int height, "

@@ -163,7 +163,7 @@ def test_render_work_hand_count() -> None:
     assert ops.sh_work(5, 1) == {"flops_per_call": 5.0 * 30, "bytes_per_call": 5.0 * 18 * 4}
     assert ops.project_work(2)["bytes_per_call"] == 2 * (40 + 32)
     assert math.isnan(ops.project_work(2)["flops_per_call"])
-    assert ops.isect_work(3, 10, 32, 16)["bytes_per_call"] == 3 * 20 + 10 * 12 + 2 * 4
+    assert ops.isect_work(3, 10, 32, 16)["bytes_per_call"] == 3 * 36 + 10 * 12 + 2 * 4
     fwd = ops.render_stage_work("forward", 3, 32, 16, 1, 10)
     parts = [ops.render_stage_work(s, 3, 32, 16, 1, 10) for s in ("project", "sh", "isect", "rasterize")]
     assert fwd["bytes_per_call"] == sum(p["bytes_per_call"] for p in parts)

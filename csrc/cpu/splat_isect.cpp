@@ -1,7 +1,8 @@
 // CPU kernel of the 3DGS rasterizer, stage 3: tile intersection. Each visible Gaussian's 3-sigma
-// box of tiles, and the (tile, depth)-sorted list of intersections the rasterizer walks: one radix
-// sort of the visible Gaussians by depth, then a stable parallel counting sort by tile. The input
-// checks are gsw/splat_op.h, shared with the CUDA bindings.
+// box of tiles (cut, given conics and opacities, to the tiles its alpha support reaches:
+// gsw/tile_cover.h), and the (tile, depth)-sorted list of intersections the rasterizer walks: one
+// radix sort of the visible Gaussians by depth, then a stable parallel counting sort by tile. The
+// input checks are gsw/splat_op.h, shared with the CUDA bindings.
 // Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
 #define AT_PER_OPERATOR_HEADERS
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
@@ -20,6 +21,7 @@
 
 #include "gsw/parallel.h"
 #include "gsw/splat_op.h"
+#include "gsw/tile_cover.h"
 
 namespace gsw {
 namespace splat {
@@ -93,6 +95,7 @@ inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tm
 // and 32 per visible one, stay allocated).
 struct IsectScratch {
   std::vector<int32_t> box, sbox;
+  std::vector<TileCover> cover, scover;
   std::vector<uint64_t> order, tmp;
   std::vector<int64_t> hist;
   std::vector<uint32_t> count;
@@ -139,10 +142,39 @@ void tile_boxes(const T* m, const int32_t* r, int64_t n, int64_t tile_size, int6
   }
 }
 
+// Each Gaussian's cover (gsw/tile_cover.h) into cover[i], and cnt[i] cut to the tiles of its box that
+// the cover's row spans keep.
+template <typename T>
+void tile_covers(const T* m, const T* conics, const T* opac, const int32_t* box, int64_t n, int64_t tile_size,
+                 TileCover* cover, int32_t* cnt) {
+#pragma omp parallel num_threads(threads_for(n, kMinIsectPerThread))
+  {
+    const Range share = thread_range(n);
+    for (int64_t i = share.begin; i < share.end; ++i) {
+      if (cnt[i] == 0) continue;
+      const T* co = conics + 3 * i;
+      cover[i] = tile_cover<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i]);
+      const int32_t* b = box + 4 * i;
+      int32_t k = 0;
+      for (int32_t ty = b[1]; ty < b[3]; ++ty) {
+        int64_t x0, x1;
+        tile_row_span(cover[i], ty, tile_size, x0, x1);
+        x0 = std::max<int64_t>(x0, b[0]);
+        x1 = std::min<int64_t>(x1, b[2]);
+        k += x1 > x0 ? static_cast<int32_t>(x1 - x0) : 0;
+      }
+      cnt[i] = k;
+    }
+  }
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d_, const Tensor& radii_,
                                                            const Tensor& depths_, int64_t tile_size,
-                                                           int64_t tile_width, int64_t tile_height) {
-  check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height);
+                                                           int64_t tile_width, int64_t tile_height,
+                                                           const std::optional<Tensor>& conics_,
+                                                           const std::optional<Tensor>& opacities_) {
+  check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height, conics_, opacities_);
+  const bool cull = conics_.has_value();
   const int64_t C = means2d_.size(0), N = means2d_.size(1);
   const auto radii = radii_.contiguous();
   const auto depths = contiguous_as(depths_, at::kFloat);
@@ -158,6 +190,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     const int32_t* r = radii.data_ptr<int32_t>();
     int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
     tile_boxes<T>(m, r, C * N, tile_size, tile_width, tile_height, box.data(), cnt);
+    if (cull) {
+      const auto conics = conics_->contiguous(), opac = opacities_->contiguous();
+      sc.cover.resize(static_cast<size_t>(C * N));  // read only where cnt > 0, written there
+      tile_covers<T>(m, conics.data_ptr<T>(), opac.data_ptr<T>(), box.data(), C * N, tile_size, sc.cover.data(),
+                     cnt);
+    }
   });
   // The visible Gaussians sorted once by depth (ties by index), then a counting sort by tile that is
   // stable in that order: each tile's run comes out sorted by (depth, Gaussian id), with no per-tile
@@ -179,16 +217,28 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
   // The boxes in depth order, gathered once: the two passes below then read them in sequence.
   std::vector<int32_t>& sbox = sc.sbox;
   sbox.resize(static_cast<size_t>(V) * 4);
+  std::vector<TileCover>& scover = sc.scover;
+  scover.resize(cull ? static_cast<size_t>(V) : 0);
 #pragma omp parallel for num_threads(nth) schedule(static)
-  for (int64_t j = 0; j < V; ++j)
-    std::memcpy(sbox.data() + 4 * j, box.data() + 4 * static_cast<int64_t>(order[j] & 0xffffffffu), 4 * sizeof(int32_t));
+  for (int64_t j = 0; j < V; ++j) {
+    const int64_t i = static_cast<int64_t>(order[j] & 0xffffffffu);
+    std::memcpy(sbox.data() + 4 * j, box.data() + 4 * i, 4 * sizeof(int32_t));
+    if (cull) scover[j] = sc.cover[i];
+  }
   std::vector<int64_t>& hist = sc.hist;
   hist.assign(static_cast<size_t>(nth) * CT, 0);
   auto for_boxes = [&](int64_t j, auto&& fn) {
     const int32_t* b = sbox.data() + 4 * j;
     const int64_t base = static_cast<int64_t>(order[j] & 0xffffffffu) / N * ntiles;
-    for (int32_t ty = b[1]; ty < b[3]; ++ty)
-      for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
+    for (int32_t ty = b[1]; ty < b[3]; ++ty) {
+      int64_t x0 = b[0], x1 = b[2];
+      if (cull) {
+        tile_row_span(scover[j], ty, tile_size, x0, x1);
+        x0 = std::max<int64_t>(x0, b[0]);
+        x1 = std::min<int64_t>(x1, b[2]);
+      }
+      for (int64_t tx = x0; tx < x1; ++tx) fn(base + ty * tile_width + tx);
+    }
   };
 #pragma omp parallel num_threads(nth)
   {

@@ -158,18 +158,23 @@ std::tuple<Tensor, Tensor, Tensor> sh_to_color_backward_cuda(const Tensor& v_col
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2d, const Tensor& radii,
                                                             const Tensor& depths, int64_t tile_size,
-                                                            int64_t tile_width, int64_t tile_height) {
-  check_isect_inputs(means2d, radii, depths, tile_size, tile_width, tile_height);
+                                                            int64_t tile_width, int64_t tile_height,
+                                                            const std::optional<Tensor>& conics,
+                                                            const std::optional<Tensor>& opacities) {
+  check_isect_inputs(means2d, radii, depths, tile_size, tile_width, tile_height, conics, opacities);
   check_cuda(means2d, "splat_isect_tiles");
   const auto dt = means2d.scalar_type();
   const c10::cuda::CUDAGuard guard(means2d.device());
   const auto m2 = means2d.contiguous(), r = radii.contiguous(), d = depths.to(dt).contiguous();
+  const bool cull = conics.has_value();
+  const auto co = cull ? conics->contiguous() : Tensor(), op = cull ? opacities->contiguous() : Tensor();
   const int64_t C = m2.size(0), N = m2.size(1), CN = C * N, ntiles = C * tile_width * tile_height;
   const auto stream = c10::cuda::getCurrentCUDAStream().stream();
   auto tiles_per_gauss = at::empty({C, N}, r.options());
   auto cum = at::empty({CN}, r.options());
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_isect_count_cuda", [&] {
-    isect_count<scalar_t>(m2.data_ptr<scalar_t>(), r.data_ptr<int32_t>(), CN, tile_size, tile_width, tile_height,
+    isect_count<scalar_t>(m2.data_ptr<scalar_t>(), r.data_ptr<int32_t>(), cull ? co.data_ptr<scalar_t>() : nullptr,
+                          cull ? op.data_ptr<scalar_t>() : nullptr, CN, tile_size, tile_width, tile_height,
                           tiles_per_gauss.data_ptr<int32_t>(), stream);
   });
   // the total in int64 first (one sync): the int32 scan below cannot overflow once it is < 2^31
@@ -181,9 +186,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2
   auto keys = at::empty({M}, r.options().dtype(at::kLong));
   auto ids = at::empty({M}, r.options());
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_isect_fill_cuda", [&] {
-    isect_fill<scalar_t>(m2.data_ptr<scalar_t>(), r.data_ptr<int32_t>(), d.data_ptr<scalar_t>(),
-                         cum.data_ptr<int32_t>(), C, N, tile_size, tile_width, tile_height, keys.data_ptr<int64_t>(),
-                         ids.data_ptr<int32_t>(), stream);
+    isect_fill<scalar_t>(m2.data_ptr<scalar_t>(), r.data_ptr<int32_t>(), cull ? co.data_ptr<scalar_t>() : nullptr,
+                         cull ? op.data_ptr<scalar_t>() : nullptr, d.data_ptr<scalar_t>(), cum.data_ptr<int32_t>(),
+                         tiles_per_gauss.data_ptr<int32_t>(), C, N, tile_size, tile_width, tile_height,
+                         keys.data_ptr<int64_t>(), ids.data_ptr<int32_t>(), stream);
   });
   auto keys_sorted = at::empty_like(keys);
   auto ids_sorted = at::empty_like(ids);

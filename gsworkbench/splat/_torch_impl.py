@@ -146,6 +146,71 @@ def tile_bounds(
     return torch.where((radii > 0)[..., None], box, torch.zeros_like(box))
 
 
+def alpha_sigma_max(opacities: torch.Tensor) -> torch.Tensor:
+    """The relaxed sigma threshold of the alpha >= 1/255 support (csrc/include/gsw/blend.h): -1 where the
+    opacity never reaches 1/255. float64, the shape of ``opacities``."""
+    o = opacities.detach().to(torch.float64)
+    return torch.where(o * 255.0 >= 1.0, torch.log(255.0 * o) * 1.02 + 0.02, torch.full_like(o, -1.0))
+
+
+def tile_row_spans(
+    means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, ty: torch.Tensor, tile_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tile columns [x0, x1) (int64 [P], unclamped) of tile row ``ty`` [P] whose pixel centres the
+    alpha support of each Gaussian (means2d [P,2], conics [P,3], opacities [P]) reaches; the reference
+    of csrc/include/gsw/tile_cover.h, per (Gaussian, row) pair.
+
+    The support is ``sigma <= alpha_sigma_max(opacity)``. Cut to the row's band of pixel-centre rows it
+    is convex, so its x extent over the band decides the tiles. Conics that are not positive definite
+    keep every column (the box decides); very elongated ones (a c > 10^4 det) every column of the rows
+    the support reaches; a Gaussian whose opacity never reaches 1/255 no column."""
+    wide = float(1 << 40)
+    m, co = means2d.detach().to(torch.float64), conics.detach().to(torch.float64)
+    mx, my, a, b, c = m[:, 0], m[:, 1], co[:, 0], co[:, 1], co[:, 2]
+    smax = alpha_sigma_max(opacities)
+    det = a * c - b * b
+    usable = (a > 0) & (c > 0) & (det > 0) & torch.isfinite(det) & torch.isfinite(mx) & torch.isfinite(my)
+    none = ~(smax >= 0)
+    safe_det = torch.where(usable, det, torch.ones_like(det))
+    safe_a, safe_c = torch.where(usable, a, torch.ones_like(a)), torch.where(usable, c, torch.ones_like(c))
+    s = smax.clamp_min(0.0)
+    yext = torch.sqrt(2.0 * s * safe_a / safe_det)
+    xext = torch.sqrt(2.0 * s * safe_c / safe_det)
+    ts = float(tile_size)
+    top = ty.to(torch.float64) * ts + 0.5
+    lo = torch.maximum(my - (top + ts - 1.0), -yext)
+    hi = torch.minimum(my - top, yext)
+    rows = lo <= hi
+    turn = b * xext / safe_c
+    dr = torch.minimum(torch.maximum(turn, lo), hi)
+    dl = torch.minimum(torch.maximum(-turn, lo), hi)
+    disc_r = (2.0 * safe_a * s - safe_det * dr * dr).clamp_min(0.0)
+    disc_l = (2.0 * safe_a * s - safe_det * dl * dl).clamp_min(0.0)
+    xr = mx + (b * dr + torch.sqrt(disc_r)) / safe_a
+    xl = mx + (b * dl - torch.sqrt(disc_l)) / safe_a
+    x0 = torch.ceil((xl + 0.5) / ts - 1.0).clamp(-wide, wide)
+    x1 = (torch.floor((xr - 0.5) / ts) + 1.0).clamp(-wide, wide)
+    spans = usable & (a * c <= 1e4 * det)  # else every column: of the box, or of the rows reached
+    x0 = torch.where(spans, x0, torch.full_like(x0, -wide))
+    x1 = torch.where(spans, x1, torch.full_like(x1, wide))
+    empty = none | (usable & ~rows)
+    x0 = torch.where(empty, torch.zeros_like(x0), x0)
+    x1 = torch.where(empty, torch.zeros_like(x1), x1)
+    return x0.to(torch.int64), x1.to(torch.int64)
+
+
+@torch.library.custom_op("gsworkbench_torch::kept_indices", mutates_args=())
+def kept_indices(mask: torch.Tensor) -> torch.Tensor:
+    """The indices where the bool mask [n] is true, int64 [k] (``mask.nonzero()[:, 0]``). An op of its own
+    for the same reason as :func:`repeat_indices`: its length depends on the data."""
+    return mask.nonzero()[:, 0]
+
+
+@kept_indices.register_fake
+def _kept_indices_fake(mask: torch.Tensor) -> torch.Tensor:
+    return mask.new_empty(data_dependent_size(mask), dtype=torch.int64)
+
+
 @torch.library.custom_op("gsworkbench_torch::repeat_indices", mutates_args=())
 def repeat_indices(counts: torch.Tensor) -> torch.Tensor:
     """Each index i of counts [n] repeated counts[i] times: ``torch.repeat_interleave(counts)``, [sum(counts)].
@@ -169,13 +234,21 @@ def isect_tiles(
     tile_size: int,
     tile_width: int,
     tile_height: int,
+    conics: torch.Tensor | None = None,
+    opacities: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tile intersections sorted by (camera, tile, depth), vectorized (no loop over Gaussians).
+
+    Each Gaussian meets the tiles of its 3-sigma box; given conics [C,N,3] and opacities [C,N] (both or
+    neither), only those whose pixel centres its alpha >= 1/255 support reaches (:func:`tile_row_spans`):
+    the rasterizer would skip it at every pixel of the others, so renders and gradients are unchanged.
 
     Returns tiles_per_gauss [C,N] int32, isect_ids [M] int64 (global tile id << 32 | float32 depth
     bits), flatten_ids [M] int32 (index c*N + n) and tile_offsets [C,tile_height,tile_width] int32
     (start of each tile's run in the sorted list).
     """
+    if (conics is None) != (opacities is None):
+        raise ValueError("isect_tiles: pass conics and opacities together, or neither")
     C, N = radii.shape
     ntiles = tile_width * tile_height
     box = tile_bounds(means2d, radii, tile_size, tile_width, tile_height).reshape(C * N, 4)
@@ -189,6 +262,14 @@ def isect_tiles(
     local = torch.arange(gid.numel(), device=dev) - first[gid]
     tx = box[gid, 0] + local % bw[gid].clamp_min(1)
     ty = box[gid, 1] + local // bw[gid].clamp_min(1)
+    if conics is not None and opacities is not None:
+        x0, x1 = tile_row_spans(
+            means2d.reshape(C * N, 2)[gid], conics.reshape(C * N, 3)[gid], opacities.reshape(C * N)[gid], ty, tile_size
+        )
+        inside = (tx >= x0) & (tx < x1)
+        keep = kept_indices(inside) if torch.compiler.is_compiling() else inside.nonzero()[:, 0]
+        gid, tx, ty = gid[keep], tx[keep], ty[keep]
+        counts = torch.zeros_like(counts).scatter_add(0, gid, torch.ones_like(gid))  # bincount: data-dependent size
     tile = (gid // N) * ntiles + ty * tile_width + tx
     dbits = depths.detach().to(torch.float32).reshape(-1)[gid].view(torch.int32).to(torch.int64)
     # sort by (tile, depth, gid): stable sorts from the last key to the first

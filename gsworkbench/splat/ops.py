@@ -80,7 +80,7 @@ def _register() -> None:
 
 
     @torch.library.register_fake(lib + "splat_isect_tiles")
-    def _isect_fake(means2d, radii, depths, tile_size, tile_width, tile_height):  # noqa: ANN001, ANN202
+    def _isect_fake(means2d, radii, depths, tile_size, tile_width, tile_height, conics=None, opacities=None):  # noqa: ANN001, ANN202, E501
         C, N = radii.shape
         m = data_dependent_size(radii)  # M intersections: unbacked under torch.compile, no config needed
         return (
@@ -267,17 +267,15 @@ def isect_tiles(
     tile_size: int,
     tile_width: int,
     tile_height: int,
+    conics: torch.Tensor | None = None,
+    opacities: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles`. No
-    gradient flows through it (its C++ autograd kernel goes straight to the kernel)."""
+    """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles` (with
+    conics and opacities, only the tiles each Gaussian's alpha support reaches). No gradient flows
+    through it (its C++ autograd kernel goes straight to the kernel)."""
     require_ext()
     return torch.ops.gsworkbench.splat_isect_tiles(
-        means2d,
-        radii,
-        depths,
-        int(tile_size),
-        int(tile_width),
-        int(tile_height),
+        means2d, radii, depths, int(tile_size), int(tile_width), int(tile_height), conics, opacities
     )
 
 
@@ -397,12 +395,13 @@ def sh_work(num: int, sh_degree: int, cameras: int = 1, itemsize: int = 4) -> di
 
 def isect_work(num: int, n_isects: int, width: int, height: int, tile_size: int = 16,
                cameras: int = 1) -> dict[str, float]:  # fmt: skip
-    """The traffic of one ``splat_isect_tiles`` call: 2D means, radii and depths read (16 bytes a
-    Gaussian and camera), tiles per Gaussian (4), intersection ids (8) and flattened ids (4) per
-    intersection and the tile offsets (4 per tile) written. Left out: the radix sort's passes over its
-    working arrays. Integer work: no flops (NaN)."""
+    """The traffic of one ``splat_isect_tiles`` call as :func:`~gsworkbench.splat.rasterize` makes it (with
+    the tile cover): 2D means, radii, depths, conics and opacities read (32 bytes a Gaussian and camera
+    in float32), tiles per Gaussian (4), intersection ids (8) and flattened ids (4) per intersection and
+    the tile offsets (4 per tile) written. Left out: the radix sort's passes over its working arrays and
+    the cover's per-row arithmetic. Integer work: no flops (NaN)."""
     tiles = cameras * ((width + tile_size - 1) // tile_size) * ((height + tile_size - 1) // tile_size)
-    nbytes = cameras * num * 20 + 12 * n_isects + 4 * tiles
+    nbytes = cameras * num * 36 + 12 * n_isects + 4 * tiles
     return {"flops_per_call": float("nan"), "bytes_per_call": float(nbytes)}
 
 

@@ -313,8 +313,9 @@ def rasterize(
     tile_width = (width + tile_size - 1) // tile_size
     tile_height = (height + tile_size - 1) // tile_size
     with stage("isect"):
+        # only the tiles each Gaussian's alpha support reaches: the rasterizer would skip it in the others
         tiles_per_gauss, isect_ids, flatten_ids, tile_offsets = impl.isect_tiles(
-            means2d, radii, depths, tile_size, tile_width, tile_height
+            means2d, radii, depths, tile_size, tile_width, tile_height, conics, opac
         )
         if memory_check is not None and backend == "ext":  # the intersections known: before the pixels
             check_rasterize_memory(**memory_check, dtype=means.dtype, device=means.device,
