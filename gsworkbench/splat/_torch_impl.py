@@ -175,19 +175,19 @@ def tile_row_spans(
     safe_a, safe_c = torch.where(usable, a, torch.ones_like(a)), torch.where(usable, c, torch.ones_like(c))
     s = smax.clamp_min(0.0)
     yext = torch.sqrt(2.0 * s * safe_a / safe_det)
-    xext = torch.sqrt(2.0 * s * safe_c / safe_det)
+    turn = b * torch.sqrt(2.0 * s * safe_c / safe_det) / safe_c  # the dy of the support's x extremes
     ts = float(tile_size)
     top = ty.to(torch.float64) * ts + 0.5
     lo = torch.maximum(my - (top + ts - 1.0), -yext)
     hi = torch.minimum(my - top, yext)
     rows = lo <= hi
-    turn = b * xext / safe_c
     dr = torch.minimum(torch.maximum(turn, lo), hi)
     dl = torch.minimum(torch.maximum(-turn, lo), hi)
-    disc_r = (2.0 * safe_a * s - safe_det * dr * dr).clamp_min(0.0)
-    disc_l = (2.0 * safe_a * s - safe_det * dl * dl).clamp_min(0.0)
-    xr = mx + (b * dr + torch.sqrt(disc_r)) / safe_a
-    xl = mx + (b * dl - torch.sqrt(disc_l)) / safe_a
+    two_a_smax, inv_a = 2.0 * safe_a * s, 1.0 / safe_a
+    disc_r = (two_a_smax - safe_det * dr * dr).clamp_min(0.0)
+    disc_l = (two_a_smax - safe_det * dl * dl).clamp_min(0.0)
+    xr = mx + (b * dr + torch.sqrt(disc_r)) * inv_a
+    xl = mx + (b * dl - torch.sqrt(disc_l)) * inv_a
     x0 = torch.ceil((xl + 0.5) / ts - 1.0).clamp(-wide, wide)
     x1 = (torch.floor((xr - 0.5) / ts) + 1.0).clamp(-wide, wide)
     spans = usable & (a * c <= 1e4 * det)  # else every column: of the box, or of the rows reached
