@@ -1,5 +1,5 @@
 // CPU kernel of the 3DGS rasterizer, stage 3: tile intersection. Each visible Gaussian's 3-sigma
-// box of tiles (cut, given conics and opacities, to the tiles its alpha support reaches:
+// box of tiles (cut, given conics and opacities, to the bounding box of its alpha support:
 // gsw/tile_cover.h), and the (tile, depth)-sorted list of intersections the rasterizer walks: one
 // radix sort of the visible Gaussians by depth, then a stable parallel counting sort by tile. The
 // input checks are gsw/splat_op.h, shared with the CUDA bindings.
@@ -32,8 +32,6 @@ using at::Tensor;
 
 // Camera-Gaussian pairs per thread below which the intersection passes wake no further thread.
 constexpr int64_t kMinIsectPerThread = 8192;
-// How far ahead in depth order the tile cover prefetches a Gaussian's inputs.
-constexpr int64_t kPrefetchCover = 8;
 
 // Sorts (depth key << 32 | Gaussian id) keys by depth key, ties in their incoming (ascending id)
 // order: an LSD radix sort (no data-dependent branches, which mispredict heavily in a comparison sort
@@ -97,8 +95,6 @@ inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tm
 // and 32 per visible one, stay allocated).
 struct IsectScratch {
   std::vector<int32_t> box, sbox;
-  std::vector<int64_t> row_at;  // per visible Gaussian in depth order: its first row's entry in spans
-  std::vector<int32_t> spans;   // per (visible Gaussian, box row): the covered columns [x0, x1)
   std::vector<uint64_t> order, tmp;
   std::vector<int64_t> hist;
   std::vector<uint32_t> count;
@@ -145,43 +141,19 @@ void tile_boxes(const T* m, const int32_t* r, int64_t n, int64_t tile_size, int6
   }
 }
 
-// The covered columns (gsw/tile_cover.h) of each row of the boxes sbox [V,4] of the Gaussians order[j]
-// (depth order), cut to the box, into spans[2 (row_at[j] + row) ..] (row_at: the rows of the boxes
-// before, resized here), and cnt[i] cut to their tiles. In depth order, as the two passes over the
-// boxes read them: each reads its parts' spans in sequence.
+// The boxes (and counts) of tile_boxes cut to each Gaussian's alpha support (gsw/tile_cover.h).
 template <typename T>
-void tile_spans(const T* m, const T* conics, const T* opac, const std::vector<uint64_t>& order,
-                const std::vector<int32_t>& sbox, int64_t tile_size, int nth, std::vector<int64_t>& row_at,
-                std::vector<int32_t>& spans, int32_t* cnt) {
-  const int64_t V = static_cast<int64_t>(order.size());
-  row_at.resize(static_cast<size_t>(V) + 1);
-  row_at[0] = 0;
-  for (int64_t j = 0; j < V; ++j) row_at[j + 1] = row_at[j] + (sbox[4 * j + 3] - sbox[4 * j + 1]);
-  spans.resize(static_cast<size_t>(2 * row_at[V]));
-#pragma omp parallel for num_threads(nth) schedule(static)
-  for (int64_t j = 0; j < V; ++j) {
-    if (j + kPrefetchCover < V) {  // the inputs of a Gaussian further on in depth order: scattered reads
-      const int64_t ip = static_cast<int64_t>(order[j + kPrefetchCover] & 0xffffffffu);
-      __builtin_prefetch(m + 2 * ip);
-      __builtin_prefetch(conics + 3 * ip);
-      __builtin_prefetch(opac + ip);
+void cut_boxes(const T* m, const T* conics, const T* opac, int64_t n, int64_t tile_size, int32_t* box, int32_t* cnt) {
+#pragma omp parallel num_threads(threads_for(n, kMinIsectPerThread))
+  {
+    const Range share = thread_range(n);
+    for (int64_t i = share.begin; i < share.end; ++i) {
+      if (cnt[i] == 0) continue;
+      int32_t* b = box + 4 * i;
+      const T* co = conics + 3 * i;
+      cut_box_to_support<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i], tile_size, b);
+      cnt[i] = (b[2] - b[0]) * (b[3] - b[1]);
     }
-    const int64_t i = static_cast<int64_t>(order[j] & 0xffffffffu);
-    const T* co = conics + 3 * i;
-    const TileCover g = tile_cover<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i]);
-    const int32_t* b = sbox.data() + 4 * j;
-    int32_t* sp = spans.data() + 2 * row_at[j];
-    int32_t k = 0;
-    for (int32_t ty = b[1]; ty < b[3]; ++ty, sp += 2) {
-      int64_t x0, x1;
-      tile_row_span(g, ty, tile_size, x0, x1);
-      x0 = std::max<int64_t>(x0, b[0]);
-      x1 = std::max(std::min<int64_t>(x1, b[2]), x0);
-      sp[0] = static_cast<int32_t>(x0);
-      sp[1] = static_cast<int32_t>(x1);
-      k += static_cast<int32_t>(x1 - x0);
-    }
-    cnt[i] = k;
   }
 }
 
@@ -191,7 +163,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
                                                            const std::optional<Tensor>& conics_,
                                                            const std::optional<Tensor>& opacities_) {
   check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height, conics_, opacities_);
-  const bool cull = conics_.has_value();
   const int64_t C = means2d_.size(0), N = means2d_.size(1);
   const auto radii = radii_.contiguous();
   const auto depths = contiguous_as(depths_, at::kFloat);
@@ -207,12 +178,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     const int32_t* r = radii.data_ptr<int32_t>();
     int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
     tile_boxes<T>(m, r, C * N, tile_size, tile_width, tile_height, box.data(), cnt);
+    if (conics_.has_value()) {
+      const auto conics = conics_->contiguous(), opac = opacities_->contiguous();
+      cut_boxes<T>(m, conics.data_ptr<T>(), opac.data_ptr<T>(), C * N, tile_size, box.data(), cnt);
+    }
   });
   // The visible Gaussians sorted once by depth (ties by index), then a counting sort by tile that is
   // stable in that order: each tile's run comes out sorted by (depth, Gaussian id), with no per-tile
   // sort. nth contiguous parts of the depth order: per-part tile histograms, then per-part write
   // cursors (tile start + the counts of the parts before), so the parallel scatter keeps the order.
-  int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
+  const int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
   const float* d = depths.data_ptr<float>();
   const int64_t CT = C * ntiles, CN = C * N;
   // nth parts (one thread for small inputs: waking one costs more than the work)
@@ -231,23 +206,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
 #pragma omp parallel for num_threads(nth) schedule(static)
   for (int64_t j = 0; j < V; ++j)
     std::memcpy(sbox.data() + 4 * j, box.data() + 4 * static_cast<int64_t>(order[j] & 0xffffffffu), 4 * sizeof(int32_t));
-  if (cull) {  // the boxes' counts become the cover's (a Gaussian may keep no tile: it lists none)
-    const auto conics = conics_->contiguous(), opac = opacities_->contiguous();
-    AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_isect_tiles_cpu", [&] {
-      tile_spans<scalar_t>(means2d.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(), opac.data_ptr<scalar_t>(),
-                           order, sbox, tile_size, nth, sc.row_at, sc.spans, cnt);
-    });
-  }
   std::vector<int64_t>& hist = sc.hist;
   hist.assign(static_cast<size_t>(nth) * CT, 0);
   auto for_boxes = [&](int64_t j, auto&& fn) {
     const int32_t* b = sbox.data() + 4 * j;
     const int64_t base = static_cast<int64_t>(order[j] & 0xffffffffu) / N * ntiles;
-    const int32_t* sp = cull ? sc.spans.data() + 2 * sc.row_at[j] : nullptr;
-    for (int32_t ty = b[1]; ty < b[3]; ++ty) {
-      const int32_t x0 = cull ? sp[2 * (ty - b[1])] : b[0], x1 = cull ? sp[2 * (ty - b[1]) + 1] : b[2];
-      for (int32_t tx = x0; tx < x1; ++tx) fn(base + ty * tile_width + tx);
-    }
+    for (int32_t ty = b[1]; ty < b[3]; ++ty)
+      for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
   };
 #pragma omp parallel num_threads(nth)
   {

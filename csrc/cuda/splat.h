@@ -60,8 +60,8 @@ void sh_backward(const T* v_colors, const T* coeffs, const T* dirs, int64_t C, i
 
 // Tile intersection in four steps: counts per Gaussian, inclusive scan of the counts (the caller
 // reads the total M), fill of unsorted (key, id) pairs, radix sort, tile offsets. conics and
-// opacities: both null (every tile of the 3-sigma box) or both set (the tiles the alpha support
-// reaches, gsw/tile_cover.h).
+// opacities: both null (every tile of the 3-sigma box) or both set (the box cut to the alpha
+// support, gsw/tile_cover.h).
 template <typename T>
 void isect_count(const T* means2d, const int32_t* radii, const T* conics, const T* opacities, int64_t CN,
                  int64_t tile_size, int64_t tile_width, int64_t tile_height, int32_t* tiles_per_gauss,
@@ -73,8 +73,8 @@ void isect_scan(const int32_t* counts, int32_t* cum_counts, int64_t CN, void* te
 
 template <typename T>
 void isect_fill(const T* means2d, const int32_t* radii, const T* conics, const T* opacities, const T* depths,
-                const int32_t* cum_counts, const int32_t* tiles_per_gauss, int64_t C, int64_t N, int64_t tile_size,
-                int64_t tile_width, int64_t tile_height, int64_t* keys, int32_t* ids, cudaStream_t stream);
+                const int32_t* cum_counts, int64_t C, int64_t N, int64_t tile_size, int64_t tile_width,
+                int64_t tile_height, int64_t* keys, int32_t* ids, cudaStream_t stream);
 
 size_t isect_sort_temp_bytes(int64_t M);
 void isect_sort(const int64_t* keys_in, const int32_t* ids_in, int64_t* keys_out, int32_t* ids_out, int64_t M,

@@ -187,9 +187,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2
   auto ids = at::empty({M}, r.options());
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_isect_fill_cuda", [&] {
     isect_fill<scalar_t>(m2.data_ptr<scalar_t>(), r.data_ptr<int32_t>(), cull ? co.data_ptr<scalar_t>() : nullptr,
-                         cull ? op.data_ptr<scalar_t>() : nullptr, d.data_ptr<scalar_t>(), cum.data_ptr<int32_t>(),
-                         tiles_per_gauss.data_ptr<int32_t>(), C, N, tile_size, tile_width, tile_height,
-                         keys.data_ptr<int64_t>(), ids.data_ptr<int32_t>(), stream);
+                         cull ? op.data_ptr<scalar_t>() : nullptr, d.data_ptr<scalar_t>(), cum.data_ptr<int32_t>(), C,
+                         N, tile_size, tile_width, tile_height, keys.data_ptr<int64_t>(), ids.data_ptr<int32_t>(),
+                         stream);
   });
   auto keys_sorted = at::empty_like(keys);
   auto ids_sorted = at::empty_like(ids);

@@ -1,6 +1,6 @@
 // CUDA kernels of the 3DGS tile rasterizer, stage 3: tile intersection. Counts of tiles per Gaussian
-// (its 3-sigma box, cut with conics and opacities to the tiles its alpha support reaches:
-// gsw/tile_cover.h), a CUB inclusive scan, a fill of (tile << 32 | depth bits, id) pairs, a CUB radix sort and a binary
+// (its 3-sigma box, cut with conics and opacities to its alpha support: gsw/tile_cover.h), a CUB
+// inclusive scan, a fill of (tile << 32 | depth bits, id) pairs, a CUB radix sort and a binary
 // search per tile for the tile offsets. The CPU twin is csrc/cpu/splat_isect.cpp.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
@@ -14,9 +14,11 @@ namespace splat {
 namespace cuda {
 namespace {
 
+// conics and opacities: both null (the 3-sigma box) or both set (the box cut to the alpha support).
 template <typename T>
-__device__ __forceinline__ void tile_box(const T* means2d, const int32_t* radii, int64_t i, int64_t tile_size,
-                                         int64_t tile_width, int64_t tile_height, int32_t* box) {
+__device__ __forceinline__ void tile_box(const T* means2d, const int32_t* radii, const T* conics, const T* opacities,
+                                         int64_t i, int64_t tile_size, int64_t tile_width, int64_t tile_height,
+                                         int32_t* box) {
   box[0] = box[1] = box[2] = box[3] = 0;
   // a non-finite 2D mean covers no tile (as on the CPU: no box from an undefined float-to-int cast)
   if (radii[i] <= 0 || !isfinite(means2d[2 * i]) || !isfinite(means2d[2 * i + 1])) return;
@@ -28,25 +30,10 @@ __device__ __forceinline__ void tile_box(const T* means2d, const int32_t* radii,
   box[1] = static_cast<int32_t>(fy0 < T(0) ? T(0) : (fy0 > th ? th : fy0));
   box[2] = static_cast<int32_t>(fx1 < T(0) ? T(0) : (fx1 > tw ? tw : fx1));
   box[3] = static_cast<int32_t>(fy1 < T(0) ? T(0) : (fy1 > th ? th : fy1));
-}
-
-// Gaussian i's cover (the box alone without conics) and its tiles of row ty: [x0, x1), within the box.
-template <typename T>
-__device__ __forceinline__ TileCover cover_of(const T* means2d, const T* conics, const T* opacities, int64_t i) {
-  if (conics == nullptr) {
-    TileCover g{};
-    g.mode = kCoverBox;
-    return g;
+  if (conics != nullptr && box[0] < box[2] && box[1] < box[3]) {
+    const T* co = conics + 3 * i;
+    cut_box_to_support<T>(means2d[2 * i], means2d[2 * i + 1], co[0], co[1], co[2], opacities[i], tile_size, box);
   }
-  return tile_cover<T>(means2d[2 * i], means2d[2 * i + 1], conics[3 * i], conics[3 * i + 1], conics[3 * i + 2],
-                       opacities[i]);
-}
-
-__device__ __forceinline__ void row_tiles(const TileCover& g, const int32_t* b, int32_t ty, int64_t tile_size,
-                                          int64_t& x0, int64_t& x1) {
-  tile_row_span(g, ty, tile_size, x0, x1);
-  x0 = x0 > b[0] ? x0 : b[0];
-  x1 = x1 < b[2] ? x1 : b[2];
 }
 
 template <typename T>
@@ -56,37 +43,26 @@ __global__ void isect_count_kernel(const T* means2d, const int32_t* radii, const
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= CN) return;
   int32_t b[4];
-  tile_box(means2d, radii, i, tile_size, tile_width, tile_height, b);
-  const TileCover g = cover_of(means2d, conics, opacities, i);
-  int32_t k = 0;
-  for (int32_t ty = b[1]; ty < b[3]; ++ty) {
-    int64_t x0, x1;
-    row_tiles(g, b, ty, tile_size, x0, x1);
-    k += x1 > x0 ? static_cast<int32_t>(x1 - x0) : 0;
-  }
-  tiles_per_gauss[i] = k;
+  tile_box(means2d, radii, conics, opacities, i, tile_size, tile_width, tile_height, b);
+  tiles_per_gauss[i] = (b[2] - b[0]) * (b[3] - b[1]);
 }
 
 template <typename T>
 __global__ void isect_fill_kernel(const T* means2d, const int32_t* radii, const T* conics, const T* opacities,
-                                  const T* depths, const int32_t* cum_counts, const int32_t* tiles_per_gauss,
-                                  int64_t C, int64_t N, int64_t tile_size, int64_t tile_width, int64_t tile_height,
-                                  int64_t* keys, int32_t* ids) {
+                                  const T* depths, const int32_t* cum_counts, int64_t C, int64_t N, int64_t tile_size,
+                                  int64_t tile_width, int64_t tile_height, int64_t* keys, int32_t* ids) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= C * N) return;
-  const int32_t count = tiles_per_gauss[i];
-  if (count == 0) return;
   int32_t b[4];
-  tile_box(means2d, radii, i, tile_size, tile_width, tile_height, b);
-  const TileCover g = cover_of(means2d, conics, opacities, i);
+  tile_box(means2d, radii, conics, opacities, i, tile_size, tile_width, tile_height, b);
+  const int32_t count = (b[2] - b[0]) * (b[3] - b[1]);
+  if (count == 0) return;
   int64_t k = cum_counts[i] - count;
   const float d = static_cast<float>(depths[i]);
   const int64_t dbits = static_cast<int64_t>(static_cast<uint32_t>(__float_as_int(d)));
   const int64_t base = (i / N) * tile_width * tile_height;
   for (int32_t ty = b[1]; ty < b[3]; ++ty) {
-    int64_t x0, x1;
-    row_tiles(g, b, ty, tile_size, x0, x1);
-    for (int64_t tx = x0; tx < x1; ++tx, ++k) {
+    for (int32_t tx = b[0]; tx < b[2]; ++tx, ++k) {
       keys[k] = ((base + ty * tile_width + tx) << 32) | dbits;
       ids[k] = static_cast<int32_t>(i);
     }
@@ -133,12 +109,12 @@ void isect_scan(const int32_t* counts, int32_t* cum_counts, int64_t CN, void* te
 
 template <typename T>
 void isect_fill(const T* means2d, const int32_t* radii, const T* conics, const T* opacities, const T* depths,
-                const int32_t* cum_counts, const int32_t* tiles_per_gauss, int64_t C, int64_t N, int64_t tile_size,
-                int64_t tile_width, int64_t tile_height, int64_t* keys, int32_t* ids, cudaStream_t stream) {
+                const int32_t* cum_counts, int64_t C, int64_t N, int64_t tile_size, int64_t tile_width,
+                int64_t tile_height, int64_t* keys, int32_t* ids, cudaStream_t stream) {
   if (C * N == 0) return;
   isect_fill_kernel<T><<<blocks_for(C * N), kThreads, 0, stream>>>(means2d, radii, conics, opacities, depths,
-                                                                   cum_counts, tiles_per_gauss, C, N, tile_size,
-                                                                   tile_width, tile_height, keys, ids);
+                                                                   cum_counts, C, N, tile_size, tile_width,
+                                                                   tile_height, keys, ids);
 }
 
 size_t isect_sort_temp_bytes(int64_t M) {
@@ -168,9 +144,8 @@ void isect_tile_offsets(const int64_t* sorted_keys, int64_t M, int64_t num_tiles
 #define GSW_SPLAT_ISECT_INSTANTIATE(T)                                                                             \
   template void isect_count<T>(const T*, const int32_t*, const T*, const T*, int64_t, int64_t, int64_t, int64_t, \
                                int32_t*, cudaStream_t);                                                           \
-  template void isect_fill<T>(const T*, const int32_t*, const T*, const T*, const T*, const int32_t*,             \
-                              const int32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t*, int32_t*,    \
-                              cudaStream_t);
+  template void isect_fill<T>(const T*, const int32_t*, const T*, const T*, const T*, const int32_t*, int64_t,    \
+                              int64_t, int64_t, int64_t, int64_t, int64_t*, int32_t*, cudaStream_t);
 
 GSW_SPLAT_ISECT_INSTANTIATE(float)
 GSW_SPLAT_ISECT_INSTANTIATE(double)

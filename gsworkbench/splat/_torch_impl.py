@@ -146,69 +146,50 @@ def tile_bounds(
     return torch.where((radii > 0)[..., None], box, torch.zeros_like(box))
 
 
-def alpha_sigma_max(opacities: torch.Tensor) -> torch.Tensor:
-    """The relaxed sigma threshold of the alpha >= 1/255 support (csrc/include/gsw/blend.h): -1 where the
-    opacity never reaches 1/255. float64, the shape of ``opacities``."""
-    o = opacities.detach().to(torch.float64)
-    return torch.where(o * 255.0 >= 1.0, torch.log(255.0 * o) * 1.02 + 0.02, torch.full_like(o, -1.0))
+def log_upper(x: torch.Tensor) -> torch.Tensor:
+    """An upper bound of ln(x) for float64 x >= 1 (csrc/include/gsw/tile_cover.h): x = 2^e m, m in [1, 2),
+    ln(1 + t) <= t - t^2/2 + t^3/3 with t = m - 1; at most 0.14 above ln(x)."""
+    mant, exp = torch.frexp(x)  # x = mant 2^exp, mant in [0.5, 1): m = 2 mant exactly
+    t = 2.0 * mant - 1.0
+    return (exp - 1).to(torch.float64) * 0.6931471805599453 + t * (1.0 + t * (-0.5 + t * (1.0 / 3.0)))
 
 
-def tile_row_spans(
-    means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, ty: torch.Tensor, tile_size: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The tile columns [x0, x1) (int64 [P], unclamped) of tile row ``ty`` [P] whose pixel centres the
-    alpha support of each Gaussian (means2d [P,2], conics [P,3], opacities [P]) reaches; the reference
-    of csrc/include/gsw/tile_cover.h, per (Gaussian, row) pair.
-
-    The support is ``sigma <= alpha_sigma_max(opacity)``. Cut to the row's band of pixel-centre rows it
-    is convex, so its x extent over the band decides the tiles. Conics that are not positive definite
-    keep every column (the box decides); very elongated ones (a c > 10^4 det) every column of the rows
-    the support reaches; a Gaussian whose opacity never reaches 1/255 no column."""
-    wide = float(1 << 40)
+def support_tile_bounds(
+    box: torch.Tensor, means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, tile_size: int
+) -> torch.Tensor:
+    """Tile boxes [...,4] (from :func:`tile_bounds`) cut to the bounding box of each Gaussian's alpha
+    support (means2d [...,2], conics [...,3], opacities [...]): sigma <= 1.02 log_upper(255 o) + 0.02,
+    the rasterizer's relaxed threshold (csrc/include/gsw/blend.h) at an upper bound of the log, so no
+    tile with a contributing pixel is cut. Half-extents sqrt(2 smax c / det) in x and sqrt(2 smax a /
+    det) in y; tile t holds pixel centres [t ts + 0.5, t ts + ts - 0.5]. Opacities below 1/255 give an
+    empty box; conics that are not positive definite keep the box; very elongated ones (a c > 10^4
+    det) are cut in y only. The reference of csrc/include/gsw/tile_cover.h."""
     m, co = means2d.detach().to(torch.float64), conics.detach().to(torch.float64)
-    mx, my, a, b, c = m[:, 0], m[:, 1], co[:, 0], co[:, 1], co[:, 2]
-    smax = alpha_sigma_max(opacities)
+    mx, my, a, b, c = m[..., 0], m[..., 1], co[..., 0], co[..., 1], co[..., 2]
+    x = opacities.detach().to(torch.float64) * 255.0
+    faint = ~(x >= 1.0)
     det = a * c - b * b
-    usable = (a > 0) & (c > 0) & (det > 0) & torch.isfinite(det) & torch.isfinite(mx) & torch.isfinite(my)
-    none = ~(smax >= 0)
-    safe_det = torch.where(usable, det, torch.ones_like(det))
-    safe_a, safe_c = torch.where(usable, a, torch.ones_like(a)), torch.where(usable, c, torch.ones_like(c))
-    s = smax.clamp_min(0.0)
-    yext = torch.sqrt(2.0 * s * safe_a / safe_det)
-    turn = b * torch.sqrt(2.0 * s * safe_c / safe_det) / safe_c  # the dy of the support's x extremes
+    usable = ~faint & (a > 0) & (c > 0) & (det > 0) & torch.isfinite(det) & torch.isfinite(mx) & torch.isfinite(my)
+    one = torch.ones_like(det)
+    sa, sc, sd = torch.where(usable, a, one), torch.where(usable, c, one), torch.where(usable, det, one)
+    smax = log_upper(torch.where(usable, x, one)) * 1.02 + 0.02
     ts = float(tile_size)
-    top = ty.to(torch.float64) * ts + 0.5
-    lo = torch.maximum(my - (top + ts - 1.0), -yext)
-    hi = torch.minimum(my - top, yext)
-    rows = lo <= hi
-    dr = torch.minimum(torch.maximum(turn, lo), hi)
-    dl = torch.minimum(torch.maximum(-turn, lo), hi)
-    two_a_smax, inv_a = 2.0 * safe_a * s, 1.0 / safe_a
-    disc_r = (two_a_smax - safe_det * dr * dr).clamp_min(0.0)
-    disc_l = (two_a_smax - safe_det * dl * dl).clamp_min(0.0)
-    xr = mx + (b * dr + torch.sqrt(disc_r)) * inv_a
-    xl = mx + (b * dl - torch.sqrt(disc_l)) * inv_a
-    x0 = torch.ceil((xl + 0.5) / ts - 1.0).clamp(-wide, wide)
-    x1 = (torch.floor((xr - 0.5) / ts) + 1.0).clamp(-wide, wide)
-    spans = usable & (a * c <= 1e4 * det)  # else every column: of the box, or of the rows reached
-    x0 = torch.where(spans, x0, torch.full_like(x0, -wide))
-    x1 = torch.where(spans, x1, torch.full_like(x1, wide))
-    empty = none | (usable & ~rows)
-    x0 = torch.where(empty, torch.zeros_like(x0), x0)
-    x1 = torch.where(empty, torch.zeros_like(x1), x1)
-    return x0.to(torch.int64), x1.to(torch.int64)
 
+    def cut(centre: torch.Tensor, ext: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple:
+        f0 = torch.ceil((centre - ext + 0.5) / ts - 1.0)
+        f1 = torch.floor((centre + ext - 0.5) / ts) + 1.0
+        lo2 = torch.maximum(lo.to(torch.float64), f0).clamp(max=hi.to(torch.float64))
+        hi2 = torch.minimum(hi.to(torch.float64), f1).clamp(min=lo2)
+        return lo2.to(torch.int64), hi2.to(torch.int64)
 
-@torch.library.custom_op("gsworkbench_torch::kept_indices", mutates_args=())
-def kept_indices(mask: torch.Tensor) -> torch.Tensor:
-    """The indices where the bool mask [n] is true, int64 [k] (``mask.nonzero()[:, 0]``). An op of its own
-    for the same reason as :func:`repeat_indices`: its length depends on the data."""
-    return mask.nonzero()[:, 0]
-
-
-@kept_indices.register_fake
-def _kept_indices_fake(mask: torch.Tensor) -> torch.Tensor:
-    return mask.new_empty(data_dependent_size(mask), dtype=torch.int64)
+    y0, y1 = cut(torch.where(usable, my, 0.0), torch.sqrt(2.0 * smax * sa / sd), box[..., 1], box[..., 3])
+    x0, x1 = cut(torch.where(usable, mx, 0.0), torch.sqrt(2.0 * smax * sc / sd), box[..., 0], box[..., 2])
+    elongated = ~(a * c <= 1e4 * det)  # cut in y only, as the rasterizer culls it by rows only
+    x0, x1 = torch.where(elongated, box[..., 0], x0), torch.where(elongated, box[..., 2], x1)
+    out = torch.stack([x0, y0, x1, y1], dim=-1)
+    out = torch.where(usable[..., None], out, box)
+    empty = faint | (out[..., 0] >= out[..., 2]) | (out[..., 1] >= out[..., 3])
+    return torch.where(empty[..., None], torch.zeros_like(out), out)
 
 
 @torch.library.custom_op("gsworkbench_torch::repeat_indices", mutates_args=())
@@ -240,8 +221,8 @@ def isect_tiles(
     """Tile intersections sorted by (camera, tile, depth), vectorized (no loop over Gaussians).
 
     Each Gaussian meets the tiles of its 3-sigma box; given conics [C,N,3] and opacities [C,N] (both or
-    neither), only those whose pixel centres its alpha >= 1/255 support reaches (:func:`tile_row_spans`):
-    the rasterizer would skip it at every pixel of the others, so renders and gradients are unchanged.
+    neither), the box cut to its alpha >= 1/255 support (:func:`support_tile_bounds`): the rasterizer
+    would skip the Gaussian at every pixel of the tiles cut, so renders and gradients are unchanged.
 
     Returns tiles_per_gauss [C,N] int32, isect_ids [M] int64 (global tile id << 32 | float32 depth
     bits), flatten_ids [M] int32 (index c*N + n) and tile_offsets [C,tile_height,tile_width] int32
@@ -251,7 +232,10 @@ def isect_tiles(
         raise ValueError("isect_tiles: pass conics and opacities together, or neither")
     C, N = radii.shape
     ntiles = tile_width * tile_height
-    box = tile_bounds(means2d, radii, tile_size, tile_width, tile_height).reshape(C * N, 4)
+    box = tile_bounds(means2d, radii, tile_size, tile_width, tile_height)
+    if conics is not None and opacities is not None:
+        box = support_tile_bounds(box, means2d, conics, opacities, tile_size)
+    box = box.reshape(C * N, 4)
     bw = box[:, 2] - box[:, 0]
     bh = box[:, 3] - box[:, 1]
     counts = bw * bh
@@ -262,14 +246,6 @@ def isect_tiles(
     local = torch.arange(gid.numel(), device=dev) - first[gid]
     tx = box[gid, 0] + local % bw[gid].clamp_min(1)
     ty = box[gid, 1] + local // bw[gid].clamp_min(1)
-    if conics is not None and opacities is not None:
-        x0, x1 = tile_row_spans(
-            means2d.reshape(C * N, 2)[gid], conics.reshape(C * N, 3)[gid], opacities.reshape(C * N)[gid], ty, tile_size
-        )
-        inside = (tx >= x0) & (tx < x1)
-        keep = kept_indices(inside) if torch.compiler.is_compiling() else inside.nonzero()[:, 0]
-        gid, tx, ty = gid[keep], tx[keep], ty[keep]
-        counts = torch.zeros_like(counts).scatter_add(0, gid, torch.ones_like(gid))  # bincount: data-dependent size
     tile = (gid // N) * ntiles + ty * tile_width + tx
     dbits = depths.detach().to(torch.float32).reshape(-1)[gid].view(torch.int32).to(torch.int64)
     # sort by (tile, depth, gid): stable sorts from the last key to the first

@@ -76,9 +76,8 @@ def ext_pair_bytes(D: int, itemsize: int, sh: bool, threads: int, grad: bool) ->
     n += 4  # tiles_per_gauss int32
     # splat_isect_tiles' scratch (per calling thread, kept across calls): tile boxes int32 [4] per pair,
     # the depth-sorted keys and the radix sort's second buffer (uint64 per visible pair), boxes in depth
-    # order int32 [4] per visible pair; every pair may be visible; the tile cover's start int64 per
-    # pair and its spans int32 [2] per row of a box (counted at one row: rows are in the intersections)
-    n += 16 + 8 + 8 + 16 + 8 + 8
+    # order int32 [4] per visible pair; every pair may be visible
+    n += 16 + 8 + 8 + 16
     n += 32  # the rasterizer's alpha-support record per pair (double + 5 float, padded to 32)
     if grad:
         # splat_rasterize_backward: per-thread sums of mean2d [2], conic [3], opacity, colour [D], then

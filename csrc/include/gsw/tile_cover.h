@@ -1,18 +1,16 @@
 // The tiles a projected Gaussian can contribute to, shared by the CPU and CUDA tile intersection and
-// mirrored by the torch reference (gsworkbench/splat/_torch_impl.py, tile_row_spans).
+// mirrored by the torch reference (gsworkbench/splat/_torch_impl.py, support_tile_bounds).
 //
-// The 3-sigma box of the projection's radius holds every tile the Gaussian's footprint touches, but a
-// tile in the box's corners, or any tile of a faint Gaussian, may hold no pixel centre where
-// alpha >= 1/255: the rasterizer would skip the Gaussian at each of that tile's pixels. The cover keeps,
-// per tile row, only the tiles whose pixel centres the support (blend.h: sigma <= alpha_sigma_max of
-// the opacity) can reach. Per row of tiles, the support cut to the row band's pixel-centre rows is convex,
-// so its x extent decides which tiles of the row it meets. That extent is computed in double for the
-// relaxed threshold of blend.h, over the continuous band (a superset of its pixel centres), so a culled
-// tile never held a contributing pixel: renders and gradients are those of the box's list.
+// The 3-sigma box of the projection's radius holds every tile the Gaussian's footprint touches, but
+// the tiles at its sides hold no pixel where a faint or elongated Gaussian reaches alpha 1/255: the
+// rasterizer would skip the Gaussian at each of their pixels. The box is cut to the bounding box of the
+// alpha support (blend.h: sigma <= a relaxed log(255 opacity)), widened for float rounding, so a cut
+// tile never held a contributing pixel: renders and gradients are those of the 3-sigma box's lists.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "gsw/blend.h"
 #include "gsw/common.h"
@@ -25,83 +23,49 @@ using std::floor;
 using std::isfinite;
 using std::sqrt;
 
-// How a Gaussian's tiles are chosen. kCoverBox: the box only (no usable conic: non-finite or not
-// positive definite). kCoverRows: rows of tiles the support's rows reach, every box column in them
-// (very elongated conics, where the row interval loses precision: blend.h, alpha_row_interval_exact).
-// kCoverSpans: per row, the columns its support reaches. kCoverNone: no tile (alpha < 1/255 everywhere).
-enum TileCoverMode : int32_t { kCoverNone = 0, kCoverBox = 1, kCoverRows = 2, kCoverSpans = 3 };
-
-// One Gaussian's support, ready for per-row spans: mean (pixels), conic entry b, 1 / a, the conic's
-// determinant, 2 a smax (smax: the relaxed sigma threshold), the support's half-height (pixels) and
-// the dy of its x extremes (b xext / c, xext its half-width).
-struct TileCover {
-  double mx, my, b, inv_a, det, two_a_smax, yext, turn;
-  int32_t mode;
-};
-
-template <typename T>
-GSW_HD TileCover tile_cover(T mean_x, T mean_y, T conic_a, T conic_b, T conic_c, T opacity) {
-  TileCover g{};
-  g.mx = double(mean_x);
-  g.my = double(mean_y);
-  const double a = double(conic_a), b = double(conic_b), c = double(conic_c);
-  const double smax = alpha_sigma_max<double>(double(opacity)), det = a * c - b * b;
-  if (!(smax >= 0.0)) {  // faint everywhere (or a NaN opacity): the rasterizer skips every pixel
-    g.mode = kCoverNone;
-  } else if (!(a > 0.0) || !(c > 0.0) || !(det > 0.0) || !isfinite(det) || !isfinite(g.mx) || !isfinite(g.my)) {
-    g.mode = kCoverBox;
-  } else {
-    g.b = b;
-    g.inv_a = 1.0 / a;
-    g.det = det;
-    g.two_a_smax = 2.0 * a * smax;
-    g.yext = sqrt(2.0 * smax * a / det);
-    g.turn = b * sqrt(2.0 * smax * c / det) / c;
-    g.mode = alpha_row_interval_exact<double>(a, b, c) ? kCoverSpans : kCoverRows;
-  }
-  return g;
+// An upper bound of ln(x) for x >= 1, without a call to log: x = 2^e m with m in [1, 2), and
+// ln(m) = ln(1 + t) <= t - t^2 / 2 + t^3 / 3 (the alternating series cut after a positive term), at
+// most 0.14 above ln(x). The bits are read, not computed, so the torch reference (torch.frexp)
+// finds the same e and m.
+GSW_HD double log_upper(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof(u));
+  const int64_t e = static_cast<int64_t>((u >> 52) & 0x7ff) - 1023;
+  u = (u & ((uint64_t(1) << 52) - 1)) | (uint64_t(1023) << 52);
+  double m;
+  memcpy(&m, &u, sizeof(m));
+  const double t = m - 1.0;
+  return double(e) * 0.6931471805599453 + t * (1.0 + t * (-0.5 + t * (1.0 / 3.0)));
 }
 
-// The columns [x0, x1) of tile row ty whose pixel centres the support reaches (unclamped: the caller
-// cuts them to the box). Pixel centres of row ty lie at y in [ty ts + 0.5, ty ts + ts - 0.5]; with
-// dy = mean_y - y, the support's row at dy spans x = mean_x + (b dy +- sqrt(2 a smax - det dy^2)) / a.
-// Its right end is concave in dy, largest at dy = turn; its left end is convex, smallest at
-// dy = -turn; over the band each is taken at that dy clamped into the band.
-GSW_HD void tile_row_span(const TileCover& g, int64_t ty, int64_t tile_size, int64_t& x0, int64_t& x1) {
-  constexpr int64_t kWide = int64_t(1) << 40;  // wider than any grid: the box decides
-  x0 = 0;
-  x1 = 0;
-  if (g.mode == kCoverNone) return;
-  if (g.mode == kCoverBox) {
-    x0 = -kWide;
-    x1 = kWide;
+// Cuts the tile box [box[0], box[2]) x [box[1], box[3]) of a Gaussian (mean in pixels, conic,
+// opacity) to the tiles whose pixel centres its alpha support can reach; an empty box when alpha never
+// reaches 1/255. The support's threshold is alpha_sigma_max's relaxation (blend.h) of log_upper, so it
+// holds the rasterizer's support. Its bounding box has half-extents sqrt(2 smax c / det) in x and
+// sqrt(2 smax a / det) in y; tile t holds pixel centres [t ts + 0.5, t ts + ts - 0.5]. A conic that is
+// not positive definite keeps the box; a very elongated one (blend.h, alpha_row_interval_exact) is cut
+// in y only, as the rasterizer culls it by rows only.
+template <typename T>
+GSW_HD void cut_box_to_support(T mean_x, T mean_y, T conic_a, T conic_b, T conic_c, T opacity, int64_t tile_size,
+                               int32_t* box) {
+  const double x = double(opacity) * 255.0;
+  if (!(x >= 1.0)) {  // faint everywhere (or a NaN opacity): the rasterizer skips every pixel
+    box[0] = box[1] = box[2] = box[3] = 0;
     return;
   }
-  const double ts = double(tile_size), top = double(ty) * ts + 0.5;
-  double lo = g.my - (top + ts - 1.0), hi = g.my - top;  // dy over the band's pixel-centre rows
-  lo = lo > -g.yext ? lo : -g.yext;
-  hi = hi < g.yext ? hi : g.yext;
-  if (!(lo <= hi)) return;  // the band misses the support's rows
-  if (g.mode == kCoverRows) {
-    x0 = -kWide;
-    x1 = kWide;
-    return;
-  }
-  const double dr = g.turn < lo ? lo : (g.turn > hi ? hi : g.turn);
-  const double dl = -g.turn < lo ? lo : (-g.turn > hi ? hi : -g.turn);
-  const double disc_r = g.two_a_smax - g.det * dr * dr, disc_l = g.two_a_smax - g.det * dl * dl;
-  const double xr = g.mx + (g.b * dr + sqrt(disc_r > 0.0 ? disc_r : 0.0)) * g.inv_a;
-  const double xl = g.mx + (g.b * dl - sqrt(disc_l > 0.0 ? disc_l : 0.0)) * g.inv_a;
-  // tile tx holds centres x in [tx ts + 0.5, tx ts + ts - 0.5]: it meets [xl, xr] when
-  // (xl + 0.5) / ts - 1 <= tx <= (xr - 0.5) / ts
-  // x / ts is x * (1 / ts) where that is exact (a power-of-two tile size): a multiply, not a divide
-  const bool pow2 = (tile_size & (tile_size - 1)) == 0;
-  const double inv_ts = 1.0 / ts;
-  const double f0 = ceil((pow2 ? (xl + 0.5) * inv_ts : (xl + 0.5) / ts) - 1.0);
-  const double f1 = floor(pow2 ? (xr - 0.5) * inv_ts : (xr - 0.5) / ts) + 1.0;
-  const double w = double(kWide);
-  x0 = static_cast<int64_t>(f0 < -w ? -w : (f0 > w ? w : f0));
-  x1 = static_cast<int64_t>(f1 < -w ? -w : (f1 > w ? w : f1));
+  const double mx = double(mean_x), my = double(mean_y), a = double(conic_a), b = double(conic_b);
+  const double c = double(conic_c), det = a * c - b * b;
+  if (!(a > 0.0) || !(c > 0.0) || !(det > 0.0) || !isfinite(det) || !isfinite(mx) || !isfinite(my)) return;
+  const double smax = log_upper(x) * 1.02 + 0.02, ts = double(tile_size);
+  const double yext = sqrt(2.0 * smax * a / det);
+  auto cut = [&](double centre, double ext, int32_t& lo, int32_t& hi) {
+    const double f0 = ceil((centre - ext + 0.5) / ts - 1.0), f1 = floor((centre + ext - 0.5) / ts) + 1.0;
+    lo = f0 > double(lo) ? (f0 < double(hi) ? static_cast<int32_t>(f0) : hi) : lo;
+    hi = f1 < double(hi) ? (f1 > double(lo) ? static_cast<int32_t>(f1) : lo) : hi;
+  };
+  cut(my, yext, box[1], box[3]);
+  if (alpha_row_interval_exact<double>(a, b, c)) cut(mx, sqrt(2.0 * smax * c / det), box[0], box[2]);
+  if (box[0] >= box[2] || box[1] >= box[3]) box[0] = box[1] = box[2] = box[3] = 0;
 }
 
 }  // namespace splat
