@@ -121,7 +121,10 @@ def test_gradcheck_float64(backend: str, device: str) -> None:
         return img, alpha
 
     inputs = tuple(s[k].detach().clone().requires_grad_(True) for k in names)
-    assert torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-4)
+    # on CUDA both backends sum gradients with atomics (index_add_, atomicAdd): the order of the float64
+    # additions, and so the last bits, vary from one backward to the next
+    nondet = 0.0 if device == "cpu" else 1e-12
+    assert torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-4, nondet_tol=nondet)
 
 
 def _good() -> dict:

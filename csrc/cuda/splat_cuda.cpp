@@ -274,9 +274,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cuda(
     int64_t height, int64_t tile_size, const Tensor& tile_offsets, const Tensor& flatten_ids,
     const Tensor& transmittances, const Tensor& last_ids, const Tensor& v_colors, const Tensor& v_alphas,
     bool absgrad) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!absgrad, "splat_rasterize_backward: absgrad is not implemented for CUDA yet");
   const RasterDims g =
       check_raster(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids);
+  // a pass sees only its channels' share of a pixel's v_means2d, and |a| + |b| is not |a + b|
+  TORCH_CHECK_NOT_IMPLEMENTED(!absgrad || g.D <= kChannelChunk,
+                              "splat_rasterize_backward (CUDA): absgrad needs at most ", kChannelChunk,
+                              " channels, got ", g.D);
   check_raster_grads(g, means2d, transmittances, last_ids, v_colors, v_alphas);
   const c10::cuda::CUDAGuard guard(means2d.device());
   const auto dt = means2d.scalar_type();
@@ -285,6 +288,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cuda(
   const auto tr = transmittances.to(dt).contiguous(), last = last_ids.contiguous();
   const auto vc = v_colors.to(dt).contiguous(), va = v_alphas.to(dt).contiguous();
   auto g_m2 = at::zeros_like(m2), g_co = at::zeros_like(co), g_col = at::zeros_like(col), g_op = at::zeros_like(op);
+  auto g_abs = absgrad ? at::zeros_like(m2) : at::empty({0}, m2.options());
   const auto stream = c10::cuda::getCurrentCUDAStream().stream();
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_rasterize_backward_cuda", [&] {
     RasterBackwardParams<scalar_t> p;
@@ -297,10 +301,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cuda(
     p.v_conics = g_co.data_ptr<scalar_t>();
     p.v_colors = g_col.data_ptr<scalar_t>();
     p.v_opacities = g_op.data_ptr<scalar_t>();
+    p.v_means2d_abs = absgrad ? g_abs.data_ptr<scalar_t>() : nullptr;
     rasterize_backward<scalar_t>(p, stream);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {g_m2, g_co, g_col, g_op, at::empty({0}, m2.options())};
+  return {g_m2, g_co, g_col, g_op, g_abs};
 }
 
 }  // namespace

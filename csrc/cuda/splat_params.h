@@ -88,6 +88,7 @@ struct RasterBackwardParams {
   T* v_conics;              // [C,N,3]
   T* v_colors;              // [C,N,D]
   T* v_opacities;           // [C,N]
+  T* v_means2d_abs;         // [C,N,2]: sums over pixels of |per-pixel v_means2d| (absgrad), or null
 };
 
 }  // namespace cuda

@@ -1,6 +1,7 @@
 // CUDA kernels of the 3DGS tile rasterizer, stage 5: rasterization backward. Same grid and shared-memory
 // staging as the forward (splat_rasterize.cuh); each pixel walks its tile back to front from its last
 // contributor, and the per-Gaussian gradients are reduced over each warp before one atomic add per warp.
+// With absgrad, the per-pixel |v_means2d| are summed the same way (one channel pass: see the binding).
 // The per-pixel math is gsw/blend.h, shared with the CPU kernels (csrc/cpu/splat_rasterize_backward.cpp).
 #include "common.cuh"
 #include "gsw/blend.h"
@@ -80,6 +81,13 @@ __global__ void __launch_bounds__(kRasterMaxThreads)
       for (int ch = 0; ch < nch; ++ch) {
         const T v = warp_sum(valid ? fac * vr[ch] : T(0));
         if (lane == 0) atomicAdd(p.v_colors + gid * D + ch0 + ch, v);
+      }
+      if (p.v_means2d_abs != nullptr) {  // the same for every thread: the shuffles stay warp-wide
+        const T ax = warp_sum(vmx < T(0) ? -vmx : vmx), ay = warp_sum(vmy < T(0) ? -vmy : vmy);
+        if (lane == 0) {
+          atomicAdd(p.v_means2d_abs + 2 * gid, ax);
+          atomicAdd(p.v_means2d_abs + 2 * gid + 1, ay);
+        }
       }
       vmx = warp_sum(vmx);
       vmy = warp_sum(vmy);
