@@ -1,8 +1,8 @@
 """The tile cover of the intersection stage (csrc/include/gsw/tile_cover.h): given conics and
-opacities, each Gaussian meets only the tiles of its 3-sigma box whose pixel centres its alpha >= 1/255
-support reaches. ext (every device of the ``device`` fixture) against the torch reference on random
-and edge-case Gaussians; no tile with a contributing pixel dropped (brute force over the pixels);
-renders and gradients those of the box's lists; opcheck and the input checks."""
+opacities, each Gaussian's 3-sigma box of tiles is cut to the bounding box of its alpha >= 1/255
+support. ext (every device of the ``device`` fixture) against the torch reference on random and
+edge-case Gaussians; no tile with a contributing pixel dropped (brute force over the pixels); renders
+and gradients those of the box's lists; opcheck and the input checks."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from gsworkbench.splat import _torch_impl
 
 def _random_projections(seed: int, C: int, N: int, W: int, H: int, dtype: torch.dtype) -> tuple:
     """Random 2D Gaussians over (and past) a W x H image: means2d, 3-sigma radii, depths, conics and
-    opacities [C,N], with every mode of the cover among them (a tenth each of faint opacities, conics
-    that are not positive definite, and Gaussians elongated past the row interval's precision)."""
+    opacities [C,N], with every case of the cover among them (a tenth each of faint opacities, conics
+    that are not positive definite, and Gaussians elongated past the row interval's precision, cut in y
+    only)."""
     g = torch.Generator().manual_seed(seed)
     m2 = torch.rand(C, N, 2, generator=g, dtype=torch.float64) * torch.tensor([W + 40.0, H + 40.0]) - 20.0
     L = torch.randn(C, N, 2, 2, generator=g, dtype=torch.float64) * 4.0
@@ -70,7 +71,7 @@ def _pairs(out: tuple, N: int, ntiles: int) -> set[tuple[int, int]]:
 def test_no_tile_with_a_contributing_pixel_is_dropped() -> None:
     """Brute force over every pixel centre: a (Gaussian, tile) pair of the box's list leaves the cover
     only if the rasterizer's alpha (csrc/include/gsw/blend.h) stays below 1/255 at every pixel of the
-    tile; and the cover drops pairs (the scene has faint Gaussians and box corners to drop)."""
+    tile; and the cover drops pairs (the scene has faint Gaussians and elongated ones to cut)."""
     W, H, ts = 70, 45, 16
     tw, th = math.ceil(W / ts), math.ceil(H / ts)
     m2, radii, depths, conics, opac = _random_projections(11, 1, 300, W, H, torch.float64)
@@ -149,3 +150,21 @@ def test_opcheck_and_input_checks(device: str) -> None:
         op(m2.float(), radii, depths, 8, 4, 3, conics.float(), opac)
     with pytest.raises(ValueError, match="conics and opacities together"):
         _torch_impl.isect_tiles(m2.cpu(), radii.cpu(), depths.cpu(), 8, 4, 3, conics.cpu(), None)
+
+
+@requires_ext
+def test_the_cover_table_compares_both_lists_in_one_run() -> None:
+    """python -m gsworkbench.bench.tile_cover_table, on toy splats: a row per kind and list, the cover's
+    list no longer than the box's, its image equal to the bit, times positive, the run recorded."""
+    from gsworkbench.bench.tile_cover_table import cover_table
+
+    s = random_scene(300, cameras=1, width=64, height=64, sh_degree=None, dtype=torch.float32, seed=4)
+    splats = {"toy": dict(means=s["means"].float(), quats=s["quats"].float(), scales=s["scales"].float(),
+                          opacities=s["opacities"].float() ** 3, colors=s["colors"].float(),
+                          viewmats=s["viewmats"].float(), Ks=s["Ks"].float())}  # fmt: skip
+    table = cover_table(splats, "cpu", reps=3, size=64)
+    assert table["list"].tolist() == ["box", "cover"] and table["images_equal"].all()
+    box, cover = table["intersections"].tolist()
+    assert 0 < cover < box
+    assert (table[["isect_ms", "rasterize_ms", "both_ms"]] > 0).all().all()
+    assert {"commit", "device", "threads", "torch", "command"} <= set(table.columns)
