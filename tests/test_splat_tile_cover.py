@@ -62,7 +62,7 @@ def test_cover_ext_matches_torch(device: str, seed: int, tile_size: int, dtype: 
     assert int(out[0].sum()) == out[1].numel() and bool((out[1][1:] >= out[1][:-1]).all())
 
 
-def _pairs(out: tuple, N: int, ntiles: int) -> set[tuple[int, int]]:
+def _pairs(out: tuple) -> set[tuple[int, int]]:
     """The (camera * N + Gaussian, camera * ntiles + tile) pairs of an intersection list."""
     tiles = (out[1] >> 32).tolist()
     return set(zip(out[2].tolist(), tiles, strict=True))
@@ -77,7 +77,7 @@ def test_no_tile_with_a_contributing_pixel_is_dropped() -> None:
     m2, radii, depths, conics, opac = _random_projections(11, 1, 300, W, H, torch.float64)
     box = _torch_impl.isect_tiles(m2, radii, depths, ts, tw, th)
     cover = _torch_impl.isect_tiles(m2, radii, depths, ts, tw, th, conics, opac)
-    box_pairs, cover_pairs = _pairs(box, 300, tw * th), _pairs(cover, 300, tw * th)
+    box_pairs, cover_pairs = _pairs(box), _pairs(cover)
     assert cover_pairs <= box_pairs and len(cover_pairs) < 0.8 * len(box_pairs)
     ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5, torch.arange(W, dtype=torch.float64) + 0.5,
                             indexing="ij")  # fmt: skip

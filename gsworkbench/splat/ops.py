@@ -271,8 +271,8 @@ def isect_tiles(
     opacities: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles` (with
-    conics and opacities, only the tiles each Gaussian's alpha support reaches). No gradient flows
-    through it (its C++ autograd kernel goes straight to the kernel)."""
+    conics and opacities, each 3-sigma box cut to the bounding box of the Gaussian's alpha support). No
+    gradient flows through it (its C++ autograd kernel goes straight to the kernel)."""
     require_ext()
     return torch.ops.gsworkbench.splat_isect_tiles(
         means2d, radii, depths, int(tile_size), int(tile_width), int(tile_height), conics, opacities
@@ -399,7 +399,7 @@ def isect_work(num: int, n_isects: int, width: int, height: int, tile_size: int 
     the tile cover): 2D means, radii, depths, conics and opacities read (32 bytes a Gaussian and camera
     in float32), tiles per Gaussian (4), intersection ids (8) and flattened ids (4) per intersection and
     the tile offsets (4 per tile) written. Left out: the radix sort's passes over its working arrays and
-    the cover's per-row arithmetic. Integer work: no flops (NaN)."""
+    the cover's per-Gaussian arithmetic. Integer work: no flops (NaN)."""
     tiles = cameras * ((width + tile_size - 1) // tile_size) * ((height + tile_size - 1) // tile_size)
     nbytes = cameras * num * 36 + 12 * n_isects + 4 * tiles
     return {"flops_per_call": float("nan"), "bytes_per_call": float(nbytes)}

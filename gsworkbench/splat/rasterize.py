@@ -313,7 +313,7 @@ def rasterize(
     tile_width = (width + tile_size - 1) // tile_size
     tile_height = (height + tile_size - 1) // tile_size
     with stage("isect"):
-        # only the tiles each Gaussian's alpha support reaches: the rasterizer would skip it in the others
+        # boxes cut to each Gaussian's alpha support: the rasterizer would skip it in the tiles cut
         tiles_per_gauss, isect_ids, flatten_ids, tile_offsets = impl.isect_tiles(
             means2d, radii, depths, tile_size, tile_width, tile_height, conics, opac
         )

@@ -122,8 +122,8 @@ inline void check_sh_grads(const at::Tensor& v_colors, const at::Tensor& coeffs,
 
 // splat_isect_tiles: means2d [C,N,2] (float32/64), radii int32 [C,N], depths [C,N] (any float dtype),
 // one device; C*N and the number of tiles C*tile_width*tile_height below 2^31 (int32 ids). conics
-// [C,N,3] and opacities [C,N] (means2d's dtype), both or neither: with them, only the tiles the
-// Gaussian's alpha support reaches (gsw/tile_cover.h).
+// [C,N,3] and opacities [C,N] (means2d's dtype), both or neither: with them, each 3-sigma box is cut
+// to the bounding box of the Gaussian's alpha support (gsw/tile_cover.h).
 inline void check_isect_inputs(const at::Tensor& means2d, const at::Tensor& radii, const at::Tensor& depths,
                                int64_t tile_size, int64_t tile_width, int64_t tile_height,
                                const std::optional<at::Tensor>& conics = std::nullopt,
