@@ -143,16 +143,20 @@ def test_environment_differences_are_warned(tmp_path):
 
 TINY_SUITE = """
 import time
-from gsworkbench.bench.registry import Case, register_suite
+from gsworkbench.bench.registry import Case, Prepared, register_suite
 
 DELAY = {delay}
 
 def busy(seconds):
     time.sleep(seconds)
 
+def counted():  # a case that counts its work: the roofline columns
+    return Prepared(lambda: busy(DELAY), {{"bytes_per_call": 1e6}})
+
 @register_suite("tiny", "busy-wait cases")
 def cases(quick):
-    return [Case(f"tiny/{{b}}", {{"backend": b}}, lambda: (lambda: busy(DELAY))) for b in ("x", "y")]
+    plain = lambda: (lambda: busy(DELAY))
+    return [Case("tiny/x", {{"backend": "x"}}, plain), Case("tiny/y", {{"backend": "y"}}, counted)]
 """
 
 
@@ -191,6 +195,14 @@ def test_compare_two_git_revisions_in_worktrees(tmp_path):
         assert all(min(row.samples_s) >= delay and len(row.samples_s) == row.runs for _, row in run.table.iterrows())
     assert base.commit != cand.commit
     assert (repo / "build" / "revisions").is_dir()
+    # the roofline columns from the case's extras (its worker's) against the driver's ceilings
+    for run in (base, cand):
+        y = run.table.set_index("case").loc["tiny/y"]
+        assert y.bytes_per_call == 1e6 and y.gbs == pytest.approx(1e6 / y.median_s / 1e9)
+        assert "ceilings" in run.metadata and np.isnan(run.table.set_index("case").loc["tiny/x", "gbs"])
+        if "skipped" not in run.metadata["ceilings"]:
+            assert y.pct_of_peak == pytest.approx(100 * y.gbs / run.metadata["ceilings"]["bandwidth_gbs"])
+    assert "baseline % of roof" in cmp.display_table() or "skipped" in base.metadata["ceilings"]
     # --cases: only the matching cases are timed; a pattern matching none is refused
     base_dir, cand_dir = compare_revisions("HEAD~1", "HEAD", "tiny", min_run_time=0.1, build=False, repo=repo,
                                            root=tmp_path / "results", progress=False, cases="/y$")  # fmt: skip

@@ -4,20 +4,22 @@ This file is executed as a script (``python -c <this source> SUITE QUICK THREADS
 revision's worktree, with that worktree first on ``PYTHONPATH``, so it imports *that revision's*
 ``gsworkbench``. It relies only on the oldest stable interface, ``registry.get_suite(name).cases(quick)``
 returning cases with ``name``, ``params``, ``setup`` and ``skip`` (``setup()`` returning the callable,
-or an object holding it as ``fn``, as ``registry.Prepared`` does). It holds no timing loop: the driver
+or an object holding it as ``fn``, as ``registry.Prepared`` does, with its extra columns from
+``extra_columns()``, such as the work counts of the roofline columns). It holds no timing loop: the driver
 runs the runner's (``runner.time_blocks``, the one every suite is timed with) and asks this worker for
 its steps, an untimed call or the seconds per call of a block, timed by ``torch.utils.benchmark.Timer``
 as the runner times in-process; so both revisions are measured by the same code.
 It answers one JSON line per request on the original stdout; anything the suite prints goes to stderr.
 
 Requests: {"op": "list"} | {"op": "setup", "case": NAME} | {"op": "call"} | {"op": "time", "number": K}
-| {"op": "quit"}.
+| {"op": "extras"} (the set-up case's extra columns, after its timing) | {"op": "quit"}.
 """
 
 import json
 import os
 import sys
 import traceback
+from typing import Any
 
 
 def extension_file() -> str | None:
@@ -33,6 +35,16 @@ def extension_file() -> str | None:
     return getattr(mod, "__file__", None)
 
 
+def plain(value: Any) -> Any:
+    """An extra column's value as JSON carries it: numbers as float or int, anything else as text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def main() -> None:
     suite_name, quick, threads = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -45,7 +57,7 @@ def main() -> None:
     from gsworkbench.bench.registry import get_suite
 
     cases = {c.name: c for c in get_suite(suite_name).cases(quick)}
-    timer = fn = None
+    timer = fn = extras = None
     for line in sys.stdin:
         req = json.loads(line)
         try:
@@ -53,11 +65,14 @@ def main() -> None:
                 reply = {"cases": [{"name": c.name, "params": repr(c.params), "skip": c.skip} for c in cases.values()],
                          "extension": extension_file()}  # fmt: skip
             elif req["op"] == "setup":
-                timer = fn = None
+                timer = fn = extras = None
                 result = cases[req["case"]].setup()
                 fn = getattr(result, "fn", result)
+                extras = getattr(result, "extra_columns", None)  # a Prepared's; a bare callable has none
                 timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
                 reply = {}
+            elif req["op"] == "extras":  # after the timing: some extras summarise the timed calls
+                reply = {"extras": {k: plain(v) for k, v in (extras() if extras else {}).items()}}
             elif req["op"] == "call":
                 fn()
                 reply = {}

@@ -6,7 +6,9 @@ extension (``setup.py build_ext --inplace``, ``MAX_JOBS`` default 1) unless ``bu
 one worker process per revision (``_revision_worker.py``, importing that revision's package). For every
 case, both workers set it up, then rounds alternate between them in ABBA order (A B, B A, ...), so
 a drift in the machine's speed hits both alike. The samples are written as two ordinary benchmark runs
-(``results/<run-id>/``, the revision's commit in ``git_commit``), which :func:`compare_runs` reads.
+(``results/<run-id>/``, the revision's commit in ``git_commit``), which :func:`compare_runs` reads,
+each with the roofline columns of the cases that count their work (the case's extras, from its worker)
+against the machine's ceilings, measured once by the driver at the run's thread count.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 import pandas as pd
 
+from gsworkbench.bench.ceilings import ceilings_metadata, run_ceilings
+from gsworkbench.bench.roofline import add_roofline_columns
 from gsworkbench.bench.runner import ROUNDS, time_blocks
 from gsworkbench.io.atomic import write_json, write_table
 from gsworkbench.project import PACKAGE_CHECKOUT
@@ -148,8 +152,9 @@ def time_revisions(
                 w.ask(op="setup", case=name)
             timings = time_blocks([_RemoteTimer(w) for w in workers], min_run_time=min_run_time, rounds=rounds,
                                   alternate=True)  # fmt: skip
-            for row, timing in zip(rows, timings):
+            for row, timing, w in zip(rows, timings, workers):
                 row.update(timing)
+                row.update(w.ask(op="extras")["extras"])  # work counts, intersections, ... (the case's extras)
         for k, row in enumerate(rows):
             out[k].append(row)
         if progress:
@@ -186,19 +191,22 @@ def compare_revisions(
         for w in workers:
             w.close()
     env = environment()
+    ceilings = ceilings_metadata(threads)  # one measurement for both runs (cached per thread count)
+    measured = run_ceilings(threads) if "skipped" not in ceilings else None
     run_dirs = []
     for rev, sha, tree, rows, worker in zip((baseline, candidate), shas, trees, tables, workers):
         run_dir = new_run_dir(f"bench-{suite}-rev", root)
         params = {"suite": suite, "quick": quick, "threads": threads, "min_run_time": min_run_time, "revision": rev,
                   "cases": cases}  # fmt: skip
         ext = {"built": bool(list((tree / "gsworkbench").glob("_C*.so"))), "loaded_from": worker.extension}
-        meta = {**env, "parameters": params, "suite": suite, "git_commit": sha, "git_dirty": False, "extension": ext}
+        meta = {**env, "parameters": params, "suite": suite, "git_commit": sha, "git_dirty": False, "extension": ext,
+                "ceilings": ceilings}  # fmt: skip
         if worker.extension and not Path(worker.extension).resolve().is_relative_to(tree.resolve()):
             meta["warnings"] = [f"{rev}: gsworkbench._C was loaded from {worker.extension}, outside its worktree "
                                 "(an installed build, not this revision's): its ext timings are not the revision's"]
         meta["worktree"] = str(tree)
         write_json(run_dir / "metadata.json", meta)
-        table = pd.DataFrame(rows).assign(threads=threads)
+        table = add_roofline_columns(pd.DataFrame(rows).assign(threads=threads), measured)
         write_table(run_dir / f"{suite}.csv", table)
         run_dirs.append(run_dir)
     return run_dirs[0], run_dirs[1]
