@@ -7,7 +7,8 @@ import pytest
 from conftest import ext_built
 
 from gsworkbench.experiments import quality as q
-from gsworkbench.train import PRESETS, preset
+from gsworkbench.scenes import SYNTHETIC_SCENES
+from gsworkbench.train import PRESETS, preset, preset_scene
 
 
 def test_every_run_names_a_preset():
@@ -18,6 +19,9 @@ def test_every_run_names_a_preset():
         cfg = preset(run.preset, **run.overrides)
         # each lands on the config, or on its strategy (refine_stop, reset_every, ...)
         assert all(getattr(cfg.strategy if hasattr(cfg.strategy, k) else cfg, k) == v for k, v in run.overrides.items())
+        scene = {**preset_scene(run.preset), **run.scene_overrides}  # a built-in scene the generator knows
+        assert scene["name"] in SYNTHETIC_SCENES, run
+    assert q.RUNS["bricks_400"].scene_overrides["name"] == "bricks"
     with pytest.raises(ValueError, match="unknown quality run"):
         q.quality_table(["nope"])
 

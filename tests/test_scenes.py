@@ -160,6 +160,19 @@ def test_room_scene(cache: Path) -> None:
     assert (s.viewmats - c.viewmats).abs().max() < 1e-6 and s.test_ids.tolist() == c.test_ids.tolist()
 
 
+
+def test_bricks_scene(cache: Path) -> None:
+    """The lego-hard object: an object on a transparent background, framed by the object's cameras, with
+    coloured surface points on it (ray casts into the scaled model hit it)."""
+    s = builtin_scene("bricks", cache_dir=cache, **{**TINY, "width": 48})  # square, as the object views are
+    assert len(s) == 7 and s.points is not None and len(s.points) > 100 and s.alphas is not None
+    assert 0.15 < float(s.alphas.mean()) < 0.7  # covers much of the frame, as lego does, not all of it
+    corners = s.alphas[:, [0, 0, -1, -1], [0, -1, 0, -1]]
+    assert float(corners.max()) < 0.05
+    assert float(s.points.norm(dim=1).max()) < 1.1  # within the object cameras' framing radius
+    assert s.point_colors.std(0).min() > 0.05  # several materials, not one flat colour
+
+
 # ---- bad input -------------------------------------------------------------------------------
 
 

@@ -84,6 +84,7 @@ CAPTURE = dict(iterations=3000, refine_start=300, refine_stop=2500, reset_every=
 # the room seen from inside (walls, floor, objects; no point cloud): a scene the presets were not tuned on
 ROOM = dict(name="room", n_train=40, n_test=8, n_points=0)
 INSIDE = "NeRF-synthetic (inside a room)"
+BRICKS = "NeRF-synthetic (the bricks scene)"
 HALF = {"init_scale": 0.5}  # initial scales at half the 3-NN distance (3DGS: the whole distance)
 RUNS: dict[str, QualityRun] = {
     "nerf_synthetic": QualityRun("nerf_synthetic"),
@@ -92,6 +93,9 @@ RUNS: dict[str, QualityRun] = {
     "nerf_synthetic_init_half": QualityRun("nerf_synthetic", HALF),
     "nerf_synthetic_400": QualityRun("nerf_synthetic_400"),
     "nerf_synthetic_800": QualityRun("nerf_synthetic_800"),
+    # the lego-hard scene (studs, thin rods, glossy parts) under lego's protocols: lego reaches 34.3 dB at 400
+    "bricks_400": QualityRun("nerf_synthetic_400", scene_overrides={"name": "bricks"}, layout=BRICKS),
+    "bricks_800": QualityRun("nerf_synthetic_800", scene_overrides={"name": "bricks"}, layout=BRICKS),
     "room": QualityRun("nerf_synthetic", scene_overrides=ROOM, layout="NeRF-synthetic (inside a room)"),
     "room_init_half": QualityRun("nerf_synthetic", HALF, ROOM, layout="NeRF-synthetic (inside a room)"),
     "room_frustum": QualityRun("nerf_synthetic", {"init_rule": "frustum"}, ROOM, layout=INSIDE),

@@ -111,6 +111,105 @@ def object_scene(rng: np.random.Generator) -> dict[str, Any]:
     }
 
 
+def _plastic(colour: dict[str, Any], alpha: float = 0.12) -> dict[str, Any]:
+    """Glossy plastic: a diffuse base under a GGX coat of roughness ``alpha`` (view-dependent
+    highlights where the sun reflects)."""
+    return {"type": "roughplastic", "distribution": "ggx", "alpha": alpha, "diffuse_reflectance": colour}
+
+
+def _studs(prefix: str, x0: float, y0: float, z: float, nx: int, ny: int, pitch: float,
+           bsdf: dict[str, Any]) -> dict[str, Any]:
+    """nx x ny capped cylinders (radius 0.3 pitch, height 0.17 pitch) standing on the plane z, the first
+    centred at (x0, y0): a brick's studs."""
+    mi = mitsuba_scalar()
+    T = mi.ScalarTransform4f
+    r, h = 0.3 * pitch, 0.17 * pitch
+    out: dict[str, Any] = {}
+    for i in range(nx):
+        for j in range(ny):
+            cx, cy = x0 + i * pitch, y0 + j * pitch
+            out[f"{prefix}_{i}_{j}"] = {"type": "cylinder", "p0": [cx, cy, z], "p1": [cx, cy, z + h], "radius": r,
+                                        "bsdf": bsdf}  # fmt: skip
+            out[f"{prefix}_{i}_{j}_cap"] = {"type": "disk", "to_world": T().translate([cx, cy, z + h]).scale(r),
+                                            "bsdf": bsdf}  # fmt: skip
+    return out
+
+
+def _brick(name: str, centre: tuple[float, float, float], nx: int, ny: int, pitch: float, height: float,
+           bsdf: dict[str, Any]) -> dict[str, Any]:
+    """A brick of nx x ny studs (a box of nx pitch x ny pitch x height, centred at ``centre``)."""
+    mi = mitsuba_scalar()
+    T = mi.ScalarTransform4f
+    cx, cy, cz = centre
+    body = {"type": "cube", "to_world": T().translate(list(centre)).scale([nx * pitch / 2, ny * pitch / 2, height / 2]),
+            "bsdf": bsdf}  # fmt: skip
+    x0, y0 = cx - (nx - 1) * pitch / 2, cy - (ny - 1) * pitch / 2
+    return {name: body, **_studs(name, x0, y0, cz + height / 2, nx, ny, pitch, bsdf)}
+
+
+def _rod(p0: tuple[float, float, float], p1: tuple[float, float, float], radius: float,
+         bsdf: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "cylinder", "p0": list(p0), "p1": list(p1), "radius": radius, "bsdf": bsdf}
+
+
+BRICKS_SCALE = 1.1
+
+
+def bricks_scene(rng: np.random.Generator) -> dict[str, Any]:
+    """An object as hard as NeRF-synthetic's lego (within radius ~0.9, no ground): a base plate of
+    12 x 9 studs and stacked bricks with studs (fine repeated detail), glossy plastic and a brushed-metal
+    mast and dish (specular highlights that move with the view), thin rods (a ladder's rungs, a railing,
+    the mast's cross-bar: 4 to 7 pixels wide in the object's 800 px views) and a printed panel of fine
+    multi-scale noise."""
+    mi = mitsuba_scalar()
+    T = mi.ScalarTransform4f
+    p = 0.1  # stud pitch
+    green = _plastic(_rgb((0.12, 0.45, 0.15)))
+    yellow = _plastic(_rgb((0.8, 0.62, 0.06)))
+    red = _plastic(_rgb((0.7, 0.08, 0.06)))
+    grey = _plastic(_rgb((0.45, 0.45, 0.48)), alpha=0.3)
+    metal = {"type": "roughconductor", "material": "Al", "distribution": "ggx", "alpha": 0.18}
+    dark = _diffuse(_rgb((0.06, 0.06, 0.07)))
+    scene: dict[str, Any] = {"type": "scene", **_lights(0.5, 1.1, (-0.4, 0.6, -1.0))}
+    # base plate
+    scene.update(_brick("plate", (0.0, 0.0, -0.42), 12, 9, p, 0.04, grey))
+    # a stepped tower of bricks
+    scene.update(_brick("b0", (-0.2, 0.05, -0.34), 4, 2, p, 0.12, yellow))
+    scene.update(_brick("b1", (-0.25, 0.05, -0.22), 2, 2, p, 0.12, red))
+    scene.update(_brick("b2", (0.3, -0.2, -0.34), 2, 4, p, 0.12, red))
+    scene.update(_brick("b3", (0.3, -0.2, -0.22), 2, 2, p, 0.12, yellow))
+    scene.update(_brick("b4", (0.3, -0.2, -0.10), 2, 2, p, 0.12, green))
+    scene.update(_brick("b5", (0.05, 0.3, -0.36), 6, 1, p, 0.08, green))
+    # a printed panel: fine noise, seen face-on from one side
+    scene["panel"] = {
+        "type": "rectangle",
+        "to_world": T().translate([-0.2, -0.061, -0.22]).rotate([1, 0, 0], 90).scale([0.19, 0.1, 1.0]),
+        "bsdf": {"type": "twosided", "bsdf": _diffuse(_bitmap(_noise(rng, 512, 6, 120)))},
+    }
+    # thin parts: a metal mast with a cross-bar, a ladder, a railing along the plate's edge
+    scene["mast"] = _rod((0.3, -0.2, -0.02), (0.3, -0.2, 0.46), 0.012, metal)
+    scene["bar"] = _rod((0.12, -0.2, 0.38), (0.48, -0.2, 0.38), 0.007, metal)
+    scene["dish"] = {"type": "disk", "to_world": T().translate([0.3, -0.2, 0.46]).rotate([1, 0, 0], 35).scale(0.09),
+                     "bsdf": {"type": "twosided", "bsdf": metal}}  # fmt: skip
+    for k, y in enumerate((-0.09, 0.05)):
+        scene[f"rail{k}"] = _rod((-0.42, y, -0.16), (-0.42, y, 0.32), 0.008, dark)
+    for k in range(9):
+        z = -0.12 + 0.05 * k
+        scene[f"rung{k}"] = _rod((-0.42, -0.09, z), (-0.42, 0.05, z), 0.005, dark)
+    for k in range(7):
+        x = -0.55 + 0.18 * k
+        scene[f"post{k}"] = _rod((x, 0.43, -0.40), (x, 0.43, -0.25), 0.006, dark)
+    scene["railing"] = _rod((-0.55, 0.43, -0.25), (0.53, 0.43, -0.25), 0.006, dark)
+    # the whole model scaled up to fill the object's frame as lego does (radius ~0.9)
+    shapes = {k: v for k, v in scene.items() if k not in ("type", "env", "sun")}
+    return {
+        "type": "scene", "env": scene["env"], "sun": scene["sun"],
+        "model": {"type": "shapegroup", **shapes},
+        "placed": {"type": "instance", "to_world": T().scale(BRICKS_SCALE),
+                   "shapegroup": {"type": "ref", "id": "model"}},
+    }  # fmt: skip
+
+
 def room_scene(rng: np.random.Generator) -> dict[str, Any]:
     """A 8 x 8 room (walls 2.5 high, no ceiling) with a checkered floor and objects inside."""
     mi = mitsuba_scalar()
@@ -271,6 +370,8 @@ class SyntheticScene:
 
 SYNTHETIC_SCENES = {
     "object": SyntheticScene(object_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64),
+    # lego-hard: fine repeated detail, thin parts, glossy highlights (the object's NeRF-synthetic cameras)
+    "bricks": SyntheticScene(bricks_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64),
     "room": SyntheticScene(room_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
     # the room, cluttered, as a distorted JPEG photo capture with COLMAP and nerfstudio files (scenes/capture.py)
     "capture": SyntheticScene(capture_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
