@@ -330,20 +330,31 @@ def test_converge_curves_plot():
 def test_converge_full_grid_has_the_targets_and_the_preset_case():
     from gsworkbench.bench.registry import get_suite
     from gsworkbench.bench.runner import _comparison_groups
+    from gsworkbench.bench.suites.converge import BRICKS_VARIANTS
 
     cases = get_suite("converge").cases(False)
     by_size = {}
     for c in cases:
-        by_size.setdefault(c.params["width"], []).append(c)
-    assert {c.params["targets_db"] for c in by_size[800]} == {"25,30,33,35"}
-    presets = [c for c in cases if c.params["preset"] == "nerf_synthetic_800"]
-    assert len(presets) == 1 and presets[0].params["width"] == 800
+        by_size.setdefault((c.params["scene"], c.params["width"]), []).append(c)
+    assert {c.params["targets_db"] for c in by_size["object-nerf", 800]} == {"25,30,33,35"}
+    presets = [c for c in by_size["object-nerf", 800] if c.params["preset"] == "nerf_synthetic_800"]
+    assert len(presets) == 1
     cfg = preset("nerf_synthetic_800")
     assert presets[0].params["init_scale"] == cfg.init_scale and presets[0].params["num"] == cfg.init_random_num
     assert parse_schedule(presets[0].params["schedule"]) == cfg.resolution_schedule
-    # each size's variants (schedule, initial scale, preset) are interleaved in one group
-    groups = [{cases[i].params["width"] for i in g} for g in _comparison_groups(cases)]
-    assert groups == [{800}, {400}] and len(by_size[800]) == 5
+    # the lego-hard scene: the preset and each variant, with the overrides it runs and what they set
+    bricks = by_size["bricks-nerf", 800]
+    assert [c.params["variant"] for c in bricks] == list(BRICKS_VARIANTS)
+    for c in bricks:
+        overrides = json.loads(c.params["overrides"])
+        assert overrides == BRICKS_VARIANTS[c.params["variant"]] and c.params["targets_db"] == "25,30,33,35,37"
+        run = preset("nerf_synthetic_800", **overrides)
+        assert (c.params["iterations"], c.params["init_scale"]) == (run.iterations, run.init_scale)
+        assert c.params["max_steps"] >= run.iterations
+    # each size's variants (schedule, initial scale, preset, overrides) are interleaved in one group
+    groups = [{(cases[i].params["scene"], cases[i].params["width"]) for i in g} for g in _comparison_groups(cases)]
+    assert groups == [{("object-nerf", 800)}, {("object-nerf", 400)}, {("bricks-nerf", 800)}]
+    assert len(by_size["object-nerf", 800]) == 5 and len(bricks) == len(BRICKS_VARIANTS)
 
 
 @requires_ext  # the suite trains with the ext backend

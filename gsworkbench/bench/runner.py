@@ -147,8 +147,8 @@ def time_interleaved(
 
 
 # params whose values are timed against each other, interleaved (the converge suite's variants: its
-# schedule, initial scale and preset)
-COMPARED = ("backend", "compile", "schedule", "init_scale", "preset")
+# schedule, initial scale, preset, and the preset's overrides on the bricks scene)
+COMPARED = ("backend", "compile", "schedule", "init_scale", "preset", "variant", "overrides", "iterations")
 
 
 def run_measured(fns: list[Callable[[], bool]]) -> list[dict[str, Any]]:

@@ -30,14 +30,19 @@ The scene is the start of a NeRF-synthetic-like run: the built-in object with 10
 views rendered at 800 px without a point cloud (the ``nerf_synthetic_400`` and ``nerf_synthetic_800``
 presets' source), trained at 800x800 (100k points; targets 25, 30, 33 and 35 dB, at most
 :data:`MAX_STEPS` steps and 60 minutes of training) and, box-downsampled, at 400x400 (30k points; 25 dB,
-30 minutes); ``$GSW_CONVERGE_MAX_MINUTES`` sets every case's cap instead. Generating the 800 px scene
-takes tens of minutes once (then it is cached). quick=True:
+30 minutes). Then the ``bricks`` cases: the lego-hard built-in scene (``bricks``: studs, thin rods,
+glossy plastic and metal) in the same layout at 800x800, the ``nerf_synthetic_800`` preset and its
+:data:`BRICKS_VARIANTS` (column ``variant``: the preset's overrides, which the case's ``overrides``
+column spells out), interleaved, to 25, 30, 33, 35 and 37 dB within :data:`BRICKS_MAX_STEPS` steps and
+60 minutes. ``$GSW_CONVERGE_MAX_MINUTES`` sets every case's cap instead. Generating an 800 px scene takes
+tens of minutes once (then it is cached). quick=True:
 the smoke scene (64x64, 24 + 4 views) from 300 points to 19 and 21 dB, 2 probe views.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 from collections.abc import Callable
@@ -57,18 +62,27 @@ QUICK_TARGETS = (19.0, 21.0)
 EVAL_EVERY = 100
 PROBE_VIEWS = 3  # of the 10 test views, between full evaluations
 FULL_PRESET = "nerf_synthetic_800"  # compared at 800x800 as the trainer runs it
+# the lego-hard scene's cases: the preset, and the levers weighed against it (its overrides)
+BRICKS_VARIANTS: dict[str, dict[str, Any]] = {
+    "preset": {},
+    "mcmc": {"strategy": "mcmc"},  # gsplat's MCMC: a fixed budget of Gaussians, relocated rather than split
+    "8k": {"iterations": 8000, "refine_stop": 4000},  # twice the schedule: for 37 dB within the hour
+}
+BRICKS_TARGETS = (25.0, 30.0, 33.0, 35.0, 37.0)
+BRICKS_MAX_STEPS = 8000
 
 
 @functools.lru_cache(maxsize=1)
-def converge_scene(downsample: int, quick: bool) -> Any:
-    """The NeRF-synthetic-like object scene (100 + 10 views at 800 px, no cloud) at 800 / ``downsample``
-    px, or with ``quick`` the smoke preset's scene (64x64, 24 + 4 views). Cached: the cases of a size share it."""
+def converge_scene(downsample: int, quick: bool, name: str = "object") -> Any:
+    """The NeRF-synthetic-like built-in scene ``name`` (100 + 10 views at 800 px, no cloud) at
+    800 / ``downsample`` px, or with ``quick`` the smoke preset's scene (64x64, 24 + 4 views). Cached: the
+    cases of a size share it."""
     from gsworkbench.scenes import builtin_scene
     from gsworkbench.train import preset_scene
 
     if quick:
         return builtin_scene(**preset_scene("smoke"))
-    return builtin_scene("object", width=800, height=800, n_train=100, n_test=10, n_points=0, downsample=downsample)
+    return builtin_scene(name, width=800, height=800, n_train=100, n_test=10, n_points=0, downsample=downsample)
 
 
 def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: str) -> Callable[[], Prepared]:
@@ -77,10 +91,11 @@ def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: s
         from gsworkbench.experiments.converge import ConvergeRun, stderr_log
         from gsworkbench.train import Trainer, preset
 
-        scene = converge_scene(downsample, quick)
+        scene = converge_scene(downsample, quick, params["scene"].split("-")[0])
         num, schedule = params["num"], "" if params["schedule"] == "off" else params["schedule"]
         if params["preset"] == FULL_PRESET:  # as the trainer runs it: its own start and settings
-            trainer = Trainer(scene, preset(FULL_PRESET, progress=False))
+            overrides = json.loads(params.get("overrides", "{}"))
+            trainer = Trainer(scene, preset(FULL_PRESET, progress=False, **overrides))
         else:
             cfg = preset(params["preset"], iterations=params["max_steps"], max_gaussians=3 * num, cap_max=3 * num,
                          progress=False, resolution_schedule=schedule, init_scale=params["init_scale"])  # fmt: skip
@@ -119,12 +134,31 @@ def _preset_case(quick: bool) -> Case:
     return _case(w, h, d, cfg.init_random_num, targets, minutes, schedule, cfg.init_scale, quick, FULL_PRESET)
 
 
+def _bricks_case(variant: str) -> Case:
+    """The ``nerf_synthetic_800`` preset with :data:`BRICKS_VARIANTS` ``variant``'s overrides on the
+    lego-hard ``bricks`` scene at 800x800 (the overrides and what they set in the params)."""
+    from gsworkbench.train import preset
+
+    overrides = BRICKS_VARIANTS[variant]
+    cfg = preset(FULL_PRESET, **overrides)
+    schedule = ",".join(f"{until}:{factor}" for until, factor in cfg.resolution_schedule) or "off"
+    minutes = float(os.environ.get("GSW_CONVERGE_MAX_MINUTES", 60.0))
+    params = {"scene": "bricks-nerf", "width": 800, "height": 800, "num": cfg.init_random_num, "preset": FULL_PRESET,
+              "variant": variant, "overrides": json.dumps(overrides, sort_keys=True), "schedule": schedule,
+              "init_scale": cfg.init_scale, "iterations": cfg.iterations, "target_db": min(BRICKS_TARGETS),
+              "targets_db": ",".join(f"{t:g}" for t in BRICKS_TARGETS), "max_steps": BRICKS_MAX_STEPS,
+              "max_minutes": minutes, "eval_every": EVAL_EVERY, "probe_views": PROBE_VIEWS}  # fmt: skip
+    name = f"converge/bricks/800x800/preset-{FULL_PRESET}/{variant}"
+    return Case(name, params, converge_setup(params, 1, False, name), measured=True)
+
+
 def cases(quick: bool) -> list[Case]:
     variants = [(s, k) for k in (1.0, SMALL_INIT_SCALE) for s in ("off", QUICK_SCHEDULE if quick else SCHEDULE)]
     if quick:
         return [_case(64, 64, 1, 300, QUICK_TARGETS, 5.0, s, k, True) for s, k in variants]
     grid = [_case(w, h, d, n, t, m, s, k, False) for w, h, d, n, t, m in SIZES for s, k in variants]
-    return grid[: len(variants)] + [_preset_case(False)] + grid[len(variants) :]
+    bricks = [_bricks_case(v) for v in BRICKS_VARIANTS]
+    return grid[: len(variants)] + [_preset_case(False)] + grid[len(variants) :] + bricks
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
@@ -134,7 +168,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     if "seconds_to_target" not in df or "schedule" not in df:
         return df
-    keys = ["width", "height", "target_db"]
+    keys = ["scene", "width", "height", "target_db"] if "scene" in df else ["width", "height", "target_db"]
     plain = df["schedule"] == "off"
     if "init_scale" in df:  # runs from before the init-scale cases had scale 1 throughout
         plain &= df["init_scale"].fillna(1.0) == 1.0
