@@ -129,64 +129,81 @@ inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* 
   _mm512_store_ps(done, _mm512_mask_blend_ps(active, one, _mm512_setzero_ps()));
   return active == 0;
 }
-#elif defined(__AVX2__) && defined(__FMA__)
-// float on AVX2: the same compositing with the chunk's state in registers, two halves of 8 lanes, lane
-// masks as all-ones floats and blends for the conditional updates (the generic loop's conditional
-// stores compile to masked stores, which are slow on AMD cores).
-static_assert(kLanes == 16, "composite_chunk<float> (AVX2) runs two halves of 8 lanes");
-template <>
-inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* list, int64_t len, const float* px,
-                                   const float* py, float* done, float* acc, float* Tr_, int32_t* last_) {
-  const int64_t D = in.D;
-  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), amin = _mm256_set1_ps(kAlphaMin);
-  const __m256 tmin = _mm256_set1_ps(kTransmittanceMin);
-  __m256 Tr[2], act[2], vx[2], vy[2];
-  __m256i last[2];
-  for (int h = 0; h < 2; ++h) {
-    Tr[h] = _mm256_load_ps(Tr_ + 8 * h);
-    last[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(last_ + 8 * h));
-    act[h] = _mm256_cmp_ps(_mm256_load_ps(done + 8 * h), zero, _CMP_EQ_OQ);
-    vx[h] = _mm256_load_ps(px + 8 * h);
-    vy[h] = _mm256_load_ps(py + 8 * h);
+#endif
+
+// One Gaussian (intersection kk of the tile's list) blended into one chunk after another: the
+// Gaussian-major loop of rasterize_forward_kernel. The generic form composites a list of one.
+template <typename T>
+struct GaussianLanes {
+  const BlendInputs<T>& in;
+  int32_t kk;
+  GaussianLanes(const BlendInputs<T>& in_, int32_t kk_) : in(in_), kk(kk_) {}
+  bool blend(const T* px, const T* py, T* done, T* acc, T* Tr, int32_t* last) const {
+    return composite_chunk(in, &kk, 1, px, py, done, acc, Tr, last);
   }
-  for (int64_t l = 0; l < len && _mm256_movemask_ps(_mm256_or_ps(act[0], act[1])) != 0; ++l) {
-    const int32_t kk = list[l];
+};
+
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+// float on AVX2: the compositing step in registers, two halves of 8 lanes, lane masks as all-ones
+// floats and blends for the conditional updates (the generic loop's conditional stores compile to
+// masked stores, which are slow on AMD cores). The Gaussian's values are broadcast once for all the
+// chunks it reaches (inside the chunk loop the compiler cannot hoist their loads: the colour sums'
+// stores may alias them).
+template <>
+struct GaussianLanes<float> {
+  __m256 mx, my, ca, cb, cc, op, kkv, rgb[3];
+  const float* col;
+  int64_t D;
+  GaussianLanes(const BlendInputs<float>& in, int32_t kk) : D(in.D) {
     const int64_t i = in.fid[kk];
     const float* co = in.conics + 3 * i;
-    const __m256 mx = _mm256_set1_ps(in.means2d[2 * i]), my = _mm256_set1_ps(in.means2d[2 * i + 1]);
-    const __m256 ca = _mm256_set1_ps(co[0]), cb = _mm256_set1_ps(co[1]), cc = _mm256_set1_ps(co[2]);
-    const __m256 op = _mm256_set1_ps(in.opac[i]);
-    const __m256 kkv = _mm256_castsi256_ps(_mm256_set1_epi32(kk));
-    __m256 w[2];
+    mx = _mm256_set1_ps(in.means2d[2 * i]);
+    my = _mm256_set1_ps(in.means2d[2 * i + 1]);
+    ca = _mm256_set1_ps(co[0]);
+    cb = _mm256_set1_ps(co[1]);
+    cc = _mm256_set1_ps(co[2]);
+    op = _mm256_set1_ps(in.opac[i]);
+    kkv = _mm256_castsi256_ps(_mm256_set1_epi32(kk));
+    col = in.colors + D * i;
+    for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm256_set1_ps(ch < D ? col[ch] : 0.0f);
+  }
+  bool blend(const float* px, const float* py, float* done, float* acc, float* Tr_, int32_t* last_) const {
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), amin = _mm256_set1_ps(kAlphaMin);
+    const __m256 tmin = _mm256_set1_ps(kTransmittanceMin);
+    __m256 act_any = zero;
     for (int h = 0; h < 2; ++h) {
+      __m256 Tr = _mm256_load_ps(Tr_ + 8 * h);
+      __m256 act = _mm256_cmp_ps(_mm256_load_ps(done + 8 * h), zero, _CMP_EQ_OQ);
       __m256 a, vis;
-      alpha_vis8(vx[h], vy[h], mx, my, ca, cb, cc, op, a, vis);
-      const __m256 ok = _mm256_and_ps(act[h], _mm256_cmp_ps(a, amin, _CMP_GE_OQ));
-      const __m256 nT = _mm256_mul_ps(Tr[h], _mm256_sub_ps(one, a));
+      alpha_vis8(_mm256_load_ps(px + 8 * h), _mm256_load_ps(py + 8 * h), mx, my, ca, cb, cc, op, a, vis);
+      const __m256 ok = _mm256_and_ps(act, _mm256_cmp_ps(a, amin, _CMP_GE_OQ));
+      const __m256 nT = _mm256_mul_ps(Tr, _mm256_sub_ps(one, a));
       const __m256 term = _mm256_and_ps(ok, _mm256_cmp_ps(nT, tmin, _CMP_LE_OQ));
       const __m256 con = _mm256_andnot_ps(term, ok);
-      act[h] = _mm256_andnot_ps(term, act[h]);
-      w[h] = _mm256_and_ps(con, _mm256_mul_ps(a, Tr[h]));
-      Tr[h] = _mm256_blendv_ps(Tr[h], nT, con);
-      last[h] = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(last[h]), kkv, con));
+      act = _mm256_andnot_ps(term, act);
+      act_any = _mm256_or_ps(act_any, act);
+      const __m256 w = _mm256_and_ps(con, _mm256_mul_ps(a, Tr));
+      _mm256_store_ps(Tr_ + 8 * h, _mm256_blendv_ps(Tr, nT, con));
+      float* lp = reinterpret_cast<float*>(last_ + 8 * h);
+      _mm256_store_ps(lp, _mm256_blendv_ps(_mm256_load_ps(lp), kkv, con));
+      _mm256_store_ps(done + 8 * h, _mm256_andnot_ps(act, one));
+      // the colour sums take w * colour unconditionally (w = 0 where nothing composited): a branch on
+      // "any lane composited" mispredicts often where supports graze a chunk, and costs more than the FMAs
+      if (D == 3) {
+        for (int ch = 0; ch < 3; ++ch) {
+          float* ap = acc + ch * kLanes + 8 * h;
+          _mm256_store_ps(ap, _mm256_fmadd_ps(w, rgb[ch], _mm256_load_ps(ap)));
+        }
+      } else {
+        for (int64_t ch = 0; ch < D; ++ch) {
+          float* ap = acc + ch * kLanes + 8 * h;
+          _mm256_store_ps(ap, _mm256_fmadd_ps(w, _mm256_set1_ps(col[ch]), _mm256_load_ps(ap)));
+        }
+      }
     }
-    // the colour sums take w * colour unconditionally (w = 0 where nothing composited): a branch on
-    // "any lane composited" mispredicts often where supports graze a chunk, and costs more than the FMAs
-    const float* col = in.colors + D * i;
-    for (int64_t ch = 0; ch < D; ++ch) {
-      const __m256 c = _mm256_set1_ps(col[ch]);
-      float* ap = acc + ch * kLanes;
-      _mm256_store_ps(ap, _mm256_fmadd_ps(w[0], c, _mm256_load_ps(ap)));
-      _mm256_store_ps(ap + 8, _mm256_fmadd_ps(w[1], c, _mm256_load_ps(ap + 8)));
-    }
+    return _mm256_movemask_ps(act_any) == 0;
   }
-  for (int h = 0; h < 2; ++h) {
-    _mm256_store_ps(Tr_ + 8 * h, Tr[h]);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(last_ + 8 * h), last[h]);
-    _mm256_store_ps(done + 8 * h, _mm256_andnot_ps(act[h], one));
-  }
-  return _mm256_movemask_ps(_mm256_or_ps(act[0], act[1])) == 0;
-}
+};
 #endif
 
 template <typename T>
@@ -244,11 +261,10 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         // finished chunks before the (costlier) support test
         if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
         tc.mark_range(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi);
-        const int32_t kk = static_cast<int32_t>(k);
+        const GaussianLanes<T> gl(in, static_cast<int32_t>(k));
         for (int64_t q = qlo; q <= qhi; ++q) {
           if (!active[q] || !tc.flagged(q)) continue;
-          if (composite_chunk(in, &kk, 1, s_px[q].v, s_py[q].v, s_done[q].v, s_acc[q * D].v, s_Tr[q].v,
-                              s_last[q].v)) {
+          if (gl.blend(s_px[q].v, s_py[q].v, s_done[q].v, s_acc[q * D].v, s_Tr[q].v, s_last[q].v)) {
             active[q] = 0;
             --n_active;
             if (q < 64) active_bits &= ~(uint64_t(1) << q);
