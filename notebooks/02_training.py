@@ -36,7 +36,7 @@ guard = ParameterGuard(
     preset={"choices": ["smoke", "micro", "short", "nerf_synthetic", "nerf_synthetic_400",
                        "nerf_synthetic_800", "full7k", "full30k"],
             "help": "schedule and built-in scene"},
-    scene={"choices": ["object", "room"], "help": "built-in scene (when scene_path is empty)"},
+    scene={"choices": ["object", "bricks", "room"], "help": "built-in scene (when scene_path is empty)"},
     scene_path={"path": "dir", "help": "a NeRF-synthetic, nerfstudio or COLMAP folder; '' = the built-in scene"},
     downsample={"ge": 1, "help": "scene_path images at 1/downsample size (images_N folders, else a box filter)"},
     strategy={"choices": ["default", "mcmc"], "help": "densification: adaptive density control or MCMC"},

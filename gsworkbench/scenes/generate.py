@@ -245,8 +245,8 @@ def builtin_scene(
     downsample: int = 1,
     background: tuple[float, float, float] = (1.0, 1.0, 1.0),
 ) -> Scene:
-    """A built-in scene ("object" or "room"), generated (or reused from the cache) and loaded through
-    :func:`load_blender` or :func:`load_colmap`, which give the same views in the same order and split.
+    """A built-in scene ("object", "bricks" or "room"), generated (or reused from the cache) and loaded
+    through :func:`load_blender` or :func:`load_colmap`, which give the same views in the same order and split.
     ``n_points=0``: no point cloud (training starts from random points); ``scene.source`` names the
     folder and the generator's cache key."""
     if layout not in ("blender", "colmap"):
