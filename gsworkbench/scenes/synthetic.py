@@ -155,24 +155,24 @@ def _rod(p0: tuple[float, float, float], p1: tuple[float, float, float], radius:
 BRICKS_SCALE = 1.1
 
 
-def _textured(rng: np.random.Generator, base: tuple[float, float, float], size: int = 256) -> dict[str, Any]:
-    """A plastic colour printed over with fine multi-scale noise (:func:`_noise`), 45 % noise."""
-    return _bitmap(0.55 * np.asarray(base) + 0.45 * _noise(rng, size, 5, 60))
+def _textured(rng: np.random.Generator, base: tuple[float, float, float]) -> dict[str, Any]:
+    """A plastic colour printed over with fine multi-scale noise (:func:`_noise`), 55 % noise."""
+    return _bitmap(0.45 * np.asarray(base) + 0.55 * _noise(rng, 512, 6, 120))
 
 
 def bricks_scene(rng: np.random.Generator) -> dict[str, Any]:
     """An object made to be as hard as NeRF-synthetic's lego (within radius ~0.9, no ground): a base
     plate of 24 x 18 studs and stacked bricks with studs (about 570: fine repeated detail), printed
     over with fine noise, glossy plastic and a brushed-metal mast and dish (specular highlights that
-    move with the view), thin parts (a truss tower of 68 rods, a ladder, a railing and a row of tread
-    links: 3 to 7 pixels wide in the object's 800 px views) and a printed panel."""
+    move with the view), thin parts (two truss towers of 152 rods, a ladder, a railing and a row of tread
+    links: 2 to 7 pixels wide in the object's 800 px views) and a printed panel."""
     mi = mitsuba_scalar()
     T = mi.ScalarTransform4f
     p = 0.05  # stud pitch
     green = _plastic(_textured(rng, (0.12, 0.45, 0.15)))
     yellow = _plastic(_textured(rng, (0.8, 0.62, 0.06)))
     red = _plastic(_textured(rng, (0.7, 0.08, 0.06)))
-    grey = _plastic(_textured(rng, (0.45, 0.45, 0.48), 512), alpha=0.3)
+    grey = _plastic(_textured(rng, (0.45, 0.45, 0.48)), alpha=0.3)
     metal = {"type": "roughconductor", "material": "Al", "distribution": "ggx", "alpha": 0.18}
     dark = _diffuse(_rgb((0.06, 0.06, 0.07)))
     scene: dict[str, Any] = {"type": "scene", **_lights(0.5, 1.1, (-0.4, 0.6, -1.0))}
@@ -205,17 +205,19 @@ def bricks_scene(rng: np.random.Generator) -> dict[str, Any]:
         x = -0.55 + 0.18 * k
         scene[f"post{k}"] = _rod((x, 0.43, -0.40), (x, 0.43, -0.25), 0.006, dark)
     scene["railing"] = _rod((-0.55, 0.43, -0.25), (0.53, 0.43, -0.25), 0.006, dark)
-    # a truss tower: four legs, a square of rods and one diagonal per face at each of 8 levels
-    cx, cy, w, h0, dz = 0.42, 0.2, 0.1, -0.4, 0.07
-    corners = [(cx - w / 2, cy - w / 2), (cx + w / 2, cy - w / 2), (cx + w / 2, cy + w / 2), (cx - w / 2, cy + w / 2)]
-    for k, (x, y) in enumerate(corners):
-        scene[f"leg{k}"] = _rod((x, y, h0), (x, y, h0 + 8 * dz), 0.005, metal)
-    for level in range(8):
-        z0, z1 = h0 + level * dz, h0 + (level + 1) * dz
-        for k in range(4):
-            (xa, ya), (xb, yb) = corners[k], corners[(k + 1) % 4]
-            scene[f"ring{level}_{k}"] = _rod((xa, ya, z1), (xb, yb, z1), 0.0035, dark)
-            scene[f"brace{level}_{k}"] = _rod((xa, ya, z0), (xb, yb, z1), 0.0035, dark)
+    # two truss towers: four legs, a square of rods and one diagonal per face at each level
+    for t, (cx, cy, w, levels, dz, r) in enumerate(((0.42, 0.2, 0.1, 8, 0.07, 0.0035),
+                                                    (-0.5, -0.25, 0.07, 10, 0.045, 0.0025))):  # fmt: skip
+        h0 = -0.4
+        corners = [(cx + sx * w / 2, cy + sy * w / 2) for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+        for k, (x, y) in enumerate(corners):
+            scene[f"t{t}_leg{k}"] = _rod((x, y, h0), (x, y, h0 + levels * dz), 1.4 * r, metal)
+        for level in range(levels):
+            z0, z1 = h0 + level * dz, h0 + (level + 1) * dz
+            for k in range(4):
+                (xa, ya), (xb, yb) = corners[k], corners[(k + 1) % 4]
+                scene[f"t{t}_ring{level}_{k}"] = _rod((xa, ya, z1), (xb, yb, z1), r, dark)
+                scene[f"t{t}_brace{level}_{k}"] = _rod((xa, ya, z0), (xb, yb, z1), r, dark)
     # a row of tread links along the front edge, with gaps between them
     for k in range(24):
         x = -0.55 + 0.048 * k
