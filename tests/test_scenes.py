@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -298,6 +299,17 @@ def test_cache_reuses(object_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert generate_scene("object", cache_dir=object_dir.parent, **TINY) == object_dir
     with pytest.raises(AssertionError, match="generated again"):  # another parameter is another entry
         generate_scene("object", cache_dir=object_dir.parent, **{**TINY, "seed": 1})
+    # a new version of the scene's description is another entry too
+    spec = generate_mod.SYNTHETIC_SCENES["object"]
+    monkeypatch.setitem(generate_mod.SYNTHETIC_SCENES, "object", dataclasses.replace(spec, version=spec.version + 1))
+    with pytest.raises(AssertionError, match="generated again"):
+        generate_scene("object", cache_dir=object_dir.parent, **TINY)
+
+
+def test_version_one_keeps_the_cache_keys() -> None:
+    """Scenes at version 1 hash as before the version existed: their cached renders stay valid."""
+    params = generate_mod.GeneratorParams("object", 800, 800, 100, 10, 64, 0, 0)
+    assert params.key() == "963fba210015953c"  # the object's 800 px NeRF-synthetic folder in existing caches
 
 
 def test_cache_env_and_interrupted_generation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

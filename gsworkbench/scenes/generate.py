@@ -79,9 +79,13 @@ class GeneratorParams:
                 raise ValueError(f"{key} must be a non-negative integer, got {v!r}")
 
     def key(self) -> str:
-        """The cache key: a hash of the parameters and the generator version."""
-        blob = json.dumps({**asdict(self), "generator_version": GENERATOR_VERSION}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """The cache key: a hash of the parameters, the generator version and the scene's version
+        (hashed only from 2 on, so the keys of scenes still at version 1 stay what they were)."""
+        version = SYNTHETIC_SCENES[self.name].version
+        blob = {**asdict(self), "generator_version": GENERATOR_VERSION}
+        if version > 1:
+            blob["scene_version"] = version
+        return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
     def folder_name(self) -> str:
         return f"{self.name}-{self.width}x{self.height}-{self.key()}"

@@ -111,7 +111,7 @@ def object_scene(rng: np.random.Generator) -> dict[str, Any]:
     }
 
 
-def _plastic(colour: dict[str, Any], alpha: float = 0.12) -> dict[str, Any]:
+def _plastic(colour: dict[str, Any], alpha: float = 0.07) -> dict[str, Any]:
     """Glossy plastic: a diffuse base under a GGX coat of roughness ``alpha`` (view-dependent
     highlights where the sun reflects)."""
     return {"type": "roughplastic", "distribution": "ggx", "alpha": alpha, "diffuse_reflectance": colour}
@@ -164,8 +164,8 @@ def bricks_scene(rng: np.random.Generator) -> dict[str, Any]:
     """An object made to be as hard as NeRF-synthetic's lego (within radius ~0.9, no ground): a base
     plate of 24 x 18 studs and stacked bricks with studs (about 570: fine repeated detail), printed
     over with fine noise, glossy plastic and a brushed-metal mast and dish (specular highlights that
-    move with the view), thin parts (two truss towers of 152 rods, a ladder, a railing and a row of tread
-    links: 2 to 7 pixels wide in the object's 800 px views) and a printed panel."""
+    move with the view), thin parts (two truss towers of 152 rods, two grilles of 30 bars, a ladder, a
+    railing and a row of tread links: 2 to 7 pixels wide in the object's 800 px views) and a printed panel."""
     mi = mitsuba_scalar()
     T = mi.ScalarTransform4f
     p = 0.05  # stud pitch
@@ -218,6 +218,12 @@ def bricks_scene(rng: np.random.Generator) -> dict[str, Any]:
                 (xa, ya), (xb, yb) = corners[k], corners[(k + 1) % 4]
                 scene[f"t{t}_ring{level}_{k}"] = _rod((xa, ya, z1), (xb, yb, z1), r, dark)
                 scene[f"t{t}_brace{level}_{k}"] = _rod((xa, ya, z0), (xb, yb, z1), r, dark)
+    # two grilles of fine bars (about 2 px wide at 800 px) in front of the bricks
+    for g, (x0, y, z0, z1) in enumerate(((-0.45, 0.17, -0.40, -0.16), (0.12, -0.42, -0.40, -0.22))):
+        for k in range(30):
+            x = x0 + 0.012 * k
+            scene[f"grille{g}_{k}"] = _rod((x, y, z0), (x, y, z1), 0.0022, dark)
+        scene[f"grille{g}_top"] = _rod((x0, y, z1), (x0 + 0.012 * 29, y, z1), 0.003, dark)
     # a row of tread links along the front edge, with gaps between them
     for k in range(24):
         x = -0.55 + 0.048 * k
@@ -378,7 +384,9 @@ def room_cameras(
 
 @dataclass(frozen=True)
 class SyntheticScene:
-    """A built-in scene: its Mitsuba description, its cameras and its default sizes."""
+    """A built-in scene: its Mitsuba description, its cameras and its default sizes. ``version``: raise
+    it whenever the description or the cameras change, so cached renders of the old scene are not reused
+    (the cache key hashes the parameters, not the description)."""
 
     build: Callable[[np.random.Generator], dict[str, Any]]
     cameras: Callable[
@@ -389,6 +397,7 @@ class SyntheticScene:
     n_train: int
     n_test: int
     spp: int
+    version: int = 1
 
 
 SYNTHETIC_SCENES = {
