@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.bench.ceilings import ceilings_metadata, run_ceilings
+from gsworkbench.bench.ceilings import MachineCeilings, ceilings_metadata
 from gsworkbench.bench.roofline import add_roofline_columns
 from gsworkbench.bench.runner import ROUNDS, time_blocks
 from gsworkbench.io.atomic import write_json, write_table
@@ -192,7 +192,7 @@ def compare_revisions(
             w.close()
     env = environment()
     ceilings = ceilings_metadata(threads)  # one measurement for both runs (cached per thread count)
-    measured = run_ceilings(threads) if "skipped" not in ceilings else None
+    measured = MachineCeilings.from_dict(ceilings)  # None where they were skipped
     run_dirs = []
     for rev, sha, tree, rows, worker in zip((baseline, candidate), shas, trees, tables, workers):
         run_dir = new_run_dir(f"bench-{suite}-rev", root)

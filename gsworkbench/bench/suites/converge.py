@@ -109,10 +109,20 @@ def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: s
     return setup
 
 
+def _schedule_text(cfg: Any) -> str:
+    """A config's resolution schedule as the ``schedule`` column writes it (``off``: none)."""
+    return ",".join(f"{until}:{factor}" for until, factor in cfg.resolution_schedule) or "off"
+
+
+def _max_minutes(default: float) -> float:
+    """A case's cap on training minutes: ``$GSW_CONVERGE_MAX_MINUTES`` (a session's shorter run), else ``default``."""
+    return float(os.environ.get("GSW_CONVERGE_MAX_MINUTES", default))
+
+
 def _case(width: int, height: int, downsample: int, num: int, targets: tuple[float, ...], minutes: float,
           schedule: str, init_scale: float, quick: bool, base: str | None = None) -> Case:  # fmt: skip
     steps, every, probe = (200, 10, 2) if quick else (MAX_STEPS, EVAL_EVERY, PROBE_VIEWS)
-    minutes = float(os.environ.get("GSW_CONVERGE_MAX_MINUTES", minutes))  # a shorter cap for a session's run
+    minutes = _max_minutes(minutes)
     base = base or ("smoke" if quick else "nerf_synthetic")
     params = {"scene": "object-smoke" if quick else "object-nerf", "width": width, "height": height, "num": num,
               "preset": base, "schedule": schedule, "init_scale": init_scale, "target_db": min(targets),
@@ -130,8 +140,8 @@ def _preset_case(quick: bool) -> Case:
 
     cfg = preset(FULL_PRESET)
     w, h, d, _, targets, minutes = SIZES[0]
-    schedule = ",".join(f"{until}:{factor}" for until, factor in cfg.resolution_schedule) or "off"
-    return _case(w, h, d, cfg.init_random_num, targets, minutes, schedule, cfg.init_scale, quick, FULL_PRESET)
+    return _case(w, h, d, cfg.init_random_num, targets, minutes, _schedule_text(cfg), cfg.init_scale, quick,
+                 FULL_PRESET)
 
 
 def _bricks_case(variant: str) -> Case:
@@ -141,13 +151,11 @@ def _bricks_case(variant: str) -> Case:
 
     overrides = BRICKS_VARIANTS[variant]
     cfg = preset(FULL_PRESET, **overrides)
-    schedule = ",".join(f"{until}:{factor}" for until, factor in cfg.resolution_schedule) or "off"
-    minutes = float(os.environ.get("GSW_CONVERGE_MAX_MINUTES", 60.0))
     params = {"scene": "bricks-nerf", "width": 800, "height": 800, "num": cfg.init_random_num, "preset": FULL_PRESET,
-              "variant": variant, "overrides": json.dumps(overrides, sort_keys=True), "schedule": schedule,
+              "variant": variant, "overrides": json.dumps(overrides, sort_keys=True), "schedule": _schedule_text(cfg),
               "init_scale": cfg.init_scale, "iterations": cfg.iterations, "target_db": min(BRICKS_TARGETS),
               "targets_db": ",".join(f"{t:g}" for t in BRICKS_TARGETS), "max_steps": BRICKS_MAX_STEPS,
-              "max_minutes": minutes, "eval_every": EVAL_EVERY, "probe_views": PROBE_VIEWS}  # fmt: skip
+              "max_minutes": _max_minutes(60.0), "eval_every": EVAL_EVERY, "probe_views": PROBE_VIEWS}  # fmt: skip
     name = f"converge/bricks/800x800/preset-{FULL_PRESET}/{variant}"
     return Case(name, params, converge_setup(params, 1, False, name), measured=True)
 
