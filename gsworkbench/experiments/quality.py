@@ -94,9 +94,9 @@ RUNS: dict[str, QualityRun] = {
     "nerf_synthetic_init_half": QualityRun("nerf_synthetic", HALF),
     "nerf_synthetic_400": QualityRun("nerf_synthetic_400"),
     "nerf_synthetic_800": QualityRun("nerf_synthetic_800"),
-    # the bricks scene (studs, thin rods, glossy and printed parts) under lego's protocols: lego reaches
-    # 34.3 dB at 400. Rendered at 400 px (64 samples over each pixel: the footprint and box filter of the
-    # preset's 2x downsample of 800 px renders), which costs a quarter of the 800 px render.
+    # the bricks scene (studs, thin rods, glossy and printed parts) under lego's protocols (how it compares
+    # with lego: docs/performance.md). Rendered at 400 px (64 samples over each pixel: the footprint and box
+    # filter of the preset's 2x downsample of 800 px renders), which costs a quarter of the 800 px render.
     "bricks_400": QualityRun("nerf_synthetic_400", scene_overrides={"name": "bricks", **BRICKS_400}, layout=BRICKS),
     "bricks_800": QualityRun("nerf_synthetic_800", scene_overrides={"name": "bricks"}, layout=BRICKS),
     "room": QualityRun("nerf_synthetic", scene_overrides=ROOM, layout="NeRF-synthetic (inside a room)"),
