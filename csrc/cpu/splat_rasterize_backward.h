@@ -2,8 +2,9 @@
 // walks each tile's list back to front and calls backward_gaussian per Gaussian). Per lane, a chunk
 // undoes the Gaussian's blend: the transmittance before it is recovered by division by (1 - alpha),
 // and the colour composited behind it enters only as its dot product with dL/d(colour out), kept in sb
-// (one value per pixel, not D). Generic lane loops (any target) and, for float under __AVX512F__, a
-// twin with the lane masks in mask registers (splat_simd.h). Per-pixel math: gsw/blend.h.
+// (one value per pixel, not D). Generic lane loops (any target) and, for float, a twin under __AVX512F__
+// with the lane masks in mask registers and one under __AVX2__ and __FMA__ (splat_simd.h). Per-pixel
+// math: gsw/blend.h.
 #pragma once
 
 #include <algorithm>
@@ -264,6 +265,108 @@ inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<floa
     backward_gaussian_f32<3>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
   else
     backward_gaussian_f32<0>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// float on AVX2: backward_gaussian_f32's steps on two halves of 8 lanes, lane masks as all-ones floats
+// and blends (the generic loop's conditional stores compile to masked stores, slow on AMD cores, and its
+// gradient sums live in memory). 1 / (1 - alpha) is a true division here, as in the generic loop: the
+// 12-bit reciprocal estimate with one Newton step is 2 ulp, an error the walk back to front compounds.
+// Both halves add into one set of 8-lane sums (the order of a Gaussian's sum over its pixels is free);
+// the mean and conic sums are moments of v_sigma for any absgrad, |dL/dmean2d| is summed per pixel.
+static_assert(kLanes == 16, "backward_gaussian<float> (AVX2) runs two halves of 8 lanes");
+template <int DC>
+inline void backward_gaussian_avx2(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
+                                   const int32_t* chunk_last, int64_t qlo, int64_t qhi, float* acc, bool absgrad) {
+  const int64_t D = DC > 0 ? DC : p.D;
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+  const __m256 amin = _mm256_set1_ps(kAlphaMin), amax = _mm256_set1_ps(kAlphaMax);
+  const __m256 mxv = _mm256_set1_ps(p.mx), myv = _mm256_set1_ps(p.my), opv = _mm256_set1_ps(p.op);
+  const __m256 cav = _mm256_set1_ps(p.ca), cbv = _mm256_set1_ps(p.cb), ccv = _mm256_set1_ps(p.cc);
+  const __m256 nopv = _mm256_set1_ps(-p.op);
+  const __m256i kkv = _mm256_set1_epi32(p.kk);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 gmx = zero, gmy = zero, gca = zero, gcb = zero, gcc = zero, gop = zero, gax = zero, gay = zero;
+  __m256 gc[3] = {zero, zero, zero}, colv[3] = {zero, zero, zero};  // DC = 3
+  for (int ch = 0; ch < (DC > 0 ? DC : 0); ++ch) colv[ch] = _mm256_set1_ps(p.col[ch]);
+  if (DC == 0) std::fill(tb.gcol, tb.gcol + D * kLanes, 0.0f);
+  bool touched = false;
+  for (int64_t q = qlo; q <= qhi; ++q) {
+    if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
+    const ChunkBwd<float> st = tb.chunk(q);
+    for (int o = 0; o < kLanes; o += 8) {
+      const __m256 px = _mm256_load_ps(st.px + o), py = _mm256_load_ps(st.py + o);
+      __m256 a, vis;
+      alpha_vis8(px, py, mxv, myv, cav, cbv, ccv, opv, a, vis);
+      const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(st.last + o));
+      const __m256 beyond = _mm256_castsi256_ps(_mm256_cmpgt_epi32(kkv, last));  // composited after the last
+      const __m256 valid = _mm256_andnot_ps(beyond, _mm256_cmp_ps(a, amin, _CMP_GE_OQ));
+      if (_mm256_testz_ps(valid, valid)) continue;
+      touched = true;
+      const __m256 r = _mm256_div_ps(one, _mm256_sub_ps(one, a));
+      const __m256 tr = _mm256_load_ps(st.Tr + o);
+      const __m256 tbf = _mm256_mul_ps(tr, r);  // transmittance before this Gaussian
+      _mm256_store_ps(st.Tr + o, _mm256_blendv_ps(tr, tbf, valid));
+      const __m256 fac = _mm256_and_ps(valid, _mm256_mul_ps(a, tbf));
+      __m256 va = _mm256_and_ps(valid, _mm256_mul_ps(_mm256_load_ps(st.tva + o), r));
+      __m256 cv = zero;  // colour . dL/d(colour out)
+      for (int64_t ch = 0; ch < D; ++ch) {
+        const __m256 v = _mm256_load_ps(st.vr + ch * kLanes + o);
+        if (DC > 0) {
+          cv = _mm256_fmadd_ps(colv[ch], v, cv);
+          gc[ch] = _mm256_fmadd_ps(fac, v, gc[ch]);
+        } else {
+          cv = _mm256_fmadd_ps(_mm256_set1_ps(p.col[ch]), v, cv);
+          float* gp = tb.gcol + ch * kLanes + o;
+          _mm256_store_ps(gp, _mm256_fmadd_ps(fac, v, _mm256_load_ps(gp)));
+        }
+      }
+      const __m256 sb = _mm256_load_ps(st.sb + o);
+      va = _mm256_and_ps(valid, _mm256_fmadd_ps(cv, tbf, _mm256_fnmadd_ps(sb, r, va)));
+      _mm256_store_ps(st.sb + o, _mm256_fmadd_ps(cv, fac, sb));  // fac is 0 on the other lanes
+      // alpha = min(opacity vis, amax): below amax exactly where unclamped (va is 0 off the valid lanes)
+      const __m256 vav = _mm256_and_ps(_mm256_cmp_ps(a, amax, _CMP_LT_OQ), va);
+      const __m256 dx = _mm256_sub_ps(mxv, px), dy = _mm256_sub_ps(myv, py);
+      const __m256 w = _mm256_mul_ps(vis, vav);
+      gop = _mm256_add_ps(gop, w);
+      const __m256 vs = _mm256_mul_ps(nopv, w);  // v_sigma
+      const __m256 t1 = _mm256_mul_ps(vs, dx), t2 = _mm256_mul_ps(vs, dy);
+      gmx = _mm256_add_ps(gmx, t1);
+      gmy = _mm256_add_ps(gmy, t2);
+      gca = _mm256_fmadd_ps(t1, dx, gca);
+      gcb = _mm256_fmadd_ps(t1, dy, gcb);
+      gcc = _mm256_fmadd_ps(t2, dy, gcc);
+      if (absgrad) {  // the pixel's own dL/dmean2d = conic (t1, t2)
+        const __m256 tmx = _mm256_fmadd_ps(cav, t1, _mm256_mul_ps(cbv, t2));
+        const __m256 tmy = _mm256_fmadd_ps(cbv, t1, _mm256_mul_ps(ccv, t2));
+        gax = _mm256_add_ps(gax, _mm256_and_ps(absmask, tmx));
+        gay = _mm256_add_ps(gay, _mm256_and_ps(absmask, tmy));
+      }
+    }
+  }
+  if (!touched) return;
+  const float sx = reduce_add8(gmx), sy = reduce_add8(gmy);
+  acc[0] += p.ca * sx + p.cb * sy;
+  acc[1] += p.cb * sx + p.cc * sy;
+  acc[2] += 0.5f * reduce_add8(gca);
+  acc[3] += reduce_add8(gcb);
+  acc[4] += 0.5f * reduce_add8(gcc);
+  acc[5] += reduce_add8(gop);
+  for (int64_t ch = 0; ch < D; ++ch)
+    acc[6 + ch] += DC > 0 ? reduce_add8(gc[ch]) : lane_sum(tb.gcol + ch * kLanes);
+  if (absgrad) {
+    acc[6 + D] += reduce_add8(gax);
+    acc[7 + D] += reduce_add8(gay);
+  }
+}
+
+template <>
+inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
+                                     const int32_t* chunk_last, int64_t qlo, int64_t qhi, GaussGrad<float>&,
+                                     float* acc, bool absgrad) {
+  if (p.D == 3)
+    backward_gaussian_avx2<3>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
+  else
+    backward_gaussian_avx2<0>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
 }
 #endif
 

@@ -163,6 +163,13 @@ inline __m256 exp_neg8(__m256 s) {
   return _mm256_andnot_ps(beyond, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
+// Sum of the 8 lanes of v (halves, then pairs).
+inline float reduce_add8(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
 // Alpha and vis of one Gaussian (centre mx, my; conic ca, cb, cc; opacity op, each in every lane) at 8
 // pixel centres px, py, in registers: chunk_alpha_vis's sigma and clamps (a NaN sigma gives vis 1 and
 // alpha 0, as in the generic body).
