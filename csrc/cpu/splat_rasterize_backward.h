@@ -293,9 +293,7 @@ inline void backward_gaussian_avx2(const GaussIn<float>& p, const TileBwd<float>
   for (int64_t q = qlo; q <= qhi; ++q) {
     if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
     const ChunkBwd<float> st = tb.chunk(q);
-    const int halves = tc.halves(q);
     for (int o = 0; o < kLanes; o += 8) {
-      if (!((halves >> (o / 8)) & 1)) continue;  // outside the support: no lane reaches alpha 1/255
       const __m256 px = _mm256_load_ps(st.px + o), py = _mm256_load_ps(st.py + o);
       __m256 a, vis;
       alpha_vis8(px, py, mxv, myv, cav, cbv, ccv, opv, a, vis);

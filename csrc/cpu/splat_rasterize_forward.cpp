@@ -132,14 +132,13 @@ inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* 
 #endif
 
 // One Gaussian (intersection kk of the tile's list) blended into one chunk after another: the
-// Gaussian-major loop of rasterize_forward_kernel. blend's halves (TileChunks::halves) are the chunk's
-// half-chunks the Gaussian's support reaches; the generic form composites the whole chunk (a list of one).
+// Gaussian-major loop of rasterize_forward_kernel. The generic form composites a list of one.
 template <typename T>
 struct GaussianLanes {
   const BlendInputs<T>& in;
   int32_t kk;
   GaussianLanes(const BlendInputs<T>& in_, int32_t kk_) : in(in_), kk(kk_) {}
-  bool blend(const T* px, const T* py, T* done, T* acc, T* Tr, int32_t* last, int /*halves*/) const {
+  bool blend(const T* px, const T* py, T* done, T* acc, T* Tr, int32_t* last) const {
     return composite_chunk(in, &kk, 1, px, py, done, acc, Tr, last);
   }
 };
@@ -149,7 +148,7 @@ struct GaussianLanes {
 // floats and blends for the conditional updates (the generic loop's conditional stores compile to
 // masked stores, which are slow on AMD cores). The Gaussian's values are broadcast once for all the
 // chunks it reaches (inside the chunk loop the compiler cannot hoist their loads: the colour sums'
-// stores may alias them). A half its support misses is skipped: no lane there reaches alpha 1/255.
+// stores may alias them).
 template <>
 struct GaussianLanes<float> {
   __m256 mx, my, ca, cb, cc, op, kkv, rgb[3];
@@ -168,17 +167,13 @@ struct GaussianLanes<float> {
     col = in.colors + D * i;
     for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm256_set1_ps(ch < D ? col[ch] : 0.0f);
   }
-  bool blend(const float* px, const float* py, float* done, float* acc, float* Tr_, int32_t* last_, int halves) const {
+  bool blend(const float* px, const float* py, float* done, float* acc, float* Tr_, int32_t* last_) const {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), amin = _mm256_set1_ps(kAlphaMin);
     const __m256 tmin = _mm256_set1_ps(kTransmittanceMin);
     __m256 act_any = zero;
     for (int h = 0; h < 2; ++h) {
-      __m256 act = _mm256_cmp_ps(_mm256_load_ps(done + 8 * h), zero, _CMP_EQ_OQ);
-      if (!((halves >> h) & 1)) {
-        act_any = _mm256_or_ps(act_any, act);
-        continue;
-      }
       __m256 Tr = _mm256_load_ps(Tr_ + 8 * h);
+      __m256 act = _mm256_cmp_ps(_mm256_load_ps(done + 8 * h), zero, _CMP_EQ_OQ);
       __m256 a, vis;
       alpha_vis8(_mm256_load_ps(px + 8 * h), _mm256_load_ps(py + 8 * h), mx, my, ca, cb, cc, op, a, vis);
       const __m256 ok = _mm256_and_ps(act, _mm256_cmp_ps(a, amin, _CMP_GE_OQ));
@@ -269,7 +264,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         const GaussianLanes<T> gl(in, static_cast<int32_t>(k));
         for (int64_t q = qlo; q <= qhi; ++q) {
           if (!active[q] || !tc.flagged(q)) continue;
-          if (gl.blend(s_px[q].v, s_py[q].v, s_done[q].v, s_acc[q * D].v, s_Tr[q].v, s_last[q].v, tc.halves(q))) {
+          if (gl.blend(s_px[q].v, s_py[q].v, s_done[q].v, s_acc[q * D].v, s_Tr[q].v, s_last[q].v)) {
             active[q] = 0;
             --n_active;
             if (q < 64) active_bits &= ~(uint64_t(1) << q);

@@ -106,11 +106,8 @@ struct alignas(64) ChunkGeom {
   bool full_row;  // every lane inside, lanes j = pixels (x[0] + j, y[0]): one contiguous run of a row
 };
 
-// The chunks of one tile: lane geometry, and per half-chunk (kHalfLanes lanes: one AVX2 register) the
-// box of its inside pixel centres (float, structure of arrays), against which a Gaussian's support is
-// tested, all half-chunks of a row at once. A chunk is flagged when either half is; the halves' flags
-// let the 8-lane kernels skip a half the support misses (a small splat that reaches one end of a row).
-constexpr int kHalfLanes = kLanes / 2;
+// The chunks of one tile: lane geometry, and per chunk the box of its inside pixel centres (double,
+// structure of arrays) against which a Gaussian's support is tested, all chunks of a row at once.
 class TileChunks {
  public:
   TileChunks(const ChunkLayout& lay, int64_t ts)
@@ -126,46 +123,35 @@ class TileChunks {
       ChunkGeom& cg = geo_[q];
       const int32_t *ox = lay_.ox.data() + q * kLanes, *oy = lay_.oy.data() + q * kLanes;
       const int32_t* pad = lay_.pad.data() + q * kLanes;
-#pragma omp simd
+      int32_t any = 0, x0 = INT32_MAX, x1 = INT32_MIN, y0 = INT32_MAX, y1 = INT32_MIN;
+#pragma omp simd reduction(| : any) reduction(min : x0, y0) reduction(max : x1, y1)
       for (int j = 0; j < kLanes; ++j) {
         const int32_t x = x0t + ox[j], y = y0t + oy[j];
+        const int32_t in = (1 - pad[j]) & (x < w ? 1 : 0) & (y < h ? 1 : 0);
         cg.x[j] = x;
         cg.y[j] = y;
-        cg.in[j] = (1 - pad[j]) & (x < w ? 1 : 0) & (y < h ? 1 : 0);
-      }
-      int32_t any = 0;
-      for (int half = 0; half < 2; ++half) {
-        const int64_t b = 2 * q + half;
-        const int32_t *xs = cg.x + half * kHalfLanes, *ys = cg.y + half * kHalfLanes, *ins = cg.in + half * kHalfLanes;
-        int32_t hany = 0, x0 = INT32_MAX, x1 = INT32_MIN, y0 = INT32_MAX, y1 = INT32_MIN;
-#pragma omp simd reduction(| : hany) reduction(min : x0, y0) reduction(max : x1, y1)
-        for (int j = 0; j < kHalfLanes; ++j) {
-          const int32_t in = ins[j];
-          hany |= in;
-          x0 = std::min(x0, in ? xs[j] : INT32_MAX);
-          x1 = std::max(x1, in ? xs[j] : INT32_MIN);
-          y0 = std::min(y0, in ? ys[j] : INT32_MAX);
-          y1 = std::max(y1, in ? ys[j] : INT32_MIN);
-        }
-        any |= hany;
-        in_[b] = hany ? 1.0f : 0.0f;
-        xmid_[b] = hany ? 0.5f * (float(x0) + float(x1)) + 0.5f : 0.0f;  // pixel centres x0 + 0.5 .. x1 + 0.5
-        xhw_[b] = hany ? 0.5f * (float(x1) - float(x0)) : 0.0f;
-        ylo_[b] = hany ? float(y0) + 0.5f : 0.0f;
-        yhi_[b] = hany ? float(y1) + 0.5f : 0.0f;
-        row_[b] = y0 == y1 ? 1.0f : 0.0f;
+        cg.in[j] = in;
+        any |= in;
+        x0 = std::min(x0, in ? x : INT32_MAX);
+        x1 = std::max(x1, in ? x : INT32_MIN);
+        y0 = std::min(y0, in ? y : INT32_MAX);
+        y1 = std::max(y1, in ? y : INT32_MIN);
       }
       cg.any_inside = any != 0;
       int32_t all = 1;
       for (int j = 0; j < kLanes; ++j) all &= cg.in[j] & (cg.y[j] == cg.y[0] ? 1 : 0) & (cg.x[j] == cg.x[0] + j ? 1 : 0);
       cg.full_row = all != 0;
+      in_[q] = any ? 1.0f : 0.0f;
+      xmid_[q] = any ? 0.5f * (float(x0) + float(x1)) + 0.5f : 0.0f;  // pixel centres x0 + 0.5 .. x1 + 0.5
+      xhw_[q] = any ? 0.5f * (float(x1) - float(x0)) : 0.0f;
+      ylo_[q] = any ? float(y0) + 0.5f : 0.0f;
+      yhi_[q] = any ? float(y1) + 0.5f : 0.0f;
+      row_[q] = y0 == y1 ? 1.0f : 0.0f;
     }
   }
 
   const ChunkGeom& geo(int64_t q) const { return geo_[q]; }
-  bool flagged(int64_t q) const { return flag_[2 * q] != 0.0f || flag_[2 * q + 1] != 0.0f; }
-  // The halves of chunk q that the last marked Gaussian can reach: bit h for lanes [h kHalfLanes, (h + 1) kHalfLanes).
-  int halves(int64_t q) const { return (flag_[2 * q] != 0.0f ? 1 : 0) | (flag_[2 * q + 1] != 0.0f ? 2 : 0); }
+  bool flagged(int64_t q) const { return flag_[q] != 0.0f; }
 
   // The chunks [qlo, qhi] holding the rows within Gaussian i's row extent (centre y my); false when
   // there are none.
@@ -182,25 +168,24 @@ class TileChunks {
     return true;
   }
 
-  // Marks the half-chunks of chunks [qlo, qhi] (from chunk_rows) that Gaussian i (centre mx, my) can
-  // reach: flagged(q), halves(q). The test runs in float, on whole blocks of kLanes half-chunks: its
-  // rounding (relative 1e-7 of terms bounded by the conditioning limit of alpha_row_interval_exact) is
-  // far inside the support's relaxation.
+  // Marks the chunks in [qlo, qhi] (from chunk_rows) that Gaussian i (centre mx, my) can reach:
+  // flagged(q). The test runs in float, on whole blocks of kLanes chunks: its rounding (relative 1e-7
+  // of terms bounded by the conditioning limit of alpha_row_interval_exact) is far inside the
+  // support's relaxation.
   inline __attribute__((always_inline)) void mark_range(double mx, double my, const Supports& sp, int64_t i,
                                                         int64_t qlo, int64_t qhi) {
     const Support& su = sp[i];
     const float xt = su.xtest, slope = su.slope, tas = su.two_a_smax, det = su.det, a2 = su.a2;
     const float fx = float(mx), fy = float(my);
     const float fext = su.yext < 3e38 ? float(su.yext) : 3e38f;
-    const int64_t blo = 2 * qlo, bhi = 2 * qhi + 1;
-    for (int64_t b0 = blo - blo % kLanes; b0 <= bhi; b0 += kLanes) {
-      const float *ylo = ylo_.data() + b0, *yhi = yhi_.data() + b0, *xmid = xmid_.data() + b0;
-      const float *xhw = xhw_.data() + b0, *row = row_.data() + b0, *in = in_.data() + b0;
-      float* flag = flag_.data() + b0;
+    for (int64_t q0 = qlo - qlo % kLanes; q0 <= qhi; q0 += kLanes) {
+      const float *ylo = ylo_.data() + q0, *yhi = yhi_.data() + q0, *xmid = xmid_.data() + q0;
+      const float *xhw = xhw_.data() + q0, *row = row_.data() + q0, *in = in_.data() + q0;
+      float* flag = flag_.data() + q0;
 #pragma omp simd
       for (int j = 0; j < kLanes; ++j) {
         const float rd = fy < ylo[j] ? ylo[j] - fy : (fy > yhi[j] ? fy - yhi[j] : 0.0f);
-        // one-row half-chunk: the support's x-interval on the row, centre mx + slope dy, half-width
+        // one-row chunk: the support's x-interval on the row, centre mx + slope dy, half-width
         // sqrt(disc) / a, meets [xmid - xhw, xmid + xhw] (squared comparison: no sqrt, no division)
         const float dy = fy - ylo[j];
         const float disc = tas - det * dy * dy;
@@ -220,11 +205,11 @@ class TileChunks {
   }
 
  private:
-  size_t padded() const { return static_cast<size_t>((2 * n_ + kLanes - 1) / kLanes * kLanes); }  // half-chunks
+  size_t padded() const { return static_cast<size_t>((n_ + kLanes - 1) / kLanes * kLanes); }
   const ChunkLayout& lay_;
   int64_t n_, ts_, y0_ = 0, rows_ = 0;
   std::vector<ChunkGeom> geo_;
-  std::vector<float> ylo_, yhi_, xmid_, xhw_, row_, in_, flag_;  // per half-chunk, padded to whole kLanes blocks
+  std::vector<float> ylo_, yhi_, xmid_, xhw_, row_, in_, flag_;  // padded to whole kLanes blocks
 };
 
 }  // namespace cpu
