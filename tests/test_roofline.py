@@ -168,7 +168,16 @@ def test_render_work_hand_count() -> None:
     parts = [ops.render_stage_work(s, 3, 32, 16, 1, 10) for s in ("project", "sh", "isect", "rasterize")]
     assert fwd["bytes_per_call"] == sum(p["bytes_per_call"] for p in parts)
     assert fwd["flops_per_call"] == parts[1]["flops_per_call"] + parts[3]["flops_per_call"]
-    assert math.isnan(ops.render_stage_work("forward+backward", 3, 32, 16, 1, 10)["flops_per_call"])
+    # the backward of the compositing: 55 + 4 x 3 flops an evaluation; records, 256 pixels' T, last id
+    # and incoming gradients (3 colours, alpha), and 3 Gaussians' 9 gradients (4 bytes each)
+    b = ops.rasterize_backward_work(3, 2, 16, 16, evaluations=7)
+    assert b == {"flops_per_call": 67.0 * 7, "bytes_per_call": 2.0 * 40 + 256 * 24 + 3 * 36, "evaluations": 7.0}
+    both = ops.render_stage_work("forward+backward", 3, 32, 16, 1, 10, evaluations=7)
+    fwd7 = ops.render_stage_work("forward", 3, 32, 16, 1, 10, evaluations=7)
+    bwd7 = ops.rasterize_backward_work(3, 10, 32, 16, evaluations=7)
+    assert both["flops_per_call"] == fwd7["flops_per_call"] + bwd7["flops_per_call"]
+    assert both["bytes_per_call"] == fwd7["bytes_per_call"] + bwd7["bytes_per_call"]
+    assert math.isnan(ops.render_stage_work("backward", 3, 32, 16, 1, 10)["flops_per_call"])
 
 
 def test_blended_evaluations_hand_count() -> None:

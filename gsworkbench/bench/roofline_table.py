@@ -26,7 +26,8 @@ RENDER_STAGES = ("project", "sh", "isect", "rasterize", "forward")
 
 def headline_cases(tiny: bool = False) -> list[Any]:
     """The headline cases: field forward and forward+backward at N = 4096 x B = 65536 (ext), the render
-    ext forward and its stages of 100k ``dense``, ``volumetric`` and ``trained`` splats at 800x800, SH degree 3, the
+    ext forward and its stages of 100k ``dense``, ``volumetric`` and ``trained`` splats at 800x800, SH degree 3 (and
+    the ``trained`` forward+backward), the
     1M-splat ext transform (SH degree 0, preallocated ``out``) and the fused Adam step at 1M Gaussians.
     ``tiny``: the same kernels at toy sizes (for tests)."""
     from gsworkbench.bench.registry import get_suite
@@ -39,6 +40,7 @@ def headline_cases(tiny: bool = False) -> list[Any]:
     field_names = {f"field/ext/N{N}/B{B}/full/{mode}" for mode in ("forward", "forward+backward")}
     out = [c for c in get_suite("field").cases(tiny) if c.name in field_names]
     out += render.scene_cases(scenes, [size], scene_size, stages=RENDER_STAGES)
+    out += render.scene_cases(scenes[-1:], [size], scene_size, stages=("forward+backward",))
     out += transforms.sweep_cases([n_transform], (0,), ("ext",), (True,))
     out += [c for c in get_suite("adam").cases(tiny) if c.name == f"adam/fused/n{n_adam}/visible1"]
     return out

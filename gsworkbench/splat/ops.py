@@ -323,6 +323,14 @@ def rasterize_to_pixels(
 # degree-6 polynomial 12, scale 1: 19), alpha = opacity e (1), 1 - alpha, T (1 - alpha), alpha T (3),
 # then one FMA per colour channel: 34 + 2 D. Comparisons, min/max and mask moves are not counted.
 RASTERIZE_FLOPS_PER_EVALUATION_BASE = 34
+# Floating-point operations of one pixel-splat evaluation of the CPU backward of the compositing
+# (csrc/cpu/splat_rasterize_backward.h, its AVX2 and AVX-512 twins without absgrad), an FMA counted as
+# two: alpha as in the forward (offsets 2, sigma 9, exp 19, alpha 1: 31); 1 - alpha and its reciprocal
+# (2); the transmittance before the splat, alpha times it and dL/dalpha's first term (3); dL/dalpha's
+# update from the colour behind (4) and that colour's running dot product (2); dL/dopacity's term, its
+# sum and v_sigma (3); the mean and conic moments (2 products, 2 sums, 3 FMAs: 10); then per colour
+# channel two FMAs (the colour's dot product with dL/dcolour, the colour gradient): 55 + 4 D.
+RASTERIZE_BACKWARD_FLOPS_PER_EVALUATION_BASE = 55
 # Flops of the real SH basis per degree beyond the constant term (the standard polynomials in x, y, z:
 # degree 1: 3, degree 2: 6 products and 5 terms, degree 3: 7 terms), cumulative.
 _SH_BASIS_FLOPS = (0, 3, 18, 43)
@@ -331,6 +339,11 @@ _SH_BASIS_FLOPS = (0, 3, 18, 43)
 def rasterize_flops_per_evaluation(channels: int = 3) -> int:
     """Flops of one pixel-splat evaluation of the CPU forward with ``channels`` colour channels."""
     return RASTERIZE_FLOPS_PER_EVALUATION_BASE + 2 * channels
+
+
+def rasterize_backward_flops_per_evaluation(channels: int = 3) -> int:
+    """Flops of one pixel-splat evaluation of the CPU backward with ``channels`` colour channels."""
+    return RASTERIZE_BACKWARD_FLOPS_PER_EVALUATION_BASE + 4 * channels
 
 
 def blended_evaluations(tile_offsets: torch.Tensor, last_ids: torch.Tensor, tile_size: int = 16) -> int:
@@ -373,6 +386,30 @@ def rasterize_work(
             "bytes_per_call": float(n_isects * record + pixels * out), "evaluations": float(evaluations)}  # fmt: skip
 
 
+def rasterize_backward_work(
+    num: int, n_isects: int, width: int, height: int, tile_size: int = 16, channels: int = 3, cameras: int = 1,
+    itemsize: int = 4, evaluations: int | None = None,
+) -> dict[str, float]:  # fmt: skip
+    """The work of one ``splat_rasterize_backward`` call for ``num`` Gaussians: ``flops_per_call``,
+    ``bytes_per_call`` and ``evaluations``.
+
+    Flops: evaluations x :func:`rasterize_backward_flops_per_evaluation`. The backward evaluates each
+    pixel's tile list from its last contributor back to the start, so the forward's
+    :func:`blended_evaluations` count it too (a lower bound of what it runs; else the bound of
+    :func:`rasterize_work`). Bytes: each intersection's Gaussian record read once, each pixel's final
+    transmittance, last contributor and incoming gradients (colours, alpha) read once, and the gradients
+    of every Gaussian (2D mean, conic, colours, opacity) written once. Left out: the per-thread gradient
+    sums (written per tile, reduced once) and re-reads of records from cache."""
+    pixels = cameras * width * height
+    evaluations = tile_size * tile_size * n_isects if evaluations is None else int(evaluations)
+    record = 4 + (2 + 3 + channels + 1) * itemsize
+    per_pixel = (channels + 2) * itemsize + 4
+    grads = cameras * num * (2 + 3 + channels + 1) * itemsize
+    return {"flops_per_call": float(rasterize_backward_flops_per_evaluation(channels) * evaluations),
+            "bytes_per_call": float(n_isects * record + pixels * per_pixel + grads),
+            "evaluations": float(evaluations)}  # fmt: skip
+
+
 def project_work(num: int, cameras: int = 1, itemsize: int = 4) -> dict[str, float]:
     """The traffic of one ``splat_project`` call: means, quats and scales read (10 values a Gaussian),
     radii (int32), 2D means, depths, conics and compensations written per camera. Its flops (quaternion
@@ -407,10 +444,11 @@ def isect_work(num: int, n_isects: int, width: int, height: int, tile_size: int 
 
 def render_stage_work(stage: str, num: int, width: int, height: int, sh_degree: int, n_isects: int,
                       tile_size: int = 16, evaluations: int | None = None) -> dict[str, float]:  # fmt: skip
-    """The counts of one forward stage (``project``, ``sh``, ``isect``, ``rasterize``) or of the whole
-    ``forward`` (their sum; flops of the counted stages only, sh and rasterize) of one camera; NaN for
-    any other stage (backward passes are not counted). ``evaluations``: the rasterizer's measured
-    :func:`blended_evaluations` (see :func:`rasterize_work`), else its upper bound."""
+    """The counts of one forward stage (``project``, ``sh``, ``isect``, ``rasterize``), of the whole
+    ``forward`` (their sum; flops of the counted stages only, sh and rasterize) of one camera, or of
+    ``forward+backward`` (the forward and :func:`rasterize_backward_work`; the backward passes of SH,
+    projection and view directions are not counted); NaN for any other stage. ``evaluations``: the
+    rasterizer's measured :func:`blended_evaluations` (see :func:`rasterize_work`), else its upper bound."""
     parts = {
         "project": lambda: project_work(num),
         "sh": lambda: sh_work(num, sh_degree),
@@ -419,8 +457,10 @@ def render_stage_work(stage: str, num: int, width: int, height: int, sh_degree: 
     }
     if stage in parts:
         return parts[stage]()
-    if stage != "forward":
+    if stage not in ("forward", "forward+backward"):
         return {"flops_per_call": float("nan"), "bytes_per_call": float("nan")}
     works = [make() for make in parts.values()]
+    if stage == "forward+backward":
+        works.append(rasterize_backward_work(num, n_isects, width, height, tile_size, evaluations=evaluations))
     flops = sum(w["flops_per_call"] for w in works if w["flops_per_call"] == w["flops_per_call"])
     return {"flops_per_call": float(flops), "bytes_per_call": float(sum(w["bytes_per_call"] for w in works))}

@@ -152,7 +152,7 @@ def _stage_call(
         rasterizer = functools.partial(rasterize, backend=backend)
         fn = _whole_call(stage, compile_mode, inputs, Ks, width, height, sh_degree, rasterizer)
     evaluations = None
-    if stage in ("rasterize", "forward") and has_ext() and m2.device.type == "cpu":
+    if stage in ("rasterize", "forward", "forward+backward") and has_ext() and m2.device.type == "cpu":
         with torch.no_grad():  # the ext forward's last contributors give the blends that made the image
             last_ids = torch.ops.gsworkbench.splat_rasterize(m2, conics, colors, o, width, height, ts, toff, fid,
                                                              False)[3]  # fmt: skip
