@@ -36,8 +36,9 @@ case's first call (inputs already built) above its level just before it, in MiB
 (:func:`gsworkbench.bench.memory.peak_rss_increase_mib`: freed memory is returned to the OS first and
 the kernel's high-water mark is reset, so the number does not depend on earlier cases). It is the
 call's working memory, outputs included, as the OS sees it; NaN where it cannot be measured. And the
-roofline counts of the forward stages (``flops_per_call``, ``bytes_per_call``:
-:func:`gsworkbench.splat.ops.render_stage_work`; NaN for backward passes).
+roofline counts of the forward stages and of ``forward+backward`` (``flops_per_call``, ``bytes_per_call``:
+:func:`gsworkbench.splat.ops.render_stage_work`, which counts the rasterize backward but not the other
+stages' backward; NaN for ``train-step``).
 """
 
 from __future__ import annotations
