@@ -53,12 +53,13 @@ test: setup
 	GSW_HEADLESS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
 	@if $(BIN)/python -c "import sys, torch, gsworkbench._C as c; sys.exit(0 if c.avx512 else 1)"; then \
 		$(MAKE) --no-print-directory test-generic; \
-	else echo "test-generic skipped: this build has no AVX-512 loops, so the tests above ran the generic ones"; fi
+	else echo "test-generic skipped: this build has no AVX-512 loops, so the tests above ran its AVX2 or generic ones"; fi
 
-# The ext tests again against a GSW_MARCH=x86-64-v3 build (no AVX-512), so the generic twins of the
-# AVX-512 loops are tested too: a copy of the package in build/generic with that build's _C, first on
-# the path (python -P: not the checkout; test_build_target checks which _C was imported). CPU kernels only.
-# make test runs it only where the default build has AVX-512 loops: elsewhere its tests ran the generic ones.
+# The ext tests again against a GSW_MARCH=x86-64-v3 build (AVX2 + FMA, no AVX-512), so the twins of the
+# AVX-512 loops are tested too (the AVX2 ones in float32, the generic ones in float64): a copy of the
+# package in build/generic with that build's _C, first on the path (python -P: not the checkout;
+# test_build_target checks which _C was imported). CPU kernels only. make test runs it only where the
+# default build has AVX-512 loops: elsewhere its tests ran those twins already.
 GENERIC := build/generic
 EXT_TESTS := tests/test_build_target.py tests/test_splat_stages.py tests/test_splat_raster.py \
 	tests/test_splat_absgrad.py tests/test_splat_edge_cases.py tests/test_field.py tests/test_field_device.py \
