@@ -294,12 +294,11 @@ inline void backward_gaussian_avx2(const GaussIn<float>& p, const TileBwd<float>
     if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
     const ChunkBwd<float> st = tb.chunk(q);
     for (int o = 0; o < kLanes; o += 8) {
-      const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(st.last + o));
-      const __m256 beyond = _mm256_castsi256_ps(_mm256_cmpgt_epi32(kkv, last));  // after the pixel's last blend
-      if (_mm256_movemask_ps(beyond) == 0xFF) continue;  // a half whose pixels all stopped in front of it
       const __m256 px = _mm256_load_ps(st.px + o), py = _mm256_load_ps(st.py + o);
       __m256 a, vis;
       alpha_vis8(px, py, mxv, myv, cav, cbv, ccv, opv, a, vis);
+      const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(st.last + o));
+      const __m256 beyond = _mm256_castsi256_ps(_mm256_cmpgt_epi32(kkv, last));  // composited after the last
       const __m256 valid = _mm256_andnot_ps(beyond, _mm256_cmp_ps(a, amin, _CMP_GE_OQ));
       if (_mm256_testz_ps(valid, valid)) continue;
       touched = true;
