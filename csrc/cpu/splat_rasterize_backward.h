@@ -257,17 +257,8 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   }
 }
 
-template <>
-inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
-                                     const int32_t* chunk_last, int64_t qlo, int64_t qhi, GaussGrad<float>&,
-                                     float* acc, bool absgrad) {
-  if (p.D == 3)
-    backward_gaussian_f32<3>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
-  else
-    backward_gaussian_f32<0>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
-}
 #elif defined(__AVX2__) && defined(__FMA__)
-// float on AVX2: backward_gaussian_f32's steps on two halves of 8 lanes, lane masks as all-ones floats
+// float on AVX2: the AVX-512 twin's steps on two halves of 8 lanes, lane masks as all-ones floats
 // and blends (the generic loop's conditional stores compile to masked stores, slow on AMD cores, and its
 // gradient sums live in memory). 1 / (1 - alpha) is a true division here, as in the generic loop: the
 // 12-bit reciprocal estimate with one Newton step is 2 ulp, an error the walk back to front compounds.
@@ -275,8 +266,8 @@ inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<floa
 // the mean and conic sums are moments of v_sigma for any absgrad, |dL/dmean2d| is summed per pixel.
 static_assert(kLanes == 16, "backward_gaussian<float> (AVX2) runs two halves of 8 lanes");
 template <int DC>
-inline void backward_gaussian_avx2(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
-                                   const int32_t* chunk_last, int64_t qlo, int64_t qhi, float* acc, bool absgrad) {
+inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
+                                  const int32_t* chunk_last, int64_t qlo, int64_t qhi, float* acc, bool absgrad) {
   const int64_t D = DC > 0 ? DC : p.D;
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
   const __m256 amin = _mm256_set1_ps(kAlphaMin), amax = _mm256_set1_ps(kAlphaMax);
@@ -358,15 +349,18 @@ inline void backward_gaussian_avx2(const GaussIn<float>& p, const TileBwd<float>
     acc[7 + D] += reduce_add8(gay);
   }
 }
+#endif
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+// float: the SIMD twin of this build (AVX-512 or AVX2), with RGB's colour sums in registers.
 template <>
 inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
                                      const int32_t* chunk_last, int64_t qlo, int64_t qhi, GaussGrad<float>&,
                                      float* acc, bool absgrad) {
   if (p.D == 3)
-    backward_gaussian_avx2<3>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
+    backward_gaussian_f32<3>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
   else
-    backward_gaussian_avx2<0>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
+    backward_gaussian_f32<0>(p, tb, tc, chunk_last, qlo, qhi, acc, absgrad);
 }
 #endif
 
