@@ -362,6 +362,16 @@ def blended_evaluations(tile_offsets: torch.Tensor, last_ids: torch.Tensor, tile
     return int(torch.where(last >= 0, last - start + 1, torch.zeros_like(last)).sum())
 
 
+def _raster_counts(n_isects: int, tile_size: int, channels: int, itemsize: int,
+                   evaluations: int | None) -> tuple[int, int, int]:  # fmt: skip
+    """What the rasterizer's forward and backward counts share: the evaluations (measured, else the bound
+    ``tile_size**2`` per intersection), the bytes of one intersection's Gaussian record (its index, 2D
+    mean, conic, colours, opacity) and of one Gaussian's values, ``2 + 3 + channels + 1`` of them."""
+    evaluations = tile_size * tile_size * n_isects if evaluations is None else int(evaluations)
+    gaussian = (2 + 3 + channels + 1) * itemsize
+    return evaluations, 4 + gaussian, gaussian
+
+
 def rasterize_work(
     n_isects: int, width: int, height: int, tile_size: int = 16, channels: int = 3, cameras: int = 1,
     itemsize: int = 4, evaluations: int | None = None,
@@ -379,8 +389,7 @@ def rasterize_work(
     contributor). Left out: the tile offsets and the re-reads of records from cache by later chunks of
     the same tile."""
     pixels = cameras * width * height
-    evaluations = tile_size * tile_size * n_isects if evaluations is None else int(evaluations)
-    record = 4 + (2 + 3 + channels + 1) * itemsize
+    evaluations, record, _ = _raster_counts(n_isects, tile_size, channels, itemsize, evaluations)
     out = (channels + 2) * itemsize + 4
     return {"flops_per_call": float(rasterize_flops_per_evaluation(channels) * evaluations),
             "bytes_per_call": float(n_isects * record + pixels * out), "evaluations": float(evaluations)}  # fmt: skip
@@ -401,10 +410,9 @@ def rasterize_backward_work(
     of every Gaussian (2D mean, conic, colours, opacity) written once. Left out: the per-thread gradient
     sums (written per tile, reduced once) and re-reads of records from cache."""
     pixels = cameras * width * height
-    evaluations = tile_size * tile_size * n_isects if evaluations is None else int(evaluations)
-    record = 4 + (2 + 3 + channels + 1) * itemsize
+    evaluations, record, gaussian = _raster_counts(n_isects, tile_size, channels, itemsize, evaluations)
     per_pixel = (channels + 2) * itemsize + 4
-    grads = cameras * num * (2 + 3 + channels + 1) * itemsize
+    grads = cameras * num * gaussian
     return {"flops_per_call": float(rasterize_backward_flops_per_evaluation(channels) * evaluations),
             "bytes_per_call": float(n_isects * record + pixels * per_pixel + grads),
             "evaluations": float(evaluations)}  # fmt: skip
