@@ -14,6 +14,9 @@
 #include "gsw/transforms.h"
 #include "gsw/transforms_op.h"
 #include "transforms_simd.h"  // transpose16, rotate_band16 and <immintrin.h> on AVX-512 targets
+#if defined(__SSE2__)
+#include <immintrin.h>  // streaming stores, on every x86-64 target
+#endif
 
 namespace gsw {
 namespace transforms {
@@ -49,7 +52,7 @@ void similarity_range(const T* A, const T* b, const T* qr, T log_s, const T* mea
   }
 }
 
-#if defined(__AVX512F__)
+#if defined(__SSE2__)
 // similarity_range into outputs that are much larger than the caches and are not the inputs: blocks of
 // kBlock Gaussians are transformed into L1-resident buffers and written out as whole cache lines with
 // streaming stores, so the output lines are not read first (read-for-ownership: a third of the
@@ -60,10 +63,20 @@ void similarity_range_streaming(const T* A, const T* b, const T* qr, T log_s, co
                                 const T* log_scales, T* om, T* oq, T* os, int64_t count) {
   static_assert(3 * kBlock * sizeof(float) % 64 == 0, "a block of means fills whole cache lines");
   alignas(64) T bm[3 * kBlock], bq[4 * kBlock], bs[3 * kBlock];
+  // the widest streaming store of the target: a cache line is one AVX-512, two AVX or four SSE2 stores
   auto stream = [](T* dst, const T* src, int64_t bytes) {
+    char* d = reinterpret_cast<char*>(dst);
+    const char* c = reinterpret_cast<const char*>(src);
+#if defined(__AVX512F__)
     for (int64_t i = 0; i < bytes; i += 64)
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(reinterpret_cast<char*>(dst) + i),
-                          _mm512_load_si512(reinterpret_cast<const char*>(src) + i));
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), _mm512_load_si512(c + i));
+#elif defined(__AVX__)
+    for (int64_t i = 0; i < bytes; i += 32)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), _mm256_load_si256(reinterpret_cast<const __m256i*>(c + i)));
+#else
+    for (int64_t i = 0; i < bytes; i += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), _mm_load_si128(reinterpret_cast<const __m128i*>(c + i)));
+#endif
   };
   int64_t n = 0;
   for (; n + kBlock <= count; n += kBlock) {
@@ -212,11 +225,11 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
   // output lines are already in the cache) and 64-byte aligned
   const bool streaming = F * N * K * 3 * static_cast<int64_t>(sizeof(T)) > kStreamBytes;
   const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 63) == 0; };
-#if defined(__AVX512F__)
+#if defined(__SSE2__)
   const bool stream_params = F * N * 10 * static_cast<int64_t>(sizeof(T)) > kStreamBytes && om != mu && oq != q &&
                              os != ls;
 #else
-  constexpr bool stream_params = false;  // the streaming stores are written for AVX-512 targets only
+  constexpr bool stream_params = false;  // the streaming stores are written for x86-64 targets only
 #endif
   // small calls run on the calling thread: waking a thread team costs more than the work
   const int64_t work = F * N * (general ? 200 : 10 + 6 * K);  // ~floats moved (the SVD counts more)
@@ -232,7 +245,7 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
     if (general) {
       general_block(A, A + 9, mu, q, ls, fm, fq, fs, n0, n1 - n0);
     } else if (stream_params && aligned(fm + 3 * n0) && aligned(fq + 4 * n0) && aligned(fs + 3 * n0)) {
-#if defined(__AVX512F__)
+#if defined(__SSE2__)
       similarity_range_streaming(A, A + 9, qr + 4 * f, lsr[f], mu + 3 * n0, q + 4 * n0, ls + 3 * n0, fm + 3 * n0,
                                  fq + 4 * n0, fs + 3 * n0, n1 - n0);
 #endif
@@ -245,7 +258,7 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
         sh_block<T, Deg>(D + f * K * K, sh, osh + f * N * K * 3, b0, n1 - b0 < kBlock ? n1 - b0 : kBlock, streaming, N);
     }
   }
-#if defined(__AVX512F__)
+#if defined(__SSE2__)
   if (streaming || stream_params) _mm_sfence();  // order the streaming stores before the op returns
 #endif
 }
