@@ -9,7 +9,14 @@ from conftest import backend_params, rel_err, requires_ext, to_device
 
 from gsworkbench.field import BACKENDS, MemoryBudgetError, evaluate
 
-FAST = ("torch", "ext")
+FAST = ("torch", "numba", "ext")
+CPU_ONLY = ("numba",)
+
+
+def skip_off_cpu(backend: str, device: str) -> None:
+    """CPU-only backends are not run on other devices (test_cpu_only_backend_refuses_cuda checks that)."""
+    if backend in CPU_ONLY and device != "cpu":
+        pytest.skip(f"backend {backend!r} runs on the CPU only")
 
 
 def make_inputs(B, N, covariance, dtype=torch.float64, anisotropy=1.0, gen=None):
@@ -37,6 +44,7 @@ def values_and_grads(inputs, covariance, backend):
 @pytest.mark.parametrize("covariance", ["full", "diag"])
 @pytest.mark.parametrize("backend", backend_params(BACKENDS))
 def test_backends_match_float64_reference(backend, covariance, device, seed):
+    skip_off_cpu(backend, device)
     inputs = make_inputs(257, 41, covariance)
     ref_v, ref_g = values_and_grads(inputs, covariance, "loop")
     v, grads = values_and_grads([t.to(device, torch.float32) for t in inputs], covariance, backend)
@@ -54,6 +62,7 @@ def test_backends_match_float64_reference(backend, covariance, device, seed):
 @pytest.mark.parametrize("backend", backend_params(FAST))
 @pytest.mark.parametrize("covariance", ["full", "diag"])
 def test_gradcheck(backend, covariance, device, seed):
+    skip_off_cpu(backend, device)
     inputs = [t.to(device).requires_grad_() for t in make_inputs(6, 4, covariance)]
     fn = lambda *a: evaluate(*a, covariance=covariance, backend=backend)  # noqa: E731
     # a lower-triangular perturbation keeps full factors valid; gradcheck perturbs the upper part too,
@@ -100,6 +109,7 @@ def test_torch_compile(device, seed):
 @pytest.mark.parametrize("backend", backend_params(BACKENDS))
 @pytest.mark.parametrize("B,N", [(0, 5), (5, 0), (1, 1), (0, 0), (1, 7), (9, 1)])
 def test_empty_and_single_sizes(backend, B, N, device, seed):
+    skip_off_cpu(backend, device)
     inputs = make_inputs(B, N, "full")
     v, grads = to_device(values_and_grads(to_device(inputs, device), "full", backend), "cpu")
     ref_v, ref_g = values_and_grads(inputs, "full", "vectorized")
@@ -112,6 +122,7 @@ def test_empty_and_single_sizes(backend, B, N, device, seed):
 
 @pytest.mark.parametrize("backend", backend_params(FAST))
 def test_non_contiguous_inputs(backend, device, seed):
+    skip_off_cpu(backend, device)
     p, m, f, w = to_device(make_inputs(50, 7, "full"), device)
     pt = p.T.contiguous().T  # column-major
     mt = torch.stack([m, m], -1)[..., 0]  # strided
@@ -193,6 +204,14 @@ def test_bad_input_raises_value_error(mutate, match, backend, device):
     args = [a.to(device) if isinstance(a, torch.Tensor) and a.device.type == "cpu" else a for a in mutate(_good())]
     with pytest.raises(ValueError, match=match):
         evaluate(*args, backend=backend)
+
+
+def test_cpu_only_backend_refuses_cuda(device):
+    if device == "cpu":
+        pytest.skip("the refusal is for tensors on other devices")
+    args = [t.to(device) for t in _good()]
+    with pytest.raises(ValueError, match="numba.*CPU only"):
+        evaluate(*args, backend="numba")
 
 
 def test_bad_diag_and_options():

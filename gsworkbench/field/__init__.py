@@ -4,6 +4,7 @@ Backends of :func:`evaluate` (all differentiable, all agreeing to float32 roundi
 - ``loop``: a Python loop over Gaussians with one solve each (the baseline users come from);
 - ``vectorized``: one batched solve over an expanded [B,N,3,3];
 - ``torch``: precomputed inverse factors, chunked over points (bounded memory);
+- ``numba``: fused parallel numba loops over the pairs (CPU), the peer the ext kernel is measured against;
 - ``ext``: the fused C++/CUDA kernel with an analytic backward, O(B+N) memory.
 """
 

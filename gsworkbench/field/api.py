@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from gsworkbench._ext import require_kernel
-from gsworkbench.field import _torch_impl
+from gsworkbench.field import _numba_impl, _torch_impl
 from gsworkbench.field.ops import field_forward
 from gsworkbench.validation import (
     check_choice,
@@ -16,7 +16,7 @@ from gsworkbench.validation import (
     checking_values,
 )
 
-BACKENDS = ("loop", "vectorized", "torch", "ext")
+BACKENDS = ("loop", "vectorized", "torch", "numba", "ext")
 COVARIANCES = ("full", "diag")
 
 
@@ -71,7 +71,8 @@ def evaluate(
         factors: ``covariance="full"``: [N,3,3] lower Cholesky factors L (positive diagonal,
             Sigma = L L^T); ``"diag"``: [N,3] standard deviations per axis.
         weights: [N] weights (any sign).
-        backend: ``loop`` | ``vectorized`` | ``torch`` | ``ext`` (see :mod:`gsworkbench.field`).
+        backend: ``loop`` | ``vectorized`` | ``torch`` | ``numba`` (CPU) | ``ext`` (see
+            :mod:`gsworkbench.field`).
         memory_budget: bytes allowed to ``vectorized``/``torch`` temporaries (default 2 GiB or
             ``$GSW_MEMORY_BUDGET``); over it they raise instead of exhausting RAM.
 
@@ -88,6 +89,8 @@ def evaluate(
         backend = "torch"  # empty sums: the chunked form returns zeros that stay in the graph
     if backend == "loop":
         return _torch_impl.evaluate_loop(points, means, L, weights)
+    if backend == "numba":
+        return _numba_impl.evaluate_numba(points, means, L, weights)
     if backend == "vectorized":
         return _torch_impl.evaluate_vectorized(points, means, L, weights, memory_budget)
     return _torch_impl.evaluate_torch(points, means, L, weights, memory_budget)

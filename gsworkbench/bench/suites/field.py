@@ -1,17 +1,19 @@
 """``gsworkbench bench field``: forward and forward+backward of every field backend.
 
 Sizes: N = 100 and 1000 Gaussians x B = 500 points, and N = 1000 x B = 5000, each with full and
-diagonal covariance, for all backends; N = 4096 x B = 65536 for ``torch`` and ``ext`` only.
+diagonal covariance, for all backends; N = 4096 x B = 65536 for ``torch``, ``numba`` and ``ext`` only.
 N = 1000 x B = 5000 (full covariance) also runs ``torch`` and ``ext`` under torch.compile
 (``compile``: aot_eager, inductor; quick: ext forward+backward under aot_eager), interleaved with the
 eager runs. Mode ``train-step`` is one training step of a GaussianField (the trainer's own
 :class:`~gsworkbench.field.FieldTrainStep`: sample B points of the ``shell`` target, MSE, backward,
 Adam) at N = 1000 x B = 5000, full covariance (quick: N = 100 x B = 200); :func:`train_step_cases`
 gives such cases for any target and size (the field notebook's timings). The summary adds pairs per
-second and the speedups over ``vectorized`` and over ``loop`` (eager) and over the same backend eager,
-measured in the same run. Each forward and forward+backward row carries the field's work count
-(``flops_per_call``, ``bytes_per_call``: :func:`gsworkbench.field.ops.field_work`, the ext kernels'
-pair work, against which every backend is judged) for the roofline columns.
+second and the speedups over ``vectorized``, ``loop`` and ``numba`` (eager) and over the same backend
+eager, measured in the same run; ``numba`` is the fused numba peer (:mod:`gsworkbench.field._numba_impl`),
+and the ext rows' ``speedup_vs_numba`` is the field's headline ratio. Each forward and
+forward+backward row carries the field's work count (``flops_per_call``, ``bytes_per_call``:
+:func:`gsworkbench.field.ops.field_work`, the ext kernels' pair work, against which every backend is
+judged) for the roofline columns.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ def _make(
 ) -> Callable[[], Prepared]:
     def setup() -> Prepared:
         inputs = field_inputs(B, N, covariance)
+        if backend == "numba":  # numba's compilation stays out of the timings
+            from gsworkbench.field._numba_impl import warm_up
+
+            warm_up()
 
         def field(*ts: torch.Tensor) -> torch.Tensor:
             return evaluate(*ts, covariance=covariance, backend=backend)
@@ -117,7 +123,7 @@ def _skip(backend: str, B: int, N: int) -> str | None:
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Adds pairs/s and speedups over vectorized and loop within each (N, B, covariance, mode)."""
+    """Adds pairs/s and speedups over vectorized, loop and numba within each (N, B, covariance, mode)."""
     if "median_s" not in df:
         return df
     df = df.copy()
@@ -126,7 +132,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         df["compile"] = "eager"
     keys = ["N", "B", "covariance", "mode"]
     eager = df[df.compile == "eager"]
-    for base in ("vectorized", "loop"):
+    for base in ("vectorized", "loop", "numba"):
         ref = eager[eager.backend == base].set_index(keys).median_s.rename(f"_{base}")
         df = df.join(ref, on=keys)
         df[f"speedup_vs_{base}"] = df[f"_{base}"] / df.median_s
@@ -146,7 +152,8 @@ def cases(quick: bool) -> list[Case]:
         sizes = [(100, 200, BACKENDS)]
         compiled = {(100, 200, "full", "forward+backward", "ext"): ("aot_eager",)}
     else:
-        sizes = [(100, 500, BACKENDS), (1000, 500, BACKENDS), (1000, 5000, BACKENDS), (4096, 65536, ("torch", "ext"))]
+        sizes = [(100, 500, BACKENDS), (1000, 500, BACKENDS), (1000, 5000, BACKENDS),
+                 (4096, 65536, ("torch", "numba", "ext"))]  # fmt: skip
         compiled = {(1000, 5000, "full", m, b): COMPILE_MODES[1:] for m in ("forward", "forward+backward")
                     for b in ("torch", "ext")}  # fmt: skip
     out = []
