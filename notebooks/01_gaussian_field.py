@@ -23,7 +23,7 @@
 # # 01 · Fitting a 3D Gaussian field
 #
 # Trains a sum of N weighted 3D Gaussians to match a target density volume, end to end, with one of the
-# evaluation backends (`loop`, `vectorized`, `torch`, `ext`). Shows the loss curve, target-against-fit
+# evaluation backends (`loop`, `vectorized`, `torch`, `numba`, `ext`). Shows the loss curve, target-against-fit
 # slices and the time per training iteration of each backend. Tables and plots go to `results/`.
 
 # %%
@@ -32,12 +32,12 @@ from gsworkbench.notebooks import ParameterGuard
 guard = ParameterGuard(
     num_gaussians={"ge": 1, "help": "Gaussians in the field"},
     covariance={"choices": ["full", "diag"]},
-    backend={"choices": ["loop", "vectorized", "torch", "ext"], "help": "evaluation backend for training"},
+    backend={"choices": ["loop", "vectorized", "torch", "numba", "ext"], "help": "evaluation backend for training"},
     iterations={"ge": 1},
     batch_size={"ge": 1, "help": "points sampled per iteration"},
     target={"choices": ["torus", "shell", "mixture"]},
     seed={"ge": 0},
-    timing_backends={"choices": ["loop", "vectorized", "torch", "ext"], "help": "backends timed at the end"},
+    timing_backends={"choices": ["loop", "vectorized", "torch", "numba", "ext"], "help": "backends timed at the end"},
     timing_gaussians={"ge": 1},
     timing_batch={"ge": 1},
 )
@@ -50,7 +50,7 @@ iterations = 1500
 batch_size = 8192
 target = "torus"
 seed = 0
-timing_backends = ["loop", "vectorized", "torch", "ext"]
+timing_backends = ["loop", "vectorized", "torch", "numba", "ext"]
 timing_gaussians = 256
 timing_batch = 2048
 results_dir = ""

@@ -292,6 +292,22 @@ def test_the_roofline_table_command_at_toy_sizes(tmp_path, monkeypatch: pytest.M
     assert {"intensity", "gflops", "gbs", "pct_of_peak", "commit", "cpu", "threads", "command"} <= set(table)
     assert (table.threads == 1).all() and (table.pct_of_peak.dropna() > 0).all()
     assert table.pct_of_peak.notna().sum() == len(table)  # every headline case is counted
+    # the field and the transform beside their numba peers, timed in the same run
+    peers = table.set_index("kernel").speedup_vs_numba
+    assert {"field/numba", "transforms/numba"} <= {"/".join(k.split("/")[:2]) for k in kernels}
+    for k in kernels:
+        if k.startswith(("field/ext/", "transforms/ext/")):
+            assert peers[k] > 0 and np.isfinite(peers[k]), k
+        else:
+            assert np.isnan(peers[k]), k
+
+
+def test_peer_speedups_pair_each_ext_row_with_its_numba_row() -> None:
+    from gsworkbench.bench.roofline_table import peer_speedups
+
+    kernels = pd.Series(["field/numba/x/forward", "field/ext/x/forward", "render/ext/y/forward", "adam/fused/z"])
+    got = peer_speedups(kernels, pd.Series([3.0, 1.5, 2.0, 1.0]))
+    assert got[1] == 2.0 and all(np.isnan(got[i]) for i in (0, 2, 3))
 
 
 def _tiny_table(real):  # noqa: ANN001, ANN202

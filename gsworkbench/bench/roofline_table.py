@@ -1,7 +1,8 @@
 """The headline roofline table: ``python -m gsworkbench.bench.roofline_table docs/tables/roofline.csv``
 runs the headline kernels briefly at 2 threads (``--threads``) and writes, one row a case, the kernel,
 its work per call, arithmetic intensity, achieved GFLOP/s and GB/s, % of the machine's roof
-(:mod:`gsworkbench.bench.roofline`), the ceilings, and the command, commit, CPU and threads. Run it on a
+(:mod:`gsworkbench.bench.roofline`), the speed-up over the numba peer where there is one, the ceilings,
+and the command, commit, CPU and threads. Run it on a
 quiet machine with ``OMP_WAIT_POLICY=PASSIVE``.
 """
 
@@ -20,6 +21,9 @@ from gsworkbench.bench.roofline import add_roofline_columns
 
 COMMAND = "python -m gsworkbench.bench.roofline_table docs/tables/roofline.csv"
 
+PEER = "numba"
+"""The backend of the peer rows (the field and the transform): fused numba kernels, timed in the same run."""
+
 HEADLINE_SCENES = (("dense", 100_000), ("volumetric", 100_000), ("trained", 100_000))
 RENDER_STAGES = ("project", "sh", "isect", "rasterize", "forward")
 
@@ -28,7 +32,8 @@ def headline_cases(tiny: bool = False) -> list[Any]:
     """The headline cases: field forward and forward+backward at N = 4096 x B = 65536 (ext), the render
     ext forward and its stages of 100k ``dense``, ``volumetric`` and ``trained`` splats at 800x800, SH degree 3 (and
     the ``trained`` forward+backward), the
-    1M-splat ext transform (SH degree 0, preallocated ``out``) and the fused Adam step at 1M Gaussians.
+    1M-splat ext transform (SH degree 0, preallocated ``out``) and the fused Adam step at 1M Gaussians;
+    the field and the transform also as their numba peers (:data:`PEER`).
     ``tiny``: the same kernels at toy sizes (for tests)."""
     from gsworkbench.bench.registry import get_suite
     from gsworkbench.bench.suites import render, transforms
@@ -37,13 +42,21 @@ def headline_cases(tiny: bool = False) -> list[Any]:
     size, scene_size = ((64, 48), (64, 64)) if tiny else ((800, 800), (800, 800))
     scenes = tuple((kind, 2_000 if tiny else num) for kind, num in HEADLINE_SCENES)
     n_transform, n_adam = (1_000, 2_000) if tiny else (1_000_000, 1_000_000)
-    field_names = {f"field/ext/N{N}/B{B}/full/{mode}" for mode in ("forward", "forward+backward")}
+    field_names = {f"field/{backend}/N{N}/B{B}/full/{mode}" for mode in ("forward", "forward+backward")
+                   for backend in (PEER, "ext")}  # fmt: skip
     out = [c for c in get_suite("field").cases(tiny) if c.name in field_names]
     out += render.scene_cases(scenes, [size], scene_size, stages=RENDER_STAGES)
     out += render.scene_cases(scenes[-1:], [size], scene_size, stages=("forward+backward",))
-    out += transforms.sweep_cases([n_transform], (0,), ("ext",), (True,))
+    out += transforms.sweep_cases([n_transform], (0,), (PEER, "ext"), (True,))
     out += [c for c in get_suite("adam").cases(tiny) if c.name == f"adam/fused/n{n_adam}/visible1"]
     return out
+
+
+def peer_speedups(kernels: pd.Series, median_s: pd.Series) -> list[float]:
+    """For each ``.../ext/...`` kernel, the median of its :data:`PEER` row over its own (NaN elsewhere)."""
+    med = dict(zip(kernels, median_s, strict=True))
+    return [med.get(k.replace("/ext/", f"/{PEER}/"), math.nan) / m if "/ext/" in k else math.nan
+            for k, m in zip(kernels, median_s, strict=True)]  # fmt: skip
 
 
 def roofline_table(threads: int, tiny: bool = False, min_run_time: float = 0.3,
@@ -71,6 +84,7 @@ def roofline_table(threads: int, tiny: bool = False, min_run_time: float = 0.3,
         "gbs": df["gbs"],
         "pct_of_peak": df["pct_of_peak"],
     })  # fmt: skip
+    table["speedup_vs_numba"] = peer_speedups(table.kernel, table.median_s)
     table["peak_gflops"] = ceilings.peak_gflops if ceilings else math.nan
     table["bandwidth_gbs"] = ceilings.bandwidth_gbs if ceilings else math.nan
     table["command"] = COMMAND + (" --tiny" if tiny else "")
@@ -94,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_table(args.out, table)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table[["kernel", "intensity", "gflops", "gbs", "pct_of_peak"]].to_string(index=False))
+        print(table[["kernel", "intensity", "gflops", "gbs", "pct_of_peak", "speedup_vs_numba"]].to_string(index=False))
     print(f"\nwritten: {args.out}", file=sys.stderr)
     return 0
 

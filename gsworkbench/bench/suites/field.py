@@ -47,15 +47,20 @@ def field_inputs(B: int, N: int, covariance: str, seed: int = 0) -> tuple[torch.
     return points, means, factors, weights
 
 
+def _compile_numba(backend: str) -> None:
+    """numba's compilation stays out of the timings."""
+    if backend == "numba":
+        from gsworkbench.field._numba_impl import warm_up
+
+        warm_up()
+
+
 def _make(
     B: int, N: int, covariance: str, backend: str, mode: str, compile_mode: str = "eager"
 ) -> Callable[[], Prepared]:
     def setup() -> Prepared:
         inputs = field_inputs(B, N, covariance)
-        if backend == "numba":  # numba's compilation stays out of the timings
-            from gsworkbench.field._numba_impl import warm_up
-
-            warm_up()
+        _compile_numba(backend)
 
         def field(*ts: torch.Tensor) -> torch.Tensor:
             return evaluate(*ts, covariance=covariance, backend=backend)
@@ -91,6 +96,7 @@ def _train_step_setup(
     target: Target, N: int, B: int, covariance: str, backend: str, seed: int
 ) -> Callable[[], Prepared]:
     def setup() -> Prepared:
+        _compile_numba(backend)
         model = GaussianField(N, covariance, backend=backend, seed=seed)
         step = FieldTrainStep(model, target, FieldTrainConfig(batch_size=B, seed=seed, progress=False))
         return Prepared(step)
