@@ -9,6 +9,7 @@
 #include <omp.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <type_traits>
 
 #include "gsw/transforms.h"
@@ -187,11 +188,75 @@ void sh_block_avx512(const float* D, const float* sh, float* osh, int64_t n0, in
 }
 #endif
 
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+// float, AVX2: sh_block_generic with the AoS <-> SoA moves done as 8x8 register transposes, two groups
+// of 8 Gaussians per block. A block's E values per Gaussian are contiguous in memory, 16 E floats in
+// all, so rows are read and written as unaligned 8-float vectors across the Gaussians' boundaries:
+// - reads past a row's last value land in the next Gaussian's values (ignored lanes); the last
+//   block of the array, whose last row would read past its end, is first copied into a padded buffer;
+// - the rows are assembled in an L1 buffer whose tiles are written last to first, so a tile's lanes
+//   past a row's end are overwritten by the next row's first tile; the buffer then leaves as whole
+//   vectors (streaming stores for outputs much larger than the caches, when 32-byte aligned).
+template <int Deg>
+void sh_block_avx2(const float* D, const float* sh, float* osh, int64_t n0, int64_t count, bool streaming,
+                   int64_t n_total) {
+  static_assert(kBlock == 16, "the AVX2 path transposes two 8x8 groups per block");
+  constexpr int K = (Deg + 1) * (Deg + 1) - 1;
+  constexpr int E = 3 * K;
+  constexpr int tiles = (E + 7) / 8;
+  alignas(64) float in[tiles * 8 * kBlock], out[tiles * 8 * kBlock];
+  alignas(64) float aos[kBlock * E + 8];
+  const float* src = sh + n0 * E;
+  if (n0 + kBlock >= n_total) {  // the array's last block: rows may not be read past its end
+    std::memset(aos, 0, sizeof(aos));
+    std::memcpy(aos, src, sizeof(float) * count * E);
+    src = aos;
+  } else if (n0 + kBlock + kPrefetchBlocks * kBlock < n_total) {  // the block kPrefetchBlocks ahead, into L2
+    for (int line = 0; line < E; ++line)  // a block is 16 E floats: E cache lines
+      _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchBlocks * kBlock * E + 16 * line), _MM_HINT_T1);
+  }
+  __m256 r[8];
+  for (int g = 0; g < 2; ++g)
+    for (int t = 0; t < tiles; ++t) {
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (8 * g + j) * E + 8 * t);
+      transpose8(r);
+      for (int e = 0; e < 8; ++e) _mm256_store_ps(in + (8 * t + e) * kBlock + 8 * g, r[e]);
+    }
+  for (int c = 0; c < 3; ++c) {
+    if constexpr (Deg >= 1) rotate_band<float, 1, kBlock, 3 * kBlock>(D, K, in + c * kBlock, out + c * kBlock);
+    if constexpr (Deg >= 2) rotate_band<float, 2, kBlock, 3 * kBlock>(D, K, in + c * kBlock, out + c * kBlock);
+    if constexpr (Deg >= 3) rotate_band<float, 3, kBlock, 3 * kBlock>(D, K, in + c * kBlock, out + c * kBlock);
+  }
+  for (int g = 0; g < 2; ++g)
+    for (int t = tiles - 1; t >= 0; --t) {
+      for (int e = 0; e < 8; ++e) r[e] = _mm256_load_ps(out + (8 * t + e) * kBlock + 8 * g);
+      transpose8(r);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(aos + (8 * g + j) * E + 8 * t, r[j]);
+    }
+  float* dst = osh + n0 * E;
+  if (count == kBlock) {
+    const bool aligned = (reinterpret_cast<uintptr_t>(dst) & 31) == 0;
+    if (streaming && aligned) {
+      for (int v = 0; v < kBlock * E; v += 8) _mm256_stream_ps(dst + v, _mm256_load_ps(aos + v));
+    } else {
+      for (int v = 0; v < kBlock * E; v += 8) _mm256_storeu_ps(dst + v, _mm256_load_ps(aos + v));
+    }
+  } else {
+    std::memcpy(dst, aos, sizeof(float) * count * E);
+  }
+}
+#endif
+
 template <typename T, int Deg>
 void sh_block(const T* D, const T* sh, T* osh, int64_t n0, int64_t count, bool streaming, int64_t prefetch_end) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
     sh_block_avx512<Deg>(D, sh, osh, n0, count, streaming, prefetch_end);
+    return;
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if constexpr (std::is_same_v<T, float>) {
+    sh_block_avx2<Deg>(D, sh, osh, n0, count, streaming, prefetch_end);
     return;
   }
 #endif

@@ -1,6 +1,6 @@
-// AVX-512 helpers of the CPU splat transforms (csrc/cpu/transforms.cpp): the 16x16 register transpose
-// that moves a block of 16 Gaussians' SH rest between AoS and SoA, and the band rotation of a block.
-// Only AVX-512 targets compile them; other targets use the generic block of transforms.cpp.
+// SIMD helpers of the CPU splat transforms (csrc/cpu/transforms.cpp): the register transposes that move a
+// block of 16 Gaussians' SH rest between AoS and SoA (16x16 on AVX-512, 8x8 on AVX2), and the AVX-512
+// band rotation of a block. Other targets use the generic block of transforms.cpp.
 //
 // GCC 12's plain (unmasked) unpack/shuffle intrinsics pass an undefined pass-through operand to their
 // masked builtins, which -Wall then reports as "'__Y' is used uninitialized" wherever they are
@@ -70,6 +70,35 @@ inline void rotate_band16(const float* D, int K, const float* in, float* out) {
   }
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < 3; ++c) _mm512_store_ps(out + (3 * (o + i) + c) * 16, acc[i][c]);
+}
+
+}  // namespace transforms
+}  // namespace gsw
+
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+namespace gsw {
+namespace transforms {
+
+// In-register transpose of an 8x8 float tile: r[i] holds row i on entry, column i on exit.
+inline __attribute__((always_inline)) void transpose8(__m256* r) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // u[4q + m], 128-bit half H: column 4H + m of rows 4q..4q+3
+  for (int m = 0; m < 4; ++m) {
+    r[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+    r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+  }
 }
 
 }  // namespace transforms
