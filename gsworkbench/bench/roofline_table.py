@@ -32,7 +32,7 @@ def headline_cases(tiny: bool = False) -> list[Any]:
     """The headline cases: field forward and forward+backward at N = 4096 x B = 65536 (ext), the render
     ext forward and its stages of 100k ``dense``, ``volumetric`` and ``trained`` splats at 800x800, SH degree 3 (and
     the ``trained`` forward+backward), the
-    1M-splat ext transform (SH degree 0, preallocated ``out``) and the fused Adam step at 1M Gaussians;
+    1M-splat ext transform (SH degrees 0 and 3, preallocated ``out``) and the fused Adam step at 1M Gaussians;
     the field and the transform also as their numba peers (:data:`PEER`).
     ``tiny``: the same kernels at toy sizes (for tests)."""
     from gsworkbench.bench.registry import get_suite
@@ -47,7 +47,7 @@ def headline_cases(tiny: bool = False) -> list[Any]:
     out = [c for c in get_suite("field").cases(tiny) if c.name in field_names]
     out += render.scene_cases(scenes, [size], scene_size, stages=RENDER_STAGES)
     out += render.scene_cases(scenes[-1:], [size], scene_size, stages=("forward+backward",))
-    out += transforms.sweep_cases([n_transform], (0,), (PEER, "ext"), (True,))
+    out += transforms.sweep_cases([n_transform], (0, 3), (PEER, "ext"), (True,))
     out += [c for c in get_suite("adam").cases(tiny) if c.name == f"adam/fused/n{n_adam}/visible1"]
     return out
 
