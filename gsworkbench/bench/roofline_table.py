@@ -20,6 +20,8 @@ from gsworkbench.bench.ceilings import MachineCeilings
 from gsworkbench.bench.roofline import add_roofline_columns
 
 COMMAND = "python -m gsworkbench.bench.roofline_table docs/tables/roofline.csv"
+DEFAULT_THREADS = 2
+DEFAULT_MIN_RUN_TIME = 1.0  # seconds per case: a few rounds even for the slowest headline case
 
 PEER = "numba"
 """The backend of the peer rows (the field and the transform): fused numba kernels, timed in the same run."""
@@ -59,7 +61,14 @@ def peer_speedups(kernels: pd.Series, median_s: pd.Series) -> list[float]:
             for k, m in zip(kernels, median_s, strict=True)]  # fmt: skip
 
 
-def roofline_table(threads: int, tiny: bool = False, min_run_time: float = 0.3,
+def command_line(threads: int, min_run_time: float, tiny: bool) -> str:
+    """The command that makes a table with these options (defaults left out)."""
+    return (COMMAND + (f" --threads {threads}" if threads != DEFAULT_THREADS else "")
+            + (f" --min-run-time {min_run_time:g}" if min_run_time != DEFAULT_MIN_RUN_TIME else "")
+            + (" --tiny" if tiny else ""))  # fmt: skip
+
+
+def roofline_table(threads: int, tiny: bool = False, min_run_time: float = DEFAULT_MIN_RUN_TIME,
                    ceilings: MachineCeilings | None = None, progress: bool = True) -> pd.DataFrame:  # fmt: skip
     """Runs :func:`headline_cases` at ``threads`` threads and returns one row a case: kernel, stage,
     flops and bytes per call, median seconds, intensity, achieved GFLOP/s and GB/s, % of the roof, the
@@ -87,7 +96,7 @@ def roofline_table(threads: int, tiny: bool = False, min_run_time: float = 0.3,
     table["speedup_vs_numba"] = peer_speedups(table.kernel, table.median_s)
     table["peak_gflops"] = ceilings.peak_gflops if ceilings else math.nan
     table["bandwidth_gbs"] = ceilings.bandwidth_gbs if ceilings else math.nan
-    table["command"] = COMMAND + (" --tiny" if tiny else "")
+    table["command"] = command_line(threads, min_run_time, tiny)
     table["commit"] = commit + ("-dirty" if dirty else "")
     table["cpu"] = cpu_model()
     table["threads"] = threads
@@ -98,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gsworkbench.bench.roofline_table",
                                      description="the headline kernels' share of the machine's roof, as a CSV")
     parser.add_argument("out", type=Path, help="the CSV to write (e.g. docs/tables/roofline.csv)")
-    parser.add_argument("--threads", type=int, default=2, help="threads (default 2)")
-    parser.add_argument("--min-run-time", type=float, default=0.3, help="seconds of timing per case")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help=f"threads (default {DEFAULT_THREADS})")
+    parser.add_argument("--min-run-time", type=float, default=DEFAULT_MIN_RUN_TIME,
+                        help=f"seconds of timing per case (default {DEFAULT_MIN_RUN_TIME:g})")
     parser.add_argument("--tiny", action="store_true", help="toy sizes (a check that the command works)")
     args = parser.parse_args(argv)
     from gsworkbench.io.atomic import write_table
