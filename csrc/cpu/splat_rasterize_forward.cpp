@@ -10,6 +10,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <omp.h>
 #include <torch/library.h>
 
@@ -206,10 +207,20 @@ struct GaussianLanes<float> {
 };
 #endif
 
-template <typename T>
+// What one thread of a counting forward did (rasterize_lane_counts_cpu): tiles, tile-Gaussian pairs
+// whose support reaches a row of the tile, chunk blends, lanes whose pixel was still compositing at a
+// blend, lanes that blended, and seconds inside its tiles.
+struct LaneCounts {
+  int64_t tiles = 0, pairs = 0, blends = 0, active = 0, blended = 0;
+  double busy_s = 0.0;
+};
+
+// Count = true: the same kernel, also filling counts[thread] (the counting adds scalar loops per blend,
+// so its times are not the kernel's; the plain instantiation has none of it).
+template <typename T, bool Count = false>
 void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
                               const T* opac, const int32_t* toff, const int32_t* fid, T* out_color, T* out_alpha,
-                              T* out_T, int32_t* out_last) {
+                              T* out_T, int32_t* out_last, LaneCounts* counts = nullptr) {
   const int64_t D = g.D, ntiles = g.tw * g.th;
   const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
   const Supports sp = alpha_supports(conics, opac, g.C * g.N);
@@ -225,8 +236,11 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
     std::vector<ILanes> s_last(nchunks);
     std::vector<uint8_t> active(nchunks);
     TileChunks tc(layout, g.ts);
+    LaneCounts mine;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
+      double t0 = 0.0;
+      if constexpr (Count) t0 = omp_get_wtime(), ++mine.tiles;
       const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;
       const int64_t s = toff[t];
       const int64_t e = (t + 1 < g.C * ntiles) ? toff[t + 1] : g.M;
@@ -262,9 +276,17 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
         tc.mark_range(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi);
         const GaussianLanes<T> gl(in, static_cast<int32_t>(k));
+        if constexpr (Count) ++mine.pairs;
         for (int64_t q = qlo; q <= qhi; ++q) {
           if (!active[q] || !tc.flagged(q)) continue;
-          if (gl.blend(s_px[q].v, s_py[q].v, s_done[q].v, s_acc[q * D].v, s_Tr[q].v, s_last[q].v)) {
+          if constexpr (Count) {
+            ++mine.blends;
+            for (int j = 0; j < kLanes; ++j) mine.active += s_done[q].v[j] == T(0);
+          }
+          const bool finished = gl.blend(s_px[q].v, s_py[q].v, s_done[q].v, s_acc[q * D].v, s_Tr[q].v, s_last[q].v);
+          if constexpr (Count)  // the lanes this Gaussian composited are those it became the last of
+            for (int j = 0; j < kLanes; ++j) mine.blended += s_last[q].v[j] == static_cast<int32_t>(k);
+          if (finished) {
             active[q] = 0;
             --n_active;
             if (q < 64) active_bits &= ~(uint64_t(1) << q);
@@ -296,7 +318,9 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           out_last[pix] = s_last[q].v[j];
         }
       }
+      if constexpr (Count) mine.busy_s += omp_get_wtime() - t0;
     }
+    if constexpr (Count) counts[omp_get_thread_num()] = mine;
   }
 }
 
@@ -324,9 +348,46 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d_,
   return {out_color, out_alpha, out_T, out_last};
 }
 
+// The forward's counting twin: float64 [8] = threads that ran, tiles, tile-Gaussian pairs reaching a
+// row, chunk blends, lanes active at a blend, lanes blended, the threads' summed and largest seconds
+// inside their tiles. The image is computed and dropped.
+Tensor rasterize_lane_counts_cpu(const Tensor& means2d_, const Tensor& conics_, const Tensor& colors_,
+                                 const Tensor& opacities_, int64_t width, int64_t height, int64_t tile_size,
+                                 const Tensor& tile_offsets_, const Tensor& flatten_ids_) {
+  const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
+                                           tile_offsets_, flatten_ids_);
+  const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
+  const auto opac = opacities_.contiguous(), toff = tile_offsets_.contiguous(), fid = flatten_ids_.contiguous();
+  const auto opt = means2d.options();
+  auto out_color = at::empty({g.C, g.H, g.W, g.D}, opt);
+  auto out_alpha = at::empty({g.C, g.H, g.W, 1}, opt);
+  auto out_T = at::empty({g.C, g.H, g.W}, opt);
+  auto out_last = at::empty({g.C, g.H, g.W}, opt.dtype(at::kInt));
+  std::vector<LaneCounts> per_thread(static_cast<size_t>(omp_get_max_threads()));
+  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_rasterize_lane_counts_cpu", [&] {
+    using T = scalar_t;
+    rasterize_forward_kernel<T, true>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
+                                      opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
+                                      out_color.data_ptr<T>(), out_alpha.data_ptr<T>(), out_T.data_ptr<T>(),
+                                      out_last.data_ptr<int32_t>(), per_thread.data());
+  });
+  auto out = at::zeros({8}, opt.dtype(at::kDouble));
+  double* o = out.data_ptr<double>();
+  for (const LaneCounts& c : per_thread) {
+    o[0] += c.tiles > 0 ? 1.0 : 0.0;
+    o[1] += double(c.tiles), o[2] += double(c.pairs), o[3] += double(c.blends);
+    o[4] += double(c.active), o[5] += double(c.blended), o[6] += c.busy_s;
+    o[7] = std::max(o[7], c.busy_s);
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
 
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) { m.impl("splat_rasterize", &gsw::splat::cpu::rasterize_cpu); }
+TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
+  m.impl("splat_rasterize", &gsw::splat::cpu::rasterize_cpu);
+  m.impl("splat_rasterize_lane_counts", &gsw::splat::cpu::rasterize_lane_counts_cpu);
+}

@@ -9,7 +9,8 @@ Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/inclu
 - ``splat_sh_colors_from_cameras``: the two above as one op (what ``rasterize`` calls: one autograd node);
 - ``splat_isect_tiles``: tile intersections sorted by tile then depth (no gradient);
 - ``splat_rasterize``: per-tile front-to-back compositing -> colours, alphas, final transmittance,
-  last contributor per pixel;
+  last contributor per pixel; ``splat_rasterize_lane_counts`` is its counting twin (CPU,
+  :func:`rasterize_lane_counts`);
 - ``splat_composite_background``: the background behind a render, in one pass (CPU; its backward is
   registered here, as it is a single cheap elementwise op).
 
@@ -21,9 +22,11 @@ which :func:`rasterize_to_pixels` uses when asked for it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from gsworkbench._ext import has_ext, has_kernel, require_ext
+from gsworkbench._ext import has_ext, has_kernel, require_ext, require_kernel
 from gsworkbench.compile import data_dependent_size
 
 _ops = None
@@ -99,6 +102,10 @@ def _register() -> None:
             colors.new_empty(C, height, width),
             colors.new_empty(C, height, width, dtype=torch.int32),
         )
+
+    @torch.library.register_fake(lib + "splat_rasterize_lane_counts")
+    def _lane_counts_fake(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids):  # noqa: ANN001, ANN202, E501
+        return colors.new_empty(8, dtype=torch.float64)
 
     @torch.library.register_fake(lib + "splat_rasterize_backward")
     def _raster_bwd_fake(
@@ -334,6 +341,45 @@ RASTERIZE_BACKWARD_FLOPS_PER_EVALUATION_BASE = 55
 # Flops of the real SH basis per degree beyond the constant term (the standard polynomials in x, y, z:
 # degree 1: 3, degree 2: 6 products and 5 terms, degree 3: 7 terms), cumulative.
 _SH_BASIS_FLOPS = (0, 3, 18, 43)
+
+
+@dataclass(frozen=True)
+class LaneCounts:
+    """What one forward of the CPU rasterizer did, counted by its counting twin.
+
+    ``pairs``: tile-Gaussian pairs whose alpha support reaches a row of the tile while the tile was
+    still compositing; ``blends``: chunk blends (one Gaussian into one chunk of 16 pixels), each
+    evaluating ``lanes_per_blend`` pixel lanes, of which ``active`` were still compositing and
+    ``blended`` composited; ``busy_sum_s`` / ``busy_max_s``: seconds inside tiles, summed over the
+    ``threads`` that ran and of the busiest (the counting's own cost included)."""
+
+    threads: int
+    tiles: int
+    pairs: int
+    blends: int
+    active: int
+    blended: int
+    busy_sum_s: float
+    busy_max_s: float
+    lanes_per_blend: int = 16
+
+    @property
+    def lanes(self) -> int:
+        """Pixel lanes evaluated: ``blends * lanes_per_blend``."""
+        return self.blends * self.lanes_per_blend
+
+
+def rasterize_lane_counts(
+    means2d: torch.Tensor, conics: torch.Tensor, colors: torch.Tensor, opacities: torch.Tensor, width: int,
+    height: int, tile_size: int, tile_offsets: torch.Tensor, flatten_ids: torch.Tensor,
+) -> LaneCounts:  # fmt: skip
+    """Runs the CPU forward's counting twin on ``splat_rasterize``'s inputs (the image is dropped) and
+    returns its :class:`LaneCounts`: where a forward's lanes and threads go. CPU tensors only."""
+    require_kernel("splat_rasterize_lane_counts", means2d.device.type)
+    out = torch.ops.gsworkbench.splat_rasterize_lane_counts(
+        means2d, conics, colors, opacities, int(width), int(height), int(tile_size), tile_offsets, flatten_ids
+    ).tolist()
+    return LaneCounts(*(int(v) for v in out[:6]), out[6], out[7])
 
 
 def rasterize_flops_per_evaluation(channels: int = 3) -> int:
