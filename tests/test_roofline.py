@@ -289,7 +289,7 @@ def test_the_roofline_table_command_at_toy_sizes(tmp_path, monkeypatch: pytest.M
     assert any("/dense/" in k and k.endswith("/rasterize") for k in kernels)
     assert any("/volumetric/" in k and k.endswith("/isect") for k in kernels)
     assert any(k.startswith("transforms/ext/") for k in kernels) and any(k.startswith("adam/fused/") for k in kernels)
-    assert {"intensity", "gflops", "gbs", "pct_of_peak", "commit", "cpu", "threads", "command"} <= set(table)
+    assert {"intensity", "gflops", "gbs", "pct_of_peak", "iqr_s", "commit", "cpu", "threads", "command"} <= set(table)
     assert (table.threads == 1).all() and (table.pct_of_peak.dropna() > 0).all()
     assert (table.command == roofline.COMMAND + " --threads 1 --min-run-time 0.01 --tiny").all()  # as it was run
     assert table.pct_of_peak.notna().sum() == len(table)  # every headline case is counted

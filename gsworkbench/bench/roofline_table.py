@@ -1,9 +1,9 @@
 """The headline roofline table: ``python -m gsworkbench.bench.roofline_table docs/tables/roofline.csv``
-runs the headline kernels briefly at 2 threads (``--threads``) and writes, one row a case, the kernel,
-its work per call, arithmetic intensity, achieved GFLOP/s and GB/s, % of the machine's roof
-(:mod:`gsworkbench.bench.roofline`), the speed-up over the numba peer where there is one, the ceilings,
-and the command, commit, CPU and threads. Run it on a
-quiet machine with ``OMP_WAIT_POLICY=PASSIVE``.
+runs the headline kernels at 2 threads (``--threads``) and writes, one row a case, the kernel, its work
+per call, its median time and IQR over the rounds, arithmetic intensity, achieved GFLOP/s and GB/s,
+% of the machine's roof (:mod:`gsworkbench.bench.roofline`), the speed-up over the numba peer where
+there is one, the ceilings, and the command, commit, CPU and threads. Run it on a quiet machine with
+``OMP_WAIT_POLICY=PASSIVE``.
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def roofline_table(threads: int, tiny: bool = False, min_run_time: float = DEFAU
         "flops_per_call": df.get("flops_per_call"),
         "bytes_per_call": df.get("bytes_per_call"),
         "median_s": df["median_s"],
+        "iqr_s": df.get("iqr_s"),
         "intensity": df["intensity"],
         "gflops": df["gflops"],
         "gbs": df["gbs"],
