@@ -397,7 +397,9 @@ def blended_evaluations(tile_offsets: torch.Tensor, last_ids: torch.Tensor, tile
     start to ``last_ids`` (the forward's int32 [C,H,W] output: the index into the flattened tile lists of
     the last splat blended, -1 for none), summed. The work a per-pixel kernel with early termination
     does to produce the image, less the evaluations after a pixel's last blend (splats below 1/255 or a
-    pixel that never saturates): the useful part of the kernel's work, a lower bound of what it runs.
+    pixel that never saturates). The CPU kernel's own work differs: its row culling skips splats whose
+    support misses a row of the tile, and it evaluates lanes past a pixel's last blend; on the headline
+    scenes it evaluates about 0.7 of this count (:func:`rasterize_lane_counts`).
 
     ``tile_offsets`` [C,th,tw] (int32 or int64): each tile's first index into the lists."""
     C, H, W = last_ids.shape
@@ -426,8 +428,8 @@ def rasterize_work(
     ``evaluations`` (pixel-splat evaluations counted).
 
     Flops: evaluations x :func:`rasterize_flops_per_evaluation`. ``evaluations``: the measured count of
-    :func:`blended_evaluations` (the blends that made the image; the kernel runs more, so a
-    ``pct_of_peak`` from it is a lower bound of the kernel's share) when the caller has the forward's
+    :func:`blended_evaluations` (the per-pixel algorithm's work for the image; the CPU kernel's own
+    lanes are counted by :func:`rasterize_lane_counts`, and are fewer) when the caller has the forward's
     outputs, else the bound ``tile_size**2`` per tile intersection (every pixel of every listed tile; the
     kernel skips chunks outside a splat's support and stops saturated chunks, so a share from this
     bound can exceed 100%). Bytes: each intersection's Gaussian record read once (its index, 2D mean,
@@ -450,7 +452,7 @@ def rasterize_backward_work(
 
     Flops: evaluations x :func:`rasterize_backward_flops_per_evaluation`. The backward evaluates each
     pixel's tile list from its last contributor back to the start, so the forward's
-    :func:`blended_evaluations` count it too (a lower bound of what it runs; else the bound of
+    :func:`blended_evaluations` count it too (the per-pixel algorithm's work, as for the forward; else the bound of
     :func:`rasterize_work`). Bytes: each intersection's Gaussian record read once, each pixel's final
     transmittance, last contributor and incoming gradients (colours, alpha) read once, and the gradients
     of every Gaussian (2D mean, conic, colours, opacity) written once. Left out: the per-thread gradient
