@@ -152,7 +152,7 @@ inline void chunk_alpha_vis<float>(const float* px, const float* py, float mx, f
 // (exp(-87) = 1.6e-38, far below any alpha that counts).
 // The rasterizer's alpha waits on this function's result, so its dependency chain is kept short: f
 // without the low part of log2(e) (it moves 2^f by under 1e-7 relative while s <= 6, the range where
-// an alpha can reach 1/255, and by under 1e-6 at the cap), and the polynomial by Estrin's scheme (three
+// an alpha can reach 1/255, and by about 1e-6 at the cap), and the polynomial by Estrin's scheme (three
 // levels of FMAs where Horner's has six; the same coefficients, rounding within an ulp of Horner's).
 inline __m256 exp_neg8(__m256 s) {
   const __m256 hi = _mm256_set1_ps(-1.44269502162933349609375f);
