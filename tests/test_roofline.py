@@ -339,3 +339,12 @@ def test_hardware_counters_status_names_what_is_missing(tmp_path, monkeypatch: p
     assert not ok and "no CPU performance-monitoring unit" in why
     (sources / "cpu").mkdir()
     assert counters.hardware_counters_status(sources, paranoid)[0]
+
+
+def test_highest_ceilings_keeps_the_most_each_roof_was_seen_to_do() -> None:
+    a = ceil.MachineCeilings(100.0, 30.0, 2, "avx2", 8, "m")
+    b = ceil.MachineCeilings(200.0, 20.0, 2, "avx2", 8, "m")
+    got = ceil.highest_ceilings([a, b])
+    assert (got.peak_gflops, got.bandwidth_gbs, got.threads) == (200.0, 30.0, 2) and "highest of 2" in got.how
+    with pytest.raises(ValueError, match="no measurements"):
+        ceil.highest_ceilings([])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -182,6 +182,18 @@ def measure_ceilings(
     how = (f"best of {repeats} timings of ~{repeat_seconds:g} s each; FMA: {acc} chains of {lanes} float32 lanes "
            f"per thread; triad: 3 buffers of {triad_bytes >> 20} MiB, STREAM's 12 bytes per element")  # fmt: skip
     return MachineCeilings(peak, bandwidth, threads, str(C.fma_isa), lanes, how)
+
+
+def highest_ceilings(found: list[MachineCeilings]) -> MachineCeilings:
+    """One set of ceilings from several measurements of one machine: the highest peak and bandwidth. On
+    a shared machine a measurement that lands in a slow minute reads low; the machine's roof is the
+    most it was seen to do."""
+    if not found:
+        raise ValueError("highest_ceilings: no measurements")
+    first = found[0]
+    return replace(first, peak_gflops=max(c.peak_gflops for c in found),
+                               bandwidth_gbs=max(c.bandwidth_gbs for c in found),
+                               how=f"{first.how}; the highest of {len(found)} measurements")  # fmt: skip
 
 
 def ceilings_enabled() -> bool:
