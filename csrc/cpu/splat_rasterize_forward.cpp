@@ -172,9 +172,6 @@ struct GaussianLanes<float> {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), amin = _mm256_set1_ps(kAlphaMin);
     const __m256 tmin = _mm256_set1_ps(kTransmittanceMin);
     __m256 act_any = zero;
-    // unrolled, so the two halves' chains from offset to alpha sit side by side in program order and
-    // the scheduler finds the second half's independent work while the first one waits
-#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m256 Tr = _mm256_load_ps(Tr_ + 8 * h);
       __m256 act = _mm256_cmp_ps(_mm256_load_ps(done + 8 * h), zero, _CMP_EQ_OQ);
