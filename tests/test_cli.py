@@ -73,7 +73,7 @@ def test_params_lists_types_defaults_and_allowed_values(capsys):
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("num_gaussians"))
     assert "int" in line and "512" in line and ">= 1" in line
     backend = next(ln for ln in out.splitlines() if ln.strip().startswith("backend "))
-    assert "one of 'loop', 'vectorized', 'torch', 'ext'" in backend
+    assert "one of 'loop', 'vectorized', 'torch', 'numba', 'ext'" in backend
     assert "list[str]" in out and "-p num_gaussians 32" in out
 
 
