@@ -324,11 +324,13 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
   }
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d_, const Tensor& conics_,
-                                                         const Tensor& colors_, const Tensor& opacities_,
-                                                         int64_t width, int64_t height, int64_t tile_size,
-                                                         const Tensor& tile_offsets_, const Tensor& flatten_ids_,
-                                                         bool /*absgrad: read by the backward*/) {
+// Checks the inputs, allocates the outputs and runs the forward (its counting twin with Count, which
+// fills counts[thread]): (colours, alphas, transmittances, last contributors).
+template <bool Count>
+std::tuple<Tensor, Tensor, Tensor, Tensor> run_forward(const Tensor& means2d_, const Tensor& conics_,
+                                                       const Tensor& colors_, const Tensor& opacities_, int64_t width,
+                                                       int64_t height, int64_t tile_size, const Tensor& tile_offsets_,
+                                                       const Tensor& flatten_ids_, LaneCounts* counts) {
   const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
                                            tile_offsets_, flatten_ids_);
   const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
@@ -340,38 +342,33 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d_,
   auto out_last = at::empty({g.C, g.H, g.W}, opt.dtype(at::kInt));
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_rasterize_cpu", [&] {
     using T = scalar_t;
-    rasterize_forward_kernel<T>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
-                                opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
-                                out_color.data_ptr<T>(), out_alpha.data_ptr<T>(), out_T.data_ptr<T>(),
-                                out_last.data_ptr<int32_t>());
+    rasterize_forward_kernel<T, Count>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
+                                       opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
+                                       out_color.data_ptr<T>(), out_alpha.data_ptr<T>(), out_T.data_ptr<T>(),
+                                       out_last.data_ptr<int32_t>(), counts);
   });
   return {out_color, out_alpha, out_T, out_last};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d, const Tensor& conics,
+                                                         const Tensor& colors, const Tensor& opacities, int64_t width,
+                                                         int64_t height, int64_t tile_size, const Tensor& tile_offsets,
+                                                         const Tensor& flatten_ids,
+                                                         bool /*absgrad: read by the backward*/) {
+  return run_forward<false>(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids,
+                            nullptr);
 }
 
 // The forward's counting twin: float64 [8] = threads that ran, tiles, tile-Gaussian pairs reaching a
 // row, chunk blends, lanes active at a blend, lanes blended, the threads' summed and largest seconds
 // inside their tiles. The image is computed and dropped.
-Tensor rasterize_lane_counts_cpu(const Tensor& means2d_, const Tensor& conics_, const Tensor& colors_,
-                                 const Tensor& opacities_, int64_t width, int64_t height, int64_t tile_size,
-                                 const Tensor& tile_offsets_, const Tensor& flatten_ids_) {
-  const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
-                                           tile_offsets_, flatten_ids_);
-  const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
-  const auto opac = opacities_.contiguous(), toff = tile_offsets_.contiguous(), fid = flatten_ids_.contiguous();
-  const auto opt = means2d.options();
-  auto out_color = at::empty({g.C, g.H, g.W, g.D}, opt);
-  auto out_alpha = at::empty({g.C, g.H, g.W, 1}, opt);
-  auto out_T = at::empty({g.C, g.H, g.W}, opt);
-  auto out_last = at::empty({g.C, g.H, g.W}, opt.dtype(at::kInt));
+Tensor rasterize_lane_counts_cpu(const Tensor& means2d, const Tensor& conics, const Tensor& colors,
+                                 const Tensor& opacities, int64_t width, int64_t height, int64_t tile_size,
+                                 const Tensor& tile_offsets, const Tensor& flatten_ids) {
   std::vector<LaneCounts> per_thread(static_cast<size_t>(omp_get_max_threads()));
-  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_rasterize_lane_counts_cpu", [&] {
-    using T = scalar_t;
-    rasterize_forward_kernel<T, true>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
-                                      opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
-                                      out_color.data_ptr<T>(), out_alpha.data_ptr<T>(), out_T.data_ptr<T>(),
-                                      out_last.data_ptr<int32_t>(), per_thread.data());
-  });
-  auto out = at::zeros({8}, opt.dtype(at::kDouble));
+  run_forward<true>(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids,
+                    per_thread.data());
+  auto out = at::zeros({8}, means2d.options().dtype(at::kDouble));
   double* o = out.data_ptr<double>();
   for (const LaneCounts& c : per_thread) {
     o[0] += c.tiles > 0 ? 1.0 : 0.0;
