@@ -109,7 +109,8 @@ def lanes_table(splats: dict[str, dict[str, torch.Tensor]], reps: int = 20, size
     commit = git_output("rev-parse", "--short", "HEAD") or "unknown"
     dirty = bool(git_output("status", "--porcelain", "--untracked-files=no"))
     table["commit"] = commit + ("-dirty" if dirty else "")
-    table["command"] = COMMAND + (f" --threads {threads}" if threads != 2 else "")
+    table["command"] = (COMMAND + (f" --threads {threads}" if threads != 2 else "")
+                        + (f" --reps {reps}" if reps != 20 else ""))  # fmt: skip
     return table
 
 

@@ -62,7 +62,7 @@ def peer_speedups(kernels: pd.Series, median_s: pd.Series) -> list[float]:
             for k, m in zip(kernels, median_s, strict=True)]  # fmt: skip
 
 
-def command_line(threads: int, min_run_time: float, tiny: bool, rounds: int = 3) -> str:
+def command_line(threads: int, min_run_time: float, tiny: bool, rounds: int = DEFAULT_ROUNDS) -> str:
     """The command that makes a table with these options (defaults left out)."""
     return (COMMAND + (f" --threads {threads}" if threads != DEFAULT_THREADS else "")
             + (f" --min-run-time {min_run_time:g}" if min_run_time != DEFAULT_MIN_RUN_TIME else "")

@@ -30,11 +30,6 @@ except ImportError:  # pragma: no cover - numba is a project requirement
 _TRIL = ([0, 1, 1, 2, 2, 2], [0, 0, 1, 0, 1, 2])
 
 
-def available() -> bool:
-    """True when numba imports."""
-    return numba is not None
-
-
 if numba is not None:
     from numba import types
     from numba.extending import intrinsic
