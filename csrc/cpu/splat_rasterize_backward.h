@@ -271,9 +271,9 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   const int64_t D = DC > 0 ? DC : p.D;
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
   const __m256 amin = _mm256_set1_ps(kAlphaMin), amax = _mm256_set1_ps(kAlphaMax);
-  const __m256 mxv = _mm256_set1_ps(p.mx), myv = _mm256_set1_ps(p.my), opv = _mm256_set1_ps(p.op);
+  const Alpha8 g(p.mx, p.my, p.ca, p.cb, p.cc, p.op);
+  const __m256 mxv = g.mx, myv = g.my;
   const __m256 cav = _mm256_set1_ps(p.ca), cbv = _mm256_set1_ps(p.cb), ccv = _mm256_set1_ps(p.cc);
-  const __m256 nopv = _mm256_set1_ps(-p.op);
   const __m256i kkv = _mm256_set1_epi32(p.kk);
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 gmx = zero, gmy = zero, gca = zero, gcb = zero, gcc = zero, gop = zero, gax = zero, gay = zero;
@@ -286,8 +286,8 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
     const ChunkBwd<float> st = tb.chunk(q);
     for (int o = 0; o < kLanes; o += 8) {
       const __m256 px = _mm256_load_ps(st.px + o), py = _mm256_load_ps(st.py + o);
-      __m256 a, vis;
-      alpha_vis8(px, py, mxv, myv, cav, cbv, ccv, opv, a, vis);
+      __m256 raw;  // opacity exp(-sigma)
+      const __m256 a = g.alpha(px, py, raw);
       const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(st.last + o));
       const __m256 beyond = _mm256_castsi256_ps(_mm256_cmpgt_epi32(kkv, last));  // composited after the last
       const __m256 valid = _mm256_andnot_ps(beyond, _mm256_cmp_ps(a, amin, _CMP_GE_OQ));
@@ -317,9 +317,11 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
       // alpha = min(opacity vis, amax): below amax exactly where unclamped (va is 0 off the valid lanes)
       const __m256 vav = _mm256_and_ps(_mm256_cmp_ps(a, amax, _CMP_LT_OQ), va);
       const __m256 dx = _mm256_sub_ps(mxv, px), dy = _mm256_sub_ps(myv, py);
-      const __m256 w = _mm256_mul_ps(vis, vav);
+      // dalpha/dopacity = exp(-sigma) = raw / opacity, summed as raw and divided once below;
+      // dalpha/dsigma = -raw
+      const __m256 w = _mm256_mul_ps(raw, vav);
       gop = _mm256_add_ps(gop, w);
-      const __m256 vs = _mm256_mul_ps(nopv, w);  // v_sigma
+      const __m256 vs = _mm256_sub_ps(zero, w);  // v_sigma
       const __m256 t1 = _mm256_mul_ps(vs, dx), t2 = _mm256_mul_ps(vs, dy);
       gmx = _mm256_add_ps(gmx, t1);
       gmy = _mm256_add_ps(gmy, t2);
@@ -341,7 +343,7 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   acc[2] += 0.5f * reduce_add8(gca);
   acc[3] += reduce_add8(gcb);
   acc[4] += 0.5f * reduce_add8(gcc);
-  acc[5] += reduce_add8(gop);
+  acc[5] += reduce_add8(gop) / p.op;  // touched: some alpha >= 1/255, so opacity >= 1/255
   for (int64_t ch = 0; ch < D; ++ch)
     acc[6 + ch] += DC > 0 ? reduce_add8(gc[ch]) : lane_sum(tb.gcol + ch * kLanes);
   if (absgrad) {

@@ -152,18 +152,15 @@ struct GaussianLanes {
 // stores may alias them).
 template <>
 struct GaussianLanes<float> {
-  __m256 mx, my, ca, cb, cc, op, kkv, rgb[3];
+  Alpha8 g;
+  __m256 kkv, rgb[3];
   const float* col;
   int64_t D;
-  GaussianLanes(const BlendInputs<float>& in, int32_t kk) : D(in.D) {
+  GaussianLanes(const BlendInputs<float>& in, int32_t kk)
+      : g(in.means2d[2 * in.fid[kk]], in.means2d[2 * in.fid[kk] + 1], in.conics[3 * in.fid[kk]],
+          in.conics[3 * in.fid[kk] + 1], in.conics[3 * in.fid[kk] + 2], in.opac[in.fid[kk]]),
+        D(in.D) {
     const int64_t i = in.fid[kk];
-    const float* co = in.conics + 3 * i;
-    mx = _mm256_set1_ps(in.means2d[2 * i]);
-    my = _mm256_set1_ps(in.means2d[2 * i + 1]);
-    ca = _mm256_set1_ps(co[0]);
-    cb = _mm256_set1_ps(co[1]);
-    cc = _mm256_set1_ps(co[2]);
-    op = _mm256_set1_ps(in.opac[i]);
     kkv = _mm256_castsi256_ps(_mm256_set1_epi32(kk));
     col = in.colors + D * i;
     for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm256_set1_ps(ch < D ? col[ch] : 0.0f);
@@ -175,8 +172,8 @@ struct GaussianLanes<float> {
     for (int h = 0; h < 2; ++h) {
       __m256 Tr = _mm256_load_ps(Tr_ + 8 * h);
       __m256 act = _mm256_cmp_ps(_mm256_load_ps(done + 8 * h), zero, _CMP_EQ_OQ);
-      __m256 a, vis;
-      alpha_vis8(_mm256_load_ps(px + 8 * h), _mm256_load_ps(py + 8 * h), mx, my, ca, cb, cc, op, a, vis);
+      __m256 raw;
+      const __m256 a = g.alpha(_mm256_load_ps(px + 8 * h), _mm256_load_ps(py + 8 * h), raw);
       const __m256 ok = _mm256_and_ps(act, _mm256_cmp_ps(a, amin, _CMP_GE_OQ));
       const __m256 nT = _mm256_mul_ps(Tr, _mm256_sub_ps(one, a));
       const __m256 term = _mm256_and_ps(ok, _mm256_cmp_ps(nT, tmin, _CMP_LE_OQ));

@@ -4,6 +4,7 @@
 // halves of 8 lanes); x86 intrinsics are included only when x86 is the target.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -147,20 +148,13 @@ inline void chunk_alpha_vis<float>(const float* px, const float* py, float mx, f
   _mm512_store_ps(vis, v);
 }
 #elif defined(__AVX2__) && defined(__FMA__)
-// exp(-s) on 8 lanes for 0 <= s (not NaN): exp_neg16's reduction and polynomial, with 2^n formed in the
-// exponent field, which holds n >= -126: s is capped at 87 for it, and the result is 0 beyond 87
-// (exp(-87) = 1.6e-38, far below any alpha that counts).
-// The rasterizer's alpha waits on this function's result, so its dependency chain is kept short: f
-// without the low part of log2(e) (it moves 2^f by under 1e-7 relative while s <= 6, the range where
-// an alpha can reach 1/255, and by about 1e-6 at the cap), and the polynomial by Estrin's scheme (three
-// levels of FMAs where Horner's has six; the same coefficients, rounding within an ulp of Horner's).
-inline __m256 exp_neg8(__m256 s) {
-  const __m256 hi = _mm256_set1_ps(-1.44269502162933349609375f);
-  const __m256 cap = _mm256_set1_ps(87.0f);
-  const __m256 beyond = _mm256_cmp_ps(s, cap, _CMP_GT_OQ);
-  const __m256 sc = _mm256_min_ps(s, cap);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(sc, hi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256 f = _mm256_fmsub_ps(sc, hi, n);
+// 2^t on 8 lanes for -126 <= t <= 0: t = n + f with n = round(t), |f| <= 1/2, 2^f by gsw::kExp2Poly
+// and 2^n formed in the exponent field. The rasterizer's alpha waits on this function's result, so
+// its dependency chain is kept short: the polynomial by Estrin's scheme (three levels of FMAs where
+// Horner's has six; the same coefficients, rounding within an ulp of Horner's).
+inline __m256 exp2_8(__m256 t) {
+  const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(t, n);
   const __m256 f2 = _mm256_mul_ps(f, f);
   const __m256 p01 = _mm256_fmadd_ps(_mm256_set1_ps(kExp2Poly[1]), f, _mm256_set1_ps(kExp2Poly[0]));
   const __m256 p23 = _mm256_fmadd_ps(_mm256_set1_ps(kExp2Poly[3]), f, _mm256_set1_ps(kExp2Poly[2]));
@@ -169,7 +163,7 @@ inline __m256 exp_neg8(__m256 s) {
   const __m256 p0123 = _mm256_fmadd_ps(p23, f2, p01);
   const __m256 p = _mm256_fmadd_ps(p456, _mm256_mul_ps(f2, f2), p0123);
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(beyond, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 // Sum of the 8 lanes of v (halves, then pairs).
@@ -179,34 +173,36 @@ inline float reduce_add8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-// Alpha and vis of one Gaussian (centre mx, my; conic ca, cb, cc; opacity op, each in every lane) at 8
-// pixel centres px, py, in registers: chunk_alpha_vis's sigma and clamps (a NaN sigma gives vis 1 and
-// alpha 0, as in the generic body).
-inline void alpha_vis8(__m256 px, __m256 py, __m256 mx, __m256 my, __m256 ca, __m256 cb, __m256 cc, __m256 op,
-                       __m256& alpha, __m256& vis) {
-  const __m256 zero = _mm256_setzero_ps();
-  const __m256 dx = _mm256_sub_ps(mx, px), dy = _mm256_sub_ps(my, py);
-  const __m256 quad = _mm256_fmadd_ps(_mm256_mul_ps(ca, dx), dx, _mm256_mul_ps(_mm256_mul_ps(cc, dy), dy));
-  const __m256 sg = _mm256_fmadd_ps(_mm256_set1_ps(0.5f), quad, _mm256_mul_ps(_mm256_mul_ps(cb, dx), dy));
-  const __m256 nonneg = _mm256_cmp_ps(sg, zero, _CMP_GE_OQ);
-  vis = exp_neg8(_mm256_max_ps(sg, zero));  // max returns its second operand (0) for a NaN sg
-  alpha = _mm256_and_ps(nonneg, _mm256_min_ps(_mm256_mul_ps(op, vis), _mm256_set1_ps(kAlphaMax)));
-}
-
-// chunk_alpha_vis for float on AVX2 registers, two halves of 8 lanes.
-static_assert(kLanes == 16, "chunk_alpha_vis<float> (AVX2) runs two halves of 8 lanes");
-template <>
-inline void chunk_alpha_vis<float>(const float* px, const float* py, float mx, float my, float ca, float cb, float cc,
-                                   float op, float* alpha, float* vis) {
-  const __m256 vmx = _mm256_set1_ps(mx), vmy = _mm256_set1_ps(my), vca = _mm256_set1_ps(ca);
-  const __m256 vcb = _mm256_set1_ps(cb), vcc = _mm256_set1_ps(cc), vop = _mm256_set1_ps(op);
-  for (int h = 0; h < kLanes; h += 8) {
-    __m256 a, v;
-    alpha_vis8(_mm256_load_ps(px + h), _mm256_load_ps(py + h), vmx, vmy, vca, vcb, vcc, vop, a, v);
-    _mm256_store_ps(alpha + h, a);
-    _mm256_store_ps(vis + h, v);
+// One Gaussian's alpha on 8 lanes in base 2 (the forward and the backward of the AVX2 rasterizer both
+// use it, so they agree on every alpha bit for bit): opacity exp(-sigma) = 2^t with
+// t = log2(opacity) - log2(e) sigma = dx (A dx + B dy) + C dy^2 + L (dx = mean - pixel, likewise dy),
+// the conic and log2(e) folded into A, B, C and the opacity into L once per Gaussian, where the
+// natural-base form takes a multiply for each on every pixel's chain to alpha.
+struct Alpha8 {
+  __m256 mx, my, A, B, C, L;
+  Alpha8(float mean_x, float mean_y, float ca, float cb, float cc, float opacity) {
+    constexpr float kLog2e = 1.44269504088896340736f;
+    mx = _mm256_set1_ps(mean_x);
+    my = _mm256_set1_ps(mean_y);
+    A = _mm256_set1_ps(-0.5f * kLog2e * ca);
+    B = _mm256_set1_ps(-kLog2e * cb);
+    C = _mm256_set1_ps(-0.5f * kLog2e * cc);
+    L = _mm256_set1_ps(std::log2(opacity));  // -inf for opacity 0: alpha 0 below
   }
-}
+  // Alpha (clamped at kAlphaMax; 0 where sigma < 0, as in chunk_alpha_vis, and for a NaN t) at pixel
+  // centres px, py; raw = opacity exp(-sigma) unclamped (the backward's derivative of alpha). t is
+  // clamped to [-126, 0] for exp2_8: alpha below 2^-126 is 0 for the rasterizer's 1/255 cut, and 1 for
+  // t > 0 (opacity above 1 or sigma < 0) is over kAlphaMax anyway.
+  inline __m256 alpha(__m256 px, __m256 py, __m256& raw) const {
+    const __m256 dx = _mm256_sub_ps(mx, px), dy = _mm256_sub_ps(my, py);
+    const __m256 lin = _mm256_fmadd_ps(A, dx, _mm256_mul_ps(B, dy));
+    const __m256 t = _mm256_fmadd_ps(dx, lin, _mm256_fmadd_ps(_mm256_mul_ps(C, dy), dy, L));
+    const __m256 nonneg = _mm256_cmp_ps(t, L, _CMP_LE_OQ);  // sigma >= 0 (false for NaN)
+    // min returns its second operand (0) for a NaN t
+    raw = exp2_8(_mm256_max_ps(_mm256_min_ps(t, _mm256_setzero_ps()), _mm256_set1_ps(-126.0f)));
+    return _mm256_and_ps(nonneg, _mm256_min_ps(raw, _mm256_set1_ps(kAlphaMax)));
+  }
+};
 #endif
 
 }  // namespace cpu
