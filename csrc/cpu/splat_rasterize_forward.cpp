@@ -132,15 +132,34 @@ inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* 
 }
 #endif
 
-// One Gaussian (intersection kk of the tile's list) blended into one chunk after another: the
-// Gaussian-major loop of rasterize_forward_kernel. The generic form composites a list of one.
+// The per-chunk state of one tile (kLanes lanes per chunk; D rows per chunk for the colour sums), and
+// kLanes lanes of scratch per chunk for one Gaussian's alphas.
+template <typename T>
+struct TileLanes {
+  using Lanes = LaneBlock<T>;
+  std::vector<Lanes> px, py, Tr, done, acc, alpha;
+  std::vector<LaneBlock<int32_t>> last;
+  TileLanes(int64_t nchunks, int64_t D)
+      : px(nchunks), py(nchunks), Tr(nchunks), done(nchunks), acc(nchunks * D), alpha(nchunks), last(nchunks) {}
+};
+
+// One Gaussian (intersection kk of the tile's list) blended into the chunks qs[0..nq) (distinct, each
+// still compositing) one after another: the Gaussian-major step of rasterize_forward_kernel, which
+// calls finished(q) for each chunk whose every lane is done after it. The generic form composites a
+// list of one per chunk.
 template <typename T>
 struct GaussianLanes {
   const BlendInputs<T>& in;
   int32_t kk;
   GaussianLanes(const BlendInputs<T>& in_, int32_t kk_) : in(in_), kk(kk_) {}
-  bool blend(const T* px, const T* py, T* done, T* acc, T* Tr, int32_t* last) const {
-    return composite_chunk(in, &kk, 1, px, py, done, acc, Tr, last);
+  template <typename Finished>
+  void blend(const int64_t* qs, int64_t nq, TileLanes<T>& st, Finished&& finished) const {
+    for (int64_t n = 0; n < nq; ++n) {
+      const int64_t q = qs[n];
+      if (composite_chunk(in, &kk, 1, st.px[q].v, st.py[q].v, st.done[q].v, st.acc[q * in.D].v, st.Tr[q].v,
+                          st.last[q].v))
+        finished(q);
+    }
   }
 };
 
@@ -150,6 +169,10 @@ struct GaussianLanes {
 // masked stores, which are slow on AMD cores). The Gaussian's values are broadcast once for all the
 // chunks it reaches (inside the chunk loop the compiler cannot hoist their loads: the colour sums'
 // stores may alias them).
+// Two passes over the chunks: the alphas of all of them first, then the compositing. Each alpha ends a
+// long chain of dependent steps (Alpha8); in one fused pass every later step of a chunk waits on it in
+// the scheduler, which then holds little more than one chunk's work, while the alpha pass alone keeps
+// several chunks' chains in flight, and the compositing pass's chains are short.
 template <>
 struct GaussianLanes<float> {
   Alpha8 g;
@@ -165,15 +188,32 @@ struct GaussianLanes<float> {
     col = in.colors + D * i;
     for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm256_set1_ps(ch < D ? col[ch] : 0.0f);
   }
-  bool blend(const float* px, const float* py, float* done, float* acc, float* Tr_, int32_t* last_) const {
+  template <typename Finished>
+  void blend(const int64_t* qs, int64_t nq, TileLanes<float>& st, Finished&& finished) const {
+    for (int64_t n = 0; n < nq; ++n) {
+      const int64_t q = qs[n];
+      float* al = st.alpha[n].v;
+      for (int h = 0; h < kLanes; h += 8) {
+        __m256 raw;
+        _mm256_store_ps(al + h, g.alpha(_mm256_load_ps(st.px[q].v + h), _mm256_load_ps(st.py[q].v + h), raw));
+      }
+    }
+    for (int64_t n = 0; n < nq; ++n) {
+      const int64_t q = qs[n];
+      if (composite(st.alpha[n].v, st.done[q].v, st.acc[q * D].v, st.Tr[q].v, st.last[q].v)) finished(q);
+    }
+  }
+
+ private:
+  // The chunk's blend of this Gaussian given its alphas; true when every lane is done after it.
+  bool composite(const float* alpha, float* done, float* acc, float* Tr_, int32_t* last_) const {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), amin = _mm256_set1_ps(kAlphaMin);
     const __m256 tmin = _mm256_set1_ps(kTransmittanceMin);
     __m256 act_any = zero;
     for (int h = 0; h < 2; ++h) {
-      __m256 Tr = _mm256_load_ps(Tr_ + 8 * h);
+      const __m256 Tr = _mm256_load_ps(Tr_ + 8 * h);
       __m256 act = _mm256_cmp_ps(_mm256_load_ps(done + 8 * h), zero, _CMP_EQ_OQ);
-      __m256 raw;
-      const __m256 a = g.alpha(_mm256_load_ps(px + 8 * h), _mm256_load_ps(py + 8 * h), raw);
+      const __m256 a = _mm256_load_ps(alpha + 8 * h);
       const __m256 ok = _mm256_and_ps(act, _mm256_cmp_ps(a, amin, _CMP_GE_OQ));
       const __m256 nT = _mm256_mul_ps(Tr, _mm256_sub_ps(one, a));
       const __m256 term = _mm256_and_ps(ok, _mm256_cmp_ps(nT, tmin, _CMP_LE_OQ));
@@ -226,12 +266,9 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
 #pragma omp parallel num_threads(raster_threads(g.C * ntiles, g.M, g.ts * g.ts, g.C * g.H * g.W))
   {
     DenormalsOff ftz;
-    using Lanes = LaneBlock<T>;
-    using ILanes = LaneBlock<int32_t>;
-    // per-chunk state of one tile (kLanes lanes per chunk; D rows per chunk for the colour sums)
-    std::vector<Lanes> s_px(nchunks), s_py(nchunks), s_Tr(nchunks), s_done(nchunks), s_acc(nchunks * D);
-    std::vector<ILanes> s_last(nchunks);
+    TileLanes<T> st(nchunks, D);
     std::vector<uint8_t> active(nchunks);
+    std::vector<int64_t> qs(nchunks);  // the chunks one Gaussian blends into
     TileChunks tc(layout, g.ts);
     LaneCounts mine;
 #pragma omp for schedule(dynamic, 1)
@@ -251,13 +288,13 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         if (q < 64 && active[q]) active_bits |= uint64_t(1) << q;
 #pragma omp simd
         for (int j = 0; j < kLanes; ++j) {
-          s_px[q].v[j] = T(cg.x[j]) + T(0.5);
-          s_py[q].v[j] = T(cg.y[j]) + T(0.5);
-          s_Tr[q].v[j] = T(1);
-          s_done[q].v[j] = T(1 - cg.in[j]);
-          s_last[q].v[j] = -1;
+          st.px[q].v[j] = T(cg.x[j]) + T(0.5);
+          st.py[q].v[j] = T(cg.y[j]) + T(0.5);
+          st.Tr[q].v[j] = T(1);
+          st.done[q].v[j] = T(1 - cg.in[j]);
+          st.last[q].v[j] = -1;
         }
-        std::memset(static_cast<void*>(&s_acc[q * D]), 0, sizeof(Lanes) * D);
+        std::memset(static_cast<void*>(&st.acc[q * D]), 0, sizeof(LaneBlock<T>) * D);
       }
       // Gaussian-major: each Gaussian (front to back) is blended into every chunk it reaches that is
       // still compositing, so consecutive blends are on different chunks and their dependency chains
@@ -272,37 +309,40 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         // finished chunks before the (costlier) support test
         if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
         tc.mark_range(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi);
-        const GaussianLanes<T> gl(in, static_cast<int32_t>(k));
-        if constexpr (Count) ++mine.pairs;
-        for (int64_t q = qlo; q <= qhi; ++q) {
-          if (!active[q] || !tc.flagged(q)) continue;
-          if constexpr (Count) {
-            ++mine.blends;
-            for (int j = 0; j < kLanes; ++j) mine.active += s_done[q].v[j] == T(0);
-          }
-          const bool finished = gl.blend(s_px[q].v, s_py[q].v, s_done[q].v, s_acc[q * D].v, s_Tr[q].v, s_last[q].v);
-          if constexpr (Count)  // the lanes this Gaussian composited are those it became the last of
-            for (int j = 0; j < kLanes; ++j) mine.blended += s_last[q].v[j] == static_cast<int32_t>(k);
-          if (finished) {
-            active[q] = 0;
-            --n_active;
-            if (q < 64) active_bits &= ~(uint64_t(1) << q);
-          }
+        int64_t nq = 0;
+        for (int64_t q = qlo; q <= qhi; ++q) {  // no branch: whether a chunk is flagged hardly predicts
+          qs[nq] = q;
+          nq += active[q] & static_cast<uint8_t>(tc.flagged(q));
         }
+        if constexpr (Count) {
+          ++mine.pairs;
+          mine.blends += nq;
+          for (int64_t n = 0; n < nq; ++n)
+            for (int j = 0; j < kLanes; ++j) mine.active += st.done[qs[n]].v[j] == T(0);
+        }
+        const GaussianLanes<T> gl(in, static_cast<int32_t>(k));
+        gl.blend(qs.data(), nq, st, [&](int64_t q) {
+          active[q] = 0;
+          --n_active;
+          if (q < 64) active_bits &= ~(uint64_t(1) << q);
+        });
+        if constexpr (Count)  // the lanes this Gaussian composited are those it became the last of
+          for (int64_t n = 0; n < nq; ++n)
+            for (int j = 0; j < kLanes; ++j) mine.blended += st.last[qs[n]].v[j] == static_cast<int32_t>(k);
       }
       for (int64_t q = 0; q < nchunks; ++q) {
         const ChunkGeom& cg = tc.geo(q);
         if (!cg.any_inside) continue;
-        const T* acc = s_acc[q * D].v;
+        const T* acc = st.acc[q * D].v;
         if (cg.full_row) {  // one contiguous run of a row: whole-vector stores
           const int64_t pix = (c * g.H + cg.y[0]) * g.W + cg.x[0];
-          const T* Tr = s_Tr[q].v;
+          const T* Tr = st.Tr[q].v;
           store_interleaved(acc, D, out_color + pix * D);
 #pragma omp simd
           for (int j = 0; j < kLanes; ++j) {
             out_alpha[pix + j] = T(1) - Tr[j];
             out_T[pix + j] = Tr[j];
-            out_last[pix + j] = s_last[q].v[j];
+            out_last[pix + j] = st.last[q].v[j];
           }
           continue;
         }
@@ -310,9 +350,9 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           if (!cg.in[j]) continue;
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
           for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * kLanes + j];
-          out_alpha[pix] = T(1) - s_Tr[q].v[j];
-          out_T[pix] = s_Tr[q].v[j];
-          out_last[pix] = s_last[q].v[j];
+          out_alpha[pix] = T(1) - st.Tr[q].v[j];
+          out_T[pix] = st.Tr[q].v[j];
+          out_last[pix] = st.last[q].v[j];
         }
       }
       if constexpr (Count) mine.busy_s += omp_get_wtime() - t0;
