@@ -61,11 +61,16 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
     std::vector<Lanes> s_vr(nchunks * D), s_sb(nchunks), gcol(D);
     GaussGrad<T> gg;
     std::vector<LaneBlock<int32_t>> s_last(nchunks);
+    std::vector<Lanes> s_alpha(nchunks), s_raw(nchunks);
+    std::vector<int64_t> qs(nchunks);
     TileChunks tc(layout, g.ts);
     const TileBwd<T> tb{{s_px.data()->v, s_py.data()->v, s_Tr.data()->v, s_tva.data()->v, s_last.data()->v,
                          s_vr.data()->v, s_sb.data()->v},
                         gcol.data()->v,
-                        D};
+                        D,
+                        qs.data(),
+                        s_alpha.data()->v,
+                        s_raw.data()->v};
     std::vector<int32_t> chunk_last(nchunks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {

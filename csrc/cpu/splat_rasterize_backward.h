@@ -110,12 +110,16 @@ bool backward_pair(const GaussIn<T>& p, const ChunkBwd<T>& st, T* gcol, GaussGra
 }
 
 // The per-tile backward state of all chunks: chunk 0's pointers, chunk q's being kLanes (D * kLanes
-// for vr) values further; and one Gaussian's colour-gradient lanes gcol (D rows).
+// for vr) values further; one Gaussian's colour-gradient lanes gcol (D rows); and scratch for one
+// Gaussian's chunk list qs and its alphas (kLanes per listed chunk, and as many unclamped ones in raw),
+// nchunks of each.
 template <typename T>
 struct TileBwd {
   ChunkBwd<T> c0;
   T* gcol;
   int64_t D;
+  int64_t* qs;
+  T *alpha, *raw;
   ChunkBwd<T> chunk(int64_t q) const {
     const int64_t o = q * kLanes, od = q * D * kLanes;
     return {c0.px + o, c0.py + o, c0.Tr + o, c0.tva + o, c0.last + o, c0.vr + od, c0.sb + o};
@@ -280,14 +284,27 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   __m256 gc[3] = {zero, zero, zero}, colv[3] = {zero, zero, zero};  // DC = 3
   for (int ch = 0; ch < (DC > 0 ? DC : 0); ++ch) colv[ch] = _mm256_set1_ps(p.col[ch]);
   if (DC == 0) std::fill(tb.gcol, tb.gcol + D * kLanes, 0.0f);
+  // the chunks it can have contributed to, then their alphas, then the walk (as in the forward's
+  // two passes: each alpha ends a long dependency chain, which the later steps would wait on)
+  int64_t nq = 0;
+  for (int64_t q = qlo; q <= qhi; ++q) {  // no branch: whether a chunk is flagged hardly predicts
+    tb.qs[nq] = q;
+    nq += static_cast<int64_t>(p.kk <= chunk_last[q]) & static_cast<int64_t>(tc.flagged(q));
+  }
+  for (int64_t n = 0; n < nq; ++n) {
+    const ChunkBwd<float> st = tb.chunk(tb.qs[n]);
+    for (int o = 0; o < kLanes; o += 8) {
+      __m256 raw;  // opacity exp(-sigma)
+      _mm256_store_ps(tb.alpha + n * kLanes + o, g.alpha(_mm256_load_ps(st.px + o), _mm256_load_ps(st.py + o), raw));
+      _mm256_store_ps(tb.raw + n * kLanes + o, raw);
+    }
+  }
   bool touched = false;
-  for (int64_t q = qlo; q <= qhi; ++q) {
-    if (p.kk > chunk_last[q] || !tc.flagged(q)) continue;
-    const ChunkBwd<float> st = tb.chunk(q);
+  for (int64_t n = 0; n < nq; ++n) {
+    const ChunkBwd<float> st = tb.chunk(tb.qs[n]);
     for (int o = 0; o < kLanes; o += 8) {
       const __m256 px = _mm256_load_ps(st.px + o), py = _mm256_load_ps(st.py + o);
-      __m256 raw;  // opacity exp(-sigma)
-      const __m256 a = g.alpha(px, py, raw);
+      const __m256 a = _mm256_load_ps(tb.alpha + n * kLanes + o), raw = _mm256_load_ps(tb.raw + n * kLanes + o);
       const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(st.last + o));
       const __m256 beyond = _mm256_castsi256_ps(_mm256_cmpgt_epi32(kkv, last));  // composited after the last
       const __m256 valid = _mm256_andnot_ps(beyond, _mm256_cmp_ps(a, amin, _CMP_GE_OQ));

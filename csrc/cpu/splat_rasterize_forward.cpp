@@ -314,8 +314,9 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           qs[nq] = q;
           nq += active[q] & static_cast<uint8_t>(tc.flagged(q));
         }
+        if constexpr (Count) ++mine.pairs;
+        if (nq == 0) continue;
         if constexpr (Count) {
-          ++mine.pairs;
           mine.blends += nq;
           for (int64_t n = 0; n < nq; ++n)
             for (int j = 0; j < kLanes; ++j) mine.active += st.done[qs[n]].v[j] == T(0);
