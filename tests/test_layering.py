@@ -30,6 +30,7 @@ LAYERS = {
     "gsworkbench.io.atomic": 1,
     "gsworkbench.runs": 1,
     "gsworkbench.figures": 1,
+    "gsworkbench.numba_threads": 1,  # the numba peers' thread count, shared by field and transforms
     # 2 data: the splat container, scenes and the file formats
     "gsworkbench.splats": 2,
     "gsworkbench.scenes": 2,

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from gsworkbench.field._torch_impl import inverse_factors
+from gsworkbench.numba_threads import match_torch_threads
 
 try:
     import numba
@@ -182,15 +183,11 @@ def _columns(*tensors: torch.Tensor) -> list[np.ndarray]:
     return [np.ascontiguousarray(c.numpy()) for c in out]
 
 
-def _set_threads() -> None:
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
-
-
 class _NumbaField(torch.autograd.Function):
     @staticmethod
     def forward(ctx, points: torch.Tensor, means: torch.Tensor, M: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
         ctx.save_for_backward(points, means, M, weights)
-        _set_threads()
+        match_torch_threads()
         cols = _columns(points, means, M, weights)
         out = np.zeros(points.shape[0], dtype=cols[0].dtype)
         _kernels(out.dtype)[0](*cols, out)
@@ -199,7 +196,7 @@ class _NumbaField(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: ANN001
         points, means, M, weights = ctx.saved_tensors
-        _set_threads()
+        match_torch_threads()
         cols = _columns(points, means, M, weights)
         g = np.ascontiguousarray(grad.detach().numpy())
         _, backward_points, backward_gaussians = _kernels(g.dtype)

@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from gsworkbench.numba_threads import match_torch_threads
+
 try:
     import numba
 except ImportError:  # pragma: no cover - numba is a project requirement
@@ -227,10 +229,7 @@ def transform_numba(
     """Fills the outputs with one fused parallel pass per frame (in-place safe per Gaussian)."""
     if numba is None:
         raise NotImplementedError("the numba backend needs the numba package, which is not installed")
-    import torch
-
-    # the same thread count as torch (and so as the ext backend and the benchmark runner)
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    match_torch_threads()
     _kernel_jit(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, bool(general),
                 out_means, out_quats, out_log_scales, out_sh_rest)  # fmt: skip
 
