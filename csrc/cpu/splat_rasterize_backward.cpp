@@ -121,7 +121,7 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
           __builtin_prefetch(means2d + 2 * ip);
         }
         int64_t qlo, qhi;
-        if (!tc.mark(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
+        if (!tc.mark(means2d[2 * i], means2d[2 * i + 1], sp[i], qlo, qhi)) continue;
         const T* co = conics + 3 * i;
         const GaussIn<T> p{means2d[2 * i], means2d[2 * i + 1], co[0], co[1], co[2], opac[i],
                            static_cast<int32_t>(k), colors + D * i, D};

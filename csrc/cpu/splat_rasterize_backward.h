@@ -275,7 +275,7 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   const int64_t D = DC > 0 ? DC : p.D;
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
   const __m256 amin = _mm256_set1_ps(kAlphaMin), amax = _mm256_set1_ps(kAlphaMax);
-  const Alpha8 g(p.mx, p.my, p.ca, p.cb, p.cc, p.op);
+  const Alpha8 g(p.mx, p.my, BlendTerms<float>::of(p.ca, p.cb, p.cc, p.op));
   const __m256 mxv = g.mx, myv = g.my;
   const __m256 cav = _mm256_set1_ps(p.ca), cbv = _mm256_set1_ps(p.cb), ccv = _mm256_set1_ps(p.cc);
   const __m256i kkv = _mm256_set1_epi32(p.kk);

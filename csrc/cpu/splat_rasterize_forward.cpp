@@ -151,7 +151,7 @@ template <typename T>
 struct GaussianLanes {
   const BlendInputs<T>& in;
   int32_t kk;
-  GaussianLanes(const BlendInputs<T>& in_, int32_t kk_) : in(in_), kk(kk_) {}
+  GaussianLanes(const BlendInputs<T>& in_, const GaussianRecord<T>&, int32_t kk_) : in(in_), kk(kk_) {}
   template <typename Finished>
   void blend(const int64_t* qs, int64_t nq, TileLanes<T>& st, Finished&& finished) const {
     for (int64_t n = 0; n < nq; ++n) {
@@ -179,13 +179,10 @@ struct GaussianLanes<float> {
   __m256 kkv, rgb[3];
   const float* col;
   int64_t D;
-  GaussianLanes(const BlendInputs<float>& in, int32_t kk)
-      : g(in.means2d[2 * in.fid[kk]], in.means2d[2 * in.fid[kk] + 1], in.conics[3 * in.fid[kk]],
-          in.conics[3 * in.fid[kk] + 1], in.conics[3 * in.fid[kk] + 2], in.opac[in.fid[kk]]),
-        D(in.D) {
-    const int64_t i = in.fid[kk];
+  GaussianLanes(const BlendInputs<float>& in, const GaussianRecord<float>& r, int32_t kk)
+      : g(r.mx, r.my, r.bt), D(in.D) {
     kkv = _mm256_castsi256_ps(_mm256_set1_epi32(kk));
-    col = in.colors + D * i;
+    col = in.colors + D * in.fid[kk];
     for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm256_set1_ps(ch < D ? col[ch] : 0.0f);
   }
   template <typename Finished>
@@ -260,7 +257,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
                               T* out_T, int32_t* out_last, LaneCounts* counts = nullptr) {
   const int64_t D = g.D, ntiles = g.tw * g.th;
   const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
-  const Supports sp = alpha_supports(conics, opac, g.C * g.N);
+  const std::vector<GaussianRecord<T>> rec = gaussian_records(means2d, conics, opac, g.C * g.N);
   const ChunkLayout layout(g.ts);
   const BlendInputs<T> in{means2d, conics, colors, opac, fid, D};
 #pragma omp parallel num_threads(raster_threads(g.C * ntiles, g.M, g.ts * g.ts, g.C * g.H * g.W))
@@ -301,14 +298,18 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
       // (transmittance -> termination test -> transmittance) overlap. The tile stops once every pixel is
       // done (dense tiles never look at most of their list).
       for (int64_t k = s; k < e && n_active > 0; ++k) {
-        const int64_t i = fid[k];
-        if (k + kPrefetchAhead < e) prefetch_gaussian(sp, means2d, conics, opac, colors, D, fid[k + kPrefetchAhead]);
+        if (k + kPrefetchAhead < e) {
+          const int64_t ip = fid[k + kPrefetchAhead];
+          __builtin_prefetch(&rec[ip]);
+          __builtin_prefetch(colors + D * ip);
+        }
+        const GaussianRecord<T>& r = rec[fid[k]];
         int64_t qlo, qhi;
-        if (!tc.chunk_rows(means2d[2 * i + 1], sp, i, qlo, qhi)) continue;
+        if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
         // chunks still compositing, as bits (tiles of up to 64 chunks): skip Gaussians that only reach
         // finished chunks before the (costlier) support test
         if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
-        tc.mark_range(means2d[2 * i], means2d[2 * i + 1], sp, i, qlo, qhi);
+        tc.mark_range(r.mx, r.my, r.su, qlo, qhi);
         int64_t nq = 0;
         for (int64_t q = qlo; q <= qhi; ++q) {  // no branch: whether a chunk is flagged hardly predicts
           qs[nq] = q;
@@ -321,7 +322,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           for (int64_t n = 0; n < nq; ++n)
             for (int j = 0; j < kLanes; ++j) mine.active += st.done[qs[n]].v[j] == T(0);
         }
-        const GaussianLanes<T> gl(in, static_cast<int32_t>(k));
+        const GaussianLanes<T> gl(in, r, static_cast<int32_t>(k));
         gl.blend(qs.data(), nq, st, [&](int64_t q) {
           active[q] = 0;
           --n_active;

@@ -113,6 +113,13 @@ inline void chunk_alpha_vis(const T* px, const T* py, T mx, T my, T ca, T cb, T 
   }
 }
 
+// A Gaussian's terms of alpha that do not depend on the pixel, computed once per Gaussian
+// (gaussian_records): none in the generic form, whose paths read the conic and opacity where they lie.
+template <typename T>
+struct BlendTerms {
+  static BlendTerms of(T, T, T, T) { return {}; }
+};
+
 #if defined(__AVX512F__)
 // exp(-s) on 16 lanes for 0 <= s <= 200: 2^t with t = -s log2(e) = n + f, n = round(t), |f| <= 1/2;
 // 2^f by gsw::kExp2Poly and 2^n by vscalefps, which also takes the result to 0
@@ -173,22 +180,27 @@ inline float reduce_add8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-// One Gaussian's alpha on 8 lanes in base 2 (the forward and the backward of the AVX2 rasterizer both
-// use it, so they agree on every alpha bit for bit): opacity exp(-sigma) = 2^t with
-// t = log2(opacity) - log2(e) sigma = dx (A dx + B dy) + C dy^2 + L (dx = mean - pixel, likewise dy),
-// the conic and log2(e) folded into A, B, C and the opacity into L once per Gaussian, where the
-// natural-base form takes a multiply for each on every pixel's chain to alpha.
+// float on AVX2: alpha in base 2, opacity exp(-sigma) = 2^t with
+// t = log2(opacity) - log2(e) sigma = dx (A dx + B dy) + C dy^2 + L (dx = mean - pixel, likewise dy):
+// the conic and log2(e) folded into A, B, C and the opacity into L, where the natural-base form takes
+// a multiply for each on every pixel's chain to alpha.
+template <>
+struct BlendTerms<float> {
+  float A, B, C, L;
+  static BlendTerms of(float ca, float cb, float cc, float opacity) {
+    constexpr float kLog2e = 1.44269504088896340736f;
+    return {-0.5f * kLog2e * ca, -kLog2e * cb, -0.5f * kLog2e * cc,
+            std::log2(opacity)};  // -inf for opacity 0: alpha 0 (Alpha8)
+  }
+};
+
+// One Gaussian's alpha on 8 lanes (BlendTerms<float>). The forward and the backward of the AVX2
+// rasterizer both use it, with terms from BlendTerms<float>::of, so they agree on every alpha bit.
 struct Alpha8 {
   __m256 mx, my, A, B, C, L;
-  Alpha8(float mean_x, float mean_y, float ca, float cb, float cc, float opacity) {
-    constexpr float kLog2e = 1.44269504088896340736f;
-    mx = _mm256_set1_ps(mean_x);
-    my = _mm256_set1_ps(mean_y);
-    A = _mm256_set1_ps(-0.5f * kLog2e * ca);
-    B = _mm256_set1_ps(-kLog2e * cb);
-    C = _mm256_set1_ps(-0.5f * kLog2e * cc);
-    L = _mm256_set1_ps(std::log2(opacity));  // -inf for opacity 0: alpha 0 below
-  }
+  Alpha8(float mean_x, float mean_y, const BlendTerms<float>& bt)
+      : mx(_mm256_set1_ps(mean_x)), my(_mm256_set1_ps(mean_y)), A(_mm256_set1_ps(bt.A)), B(_mm256_set1_ps(bt.B)),
+        C(_mm256_set1_ps(bt.C)), L(_mm256_set1_ps(bt.L)) {}
   // Alpha (clamped at kAlphaMax; 0 where sigma < 0, as in chunk_alpha_vis, and for a NaN t) at pixel
   // centres px, py; raw = opacity exp(-sigma) unclamped (the backward's derivative of alpha). t is
   // clamped to [-126, 0] for exp2_8: alpha below 2^-126 is 0 for the rasterizer's 1/255 cut, and 1 for

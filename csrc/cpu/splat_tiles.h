@@ -28,7 +28,21 @@ struct Support {
 };
 using Supports = std::vector<Support>;  // one record per Gaussian: one cache line read per mark
 
-// Gaussians per thread below which alpha_supports wakes no further thread.
+// The support of a Gaussian of conic (ca, cb, cc) and opacity op.
+inline Support support_of(double ca, double cb, double cc, double op) {
+  const double smax = alpha_sigma_max<double>(op);
+  const bool xt = smax >= 0.0 && alpha_row_interval_exact<double>(ca, cb, cc);
+  Support r;
+  r.yext = alpha_row_extent<double>(ca, cb, cc, smax);
+  r.xtest = xt ? 1.0f : 0.0f;
+  r.slope = xt ? float(cb / ca) : 0.0f;
+  r.two_a_smax = xt ? float(2.0 * ca * smax) : 0.0f;
+  r.det = xt ? float(ca * cc - cb * cb) : 0.0f;
+  r.a2 = xt ? float(ca * ca) : 0.0f;
+  return r;
+}
+
+// Gaussians per thread below which alpha_supports and gaussian_records wake no further thread.
 constexpr int64_t kMinSupportsPerThread = 8192;
 
 template <typename T>
@@ -37,37 +51,46 @@ Supports alpha_supports(const T* conics, const T* opac, int64_t CN) {
 #pragma omp parallel num_threads(threads_for(CN, kMinSupportsPerThread))
   {
     const Range share = thread_range(CN);
-    for (int64_t i = share.begin; i < share.end; ++i) {
-      const double ca = conics[3 * i], cb = conics[3 * i + 1], cc = conics[3 * i + 2];
-      const double smax = alpha_sigma_max<double>(opac[i]);
-      const bool xt = smax >= 0.0 && alpha_row_interval_exact<double>(ca, cb, cc);
-      Support& r = sp[i];
-      r.yext = alpha_row_extent<double>(ca, cb, cc, smax);
-      r.xtest = xt ? 1.0f : 0.0f;
-      r.slope = xt ? float(cb / ca) : 0.0f;
-      r.two_a_smax = xt ? float(2.0 * ca * smax) : 0.0f;
-      r.det = xt ? float(ca * cc - cb * cb) : 0.0f;
-      r.a2 = xt ? float(ca * ca) : 0.0f;
-    }
+    for (int64_t i = share.begin; i < share.end; ++i)
+      sp[i] = support_of(conics[3 * i], conics[3 * i + 1], conics[3 * i + 2], opac[i]);
   }
   return sp;
 }
 
-// Prefetches what the rasterizer reads of Gaussian i (its support record, 2D mean, conic, opacity and
-// first colour values): the tile lists visit Gaussians in depth order, scattered over arrays that do
-// not fit in cache at 10^5 Gaussians and more. Called kPrefetchAhead intersections ahead by the forward,
-// which reads nearly every Gaussian of a list; the backward skips many Gaussians early, so prefetching
-// there would mostly fetch what it never reads.
-constexpr int64_t kPrefetchAhead = 8;
+// What the forward reads of a Gaussian at each tile of its list, in one record (one cache line for
+// float): its support, 2D mean and blend terms (splat_simd.h). The tile lists visit Gaussians in depth
+// order, scattered over arrays that do not fit in cache at 10^5 Gaussians and more; a record is one
+// line to fetch, where its values apart are four, and its per-Gaussian set-up (the support's terms,
+// the blend terms' logarithm) is done once, not at every tile.
 template <typename T>
-inline void prefetch_gaussian(const Supports& sp, const T* means2d, const T* conics, const T* opac, const T* colors,
-                              int64_t D, int64_t i) {
-  __builtin_prefetch(&sp[i]);
-  __builtin_prefetch(means2d + 2 * i);
-  __builtin_prefetch(conics + 3 * i);
-  __builtin_prefetch(opac + i);
-  __builtin_prefetch(colors + D * i);
+struct alignas(64) GaussianRecord {
+  Support su;
+  T mx, my;
+  BlendTerms<T> bt;
+};
+
+template <typename T>
+std::vector<GaussianRecord<T>> gaussian_records(const T* means2d, const T* conics, const T* opac, int64_t CN) {
+  std::vector<GaussianRecord<T>> rec(static_cast<size_t>(CN));
+#pragma omp parallel num_threads(threads_for(CN, kMinSupportsPerThread))
+  {
+    const Range share = thread_range(CN);
+    for (int64_t i = share.begin; i < share.end; ++i) {
+      const T* co = conics + 3 * i;
+      GaussianRecord<T>& r = rec[i];
+      r.su = support_of(co[0], co[1], co[2], opac[i]);
+      r.mx = means2d[2 * i];
+      r.my = means2d[2 * i + 1];
+      r.bt = BlendTerms<T>::of(co[0], co[1], co[2], opac[i]);
+    }
+  }
+  return rec;
 }
+
+// Intersections ahead at which the forward prefetches a Gaussian's record and colour: it reads nearly
+// every Gaussian of a list; the backward skips many Gaussians early, so prefetching there would mostly
+// fetch what it never reads.
+constexpr int64_t kPrefetchAhead = 8;
 
 // Compositing work per thread below which the rasterizer (forward and backward) wakes no further
 // thread, in pixel-Gaussian pairs.
@@ -153,11 +176,11 @@ class TileChunks {
   const ChunkGeom& geo(int64_t q) const { return geo_[q]; }
   bool flagged(int64_t q) const { return flag_[q] != 0.0f; }
 
-  // The chunks [qlo, qhi] holding the rows within Gaussian i's row extent (centre y my); false when
-  // there are none.
-  inline __attribute__((always_inline)) bool chunk_rows(double my, const Supports& sp, int64_t i, int64_t& qlo,
+  // The chunks [qlo, qhi] holding the rows within the row extent of a Gaussian of support su (centre
+  // y my); false when there are none.
+  inline __attribute__((always_inline)) bool chunk_rows(double my, const Support& su, int64_t& qlo,
                                                         int64_t& qhi) const {
-    const double yext = sp[i].yext;
+    const double yext = su.yext;
     const double lo = my - yext - 0.5 - double(y0_), hi = my + yext - 0.5 - double(y0_);  // rows lo <= r <= hi
     if (!(hi >= 0.0) || !(lo <= double(rows_ - 1))) return false;
     const int64_t rlo = lo <= 0.0 ? 0 : static_cast<int64_t>(std::ceil(lo));
@@ -168,13 +191,12 @@ class TileChunks {
     return true;
   }
 
-  // Marks the chunks in [qlo, qhi] (from chunk_rows) that Gaussian i (centre mx, my) can reach:
-  // flagged(q). The test runs in float, on whole blocks of kLanes chunks: its rounding (relative 1e-7
-  // of terms bounded by the conditioning limit of alpha_row_interval_exact) is far inside the
+  // Marks the chunks in [qlo, qhi] (from chunk_rows) that a Gaussian of support su (centre mx, my) can
+  // reach: flagged(q). The test runs in float, on whole blocks of kLanes chunks: its rounding (relative
+  // 1e-7 of terms bounded by the conditioning limit of alpha_row_interval_exact) is far inside the
   // support's relaxation.
-  inline __attribute__((always_inline)) void mark_range(double mx, double my, const Supports& sp, int64_t i,
-                                                        int64_t qlo, int64_t qhi) {
-    const Support& su = sp[i];
+  inline __attribute__((always_inline)) void mark_range(double mx, double my, const Support& su, int64_t qlo,
+                                                        int64_t qhi) {
     const float xt = su.xtest, slope = su.slope, tas = su.two_a_smax, det = su.det, a2 = su.a2;
     const float fx = float(mx), fy = float(my);
     const float fext = su.yext < 3e38 ? float(su.yext) : 3e38f;
@@ -198,9 +220,9 @@ class TileChunks {
   }
 
   // chunk_rows, then mark_range.
-  bool mark(double mx, double my, const Supports& sp, int64_t i, int64_t& qlo, int64_t& qhi) {
-    if (!chunk_rows(my, sp, i, qlo, qhi)) return false;
-    mark_range(mx, my, sp, i, qlo, qhi);
+  bool mark(double mx, double my, const Support& su, int64_t& qlo, int64_t& qhi) {
+    if (!chunk_rows(my, su, qlo, qhi)) return false;
+    mark_range(mx, my, su, qlo, qhi);
     return true;
   }
 
