@@ -333,10 +333,15 @@ def test_rasterize_stage_gradients_match(device: str) -> None:
 @requires_ext
 @pytest.mark.parametrize("channels", [1, 3, 5])
 @pytest.mark.parametrize("absgrad", [False, True])
-def test_rasterize_stage_float32_matches_float64(device: str, seed: int, channels: int, absgrad: bool) -> None:
+@pytest.mark.parametrize("tile_size", [16, 8, 5, 64])
+def test_rasterize_stage_float32_matches_float64(
+    device: str, seed: int, channels: int, absgrad: bool, tile_size: int
+) -> None:
     """The float32 rasterize stage (the SIMD twins of the compositing loops on x86: RGB with its sums in
     registers, other channel counts through memory) against the float64 one (the generic loops, checked
-    against torch above) on the same inputs, tiles cut by the image border included."""
+    against torch above) on the same inputs, tiles cut by the image border included. Tile sizes: chunks
+    of one row (16), of two rows (8), with padding lanes (5), and more than 64 chunks a tile (64, where
+    the CPU forward lists a Gaussian's chunks without its 64-bit masks)."""
     from gsworkbench.splat import ops
 
     W, H = 45, 37
@@ -346,12 +351,13 @@ def test_rasterize_stage_float32_matches_float64(device: str, seed: int, channel
     g = torch.Generator().manual_seed(seed)
     colors = torch.rand(C, N, channels, generator=g, dtype=torch.float64)
     opac = torch.rand(C, N, generator=g, dtype=torch.float64) * 0.98 + 0.01
-    _, _, fid, toff = _torch_impl.isect_tiles(m2, radii, depths, 16, 3, 3)
+    ts = tile_size
+    _, _, fid, toff = _torch_impl.isect_tiles(m2, radii, depths, ts, -(-W // ts), -(-H // ts))
     w = torch.rand(C, H, W, channels, generator=g, dtype=torch.float64) - 0.5
     out = []
     for dtype in (torch.float64, torch.float32):
         leaves = [t.detach().to(device, dtype).requires_grad_(True) for t in (m2, conics, colors, opac)]
-        img, alpha = ops.rasterize_to_pixels(*leaves, W, H, 16, toff.to(device), fid.to(device), absgrad=absgrad)
+        img, alpha = ops.rasterize_to_pixels(*leaves, W, H, ts, toff.to(device), fid.to(device), absgrad=absgrad)
         ((img * w.to(device, dtype)).sum() + alpha.sum()).backward()
         grads = [t.grad for t in leaves] + ([leaves[0].absgrad] if absgrad else [])
         out.append(to_device((img.detach(), [x.double() for x in grads]), "cpu"))

@@ -311,9 +311,14 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
         tc.mark_range(r.mx, r.my, r.su, qlo, qhi);
         int64_t nq = 0;
-        for (int64_t q = qlo; q <= qhi; ++q) {  // no branch: whether a chunk is flagged hardly predicts
-          qs[nq] = q;
-          nq += active[q] & static_cast<uint8_t>(tc.flagged(q));
+        if (nchunks <= 64) {  // the flagged chunks still compositing, as bits
+          for (uint64_t bits = tc.marked_bits(qlo, qhi) & active_bits; bits != 0; bits &= bits - 1)
+            qs[nq++] = __builtin_ctzll(bits);
+        } else {
+          for (int64_t q = qlo; q <= qhi; ++q) {  // no branch: whether a chunk is flagged hardly predicts
+            qs[nq] = q;
+            nq += active[q] & static_cast<uint8_t>(tc.flagged(q));
+          }
         }
         if constexpr (Count) ++mine.pairs;
         if (nq == 0) continue;

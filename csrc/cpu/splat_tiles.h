@@ -219,6 +219,25 @@ class TileChunks {
     }
   }
 
+  // The chunks in [qlo, qhi] that mark_range flagged, as bits (bit q: chunk q), for tiles of at most 64
+  // chunks.
+  uint64_t marked_bits(int64_t qlo, int64_t qhi) const {
+    uint64_t bits = 0;
+    for (int64_t q0 = qlo - qlo % kLanes; q0 <= qhi; q0 += kLanes) {
+      const float* flag = flag_.data() + q0;
+#if defined(__AVX2__)
+      static_assert(kLanes == 16, "marked_bits reads 16 flags as two halves of 8");
+      const __m256 zero = _mm256_setzero_ps();
+      const uint32_t lo = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(flag), zero, _CMP_NEQ_OQ));
+      const uint32_t hi = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(flag + 8), zero, _CMP_NEQ_OQ));
+      bits |= static_cast<uint64_t>(lo | hi << 8) << q0;
+#else
+      for (int j = 0; j < kLanes; ++j) bits |= static_cast<uint64_t>(flag[j] != 0.0f) << (q0 + j);
+#endif
+    }
+    return bits & ((~uint64_t(0) >> (63 - (qhi - qlo))) << qlo);
+  }
+
   // chunk_rows, then mark_range.
   bool mark(double mx, double my, const Support& su, int64_t& qlo, int64_t& qhi) {
     if (!chunk_rows(my, su, qlo, qhi)) return false;
