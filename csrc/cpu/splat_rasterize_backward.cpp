@@ -71,7 +71,7 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
                         qs.data(),
                         s_alpha.data()->v,
                         s_raw.data()->v};
-    std::vector<int32_t> chunk_last(nchunks);
+    std::vector<int32_t> chunk_last((nchunks + kLanes - 1) / kLanes * kLanes, -1);  // padded: reach_bits
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
       const int64_t c = t / ntiles, tt = t % ntiles, ty = tt / g.tw, tx = tt % g.tw;

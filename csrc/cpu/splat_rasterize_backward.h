@@ -269,6 +269,21 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
 // Both halves add into one set of 8-lane sums (the order of a Gaussian's sum over its pixels is free);
 // the mean and conic sums are moments of v_sigma for any absgrad, |dL/dmean2d| is summed per pixel.
 static_assert(kLanes == 16, "backward_gaussian<float> (AVX2) runs two halves of 8 lanes");
+
+// The chunks q in [qlo, qhi] (of a tile of at most 64) whose largest last contributor is at least kk,
+// as bits (bit q: chunk q; bits outside the range are not meaningful); chunk_last is padded with -1 to
+// whole blocks of kLanes.
+inline uint64_t reach_bits(const int32_t* chunk_last, int32_t kk, int64_t qlo, int64_t qhi) {
+  const __m256i below = _mm256_set1_epi32(kk - 1);
+  uint64_t bits = 0;
+  for (int64_t q0 = qlo - qlo % 8; q0 <= qhi; q0 += 8) {
+    const __m256i last = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk_last + q0));
+    const uint32_t m = static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(last, below))));
+    bits |= static_cast<uint64_t>(m) << q0;
+  }
+  return bits;
+}
+
 template <int DC>
 inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,
                                   const int32_t* chunk_last, int64_t qlo, int64_t qhi, float* acc, bool absgrad) {
@@ -287,9 +302,15 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   // the chunks it can have contributed to, then their alphas, then the walk (as in the forward's
   // two passes: each alpha ends a long dependency chain, which the later steps would wait on)
   int64_t nq = 0;
-  for (int64_t q = qlo; q <= qhi; ++q) {  // no branch: whether a chunk is flagged hardly predicts
-    tb.qs[nq] = q;
-    nq += static_cast<int64_t>(p.kk <= chunk_last[q]) & static_cast<int64_t>(tc.flagged(q));
+  if (tc.chunks() <= 64) {
+    for (uint64_t bits = tc.marked_bits(qlo, qhi) & reach_bits(chunk_last, p.kk, qlo, qhi); bits != 0;
+         bits &= bits - 1)
+      tb.qs[nq++] = __builtin_ctzll(bits);
+  } else {
+    for (int64_t q = qlo; q <= qhi; ++q) {  // no branch: whether a chunk is flagged hardly predicts
+      tb.qs[nq] = q;
+      nq += static_cast<int64_t>(p.kk <= chunk_last[q]) & static_cast<int64_t>(tc.flagged(q));
+    }
   }
   for (int64_t n = 0; n < nq; ++n) {
     const ChunkBwd<float> st = tb.chunk(tb.qs[n]);

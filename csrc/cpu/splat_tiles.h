@@ -174,6 +174,7 @@ class TileChunks {
   }
 
   const ChunkGeom& geo(int64_t q) const { return geo_[q]; }
+  int64_t chunks() const { return n_; }
   bool flagged(int64_t q) const { return flag_[q] != 0.0f; }
 
   // The chunks [qlo, qhi] holding the rows within the row extent of a Gaussian of support su (centre
