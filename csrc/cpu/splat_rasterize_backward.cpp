@@ -44,7 +44,7 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
   const bool absgrad = g_means2d_abs != nullptr;
   // per-Gaussian accumulators: mean2d (2), conic (3), opacity (1), colour (D), |mean2d| (2, with absgrad)
   const int64_t K = 6 + D + (absgrad ? 2 : 0);
-  const Supports sp = alpha_supports(conics, opac, CN);
+  const std::vector<GaussianRecord<T>> rec = gaussian_records(means2d, conics, opac, CN);
   const ChunkLayout layout(g.ts);
   const int nthreads = raster_threads(g.C * ntiles, g.M, g.ts * g.ts, g.C * g.H * g.W);
   // per-thread sums, zeroed by their own thread (first touch there; no serial zero fill of
@@ -115,16 +115,13 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
       }
       for (int64_t k = maxlast; k >= s; --k) {
         const int64_t i = fid[k];
-        if (k - kPrefetchAhead >= s) {  // what mark reads of the Gaussian kPrefetchAhead further back
-          const int64_t ip = fid[k - kPrefetchAhead];
-          __builtin_prefetch(&sp[ip]);
-          __builtin_prefetch(means2d + 2 * ip);
-        }
+        if (k - kPrefetchAhead >= s)  // what mark reads of the Gaussian kPrefetchAhead further back
+          __builtin_prefetch(&rec[fid[k - kPrefetchAhead]]);
+        const GaussianRecord<T>& r = rec[i];
         int64_t qlo, qhi;
-        if (!tc.mark(means2d[2 * i], means2d[2 * i + 1], sp[i], qlo, qhi)) continue;
+        if (!tc.mark(r.mx, r.my, r.su, qlo, qhi)) continue;
         const T* co = conics + 3 * i;
-        const GaussIn<T> p{means2d[2 * i], means2d[2 * i + 1], co[0], co[1], co[2], opac[i],
-                           static_cast<int32_t>(k), colors + D * i, D};
+        const GaussIn<T> p{r.mx, r.my, co[0], co[1], co[2], opac[i], static_cast<int32_t>(k), colors + D * i, D, r.bt};
         backward_gaussian(p, tb, tc, chunk_last.data(), qlo, qhi, gg, my + i * K, absgrad);
       }
     }

@@ -43,13 +43,14 @@ struct alignas(64) GaussGrad {
   T amx[kLanes], amy[kLanes];  // sums of |per-pixel dL/dmean2d| (absgrad)
 };
 
-// The Gaussian's parameters and colour (D values).
+// The Gaussian's parameters and colour (D values), and its blend terms (gaussian_records).
 template <typename T>
 struct GaussIn {
   T mx, my, ca, cb, cc, op;
   int32_t kk;  // its index in the tile list (fid)
   const T* col;
   int64_t D;
+  BlendTerms<T> bt;
 };
 
 // Gradients of alpha (given dL/dalpha vA per lane, zero where clamped) into gg (gsw/blend.h).
@@ -290,7 +291,7 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   const int64_t D = DC > 0 ? DC : p.D;
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
   const __m256 amin = _mm256_set1_ps(kAlphaMin), amax = _mm256_set1_ps(kAlphaMax);
-  const Alpha8 g(p.mx, p.my, BlendTerms<float>::of(p.ca, p.cb, p.cc, p.op));
+  const Alpha8 g(p.mx, p.my, p.bt);
   const __m256 mxv = g.mx, myv = g.my;
   const __m256 cav = _mm256_set1_ps(p.ca), cbv = _mm256_set1_ps(p.cb), ccv = _mm256_set1_ps(p.cc);
   const __m256i kkv = _mm256_set1_epi32(p.kk);

@@ -18,15 +18,14 @@ namespace gsw {
 namespace splat {
 namespace cpu {
 
-// Per-Gaussian support of alpha >= 1/255 (gsw/blend.h), in double, structure of arrays: the row
-// half-extent, and for the row-interval test (xtest = 1 where it is safe for the conic) the terms of
-// the support on the row at offset dy: x within mx + slope dy +- sqrt(disc) / a, where
-// disc = two_a_smax - det dy^2 (alpha_row_interval with the per-Gaussian parts hoisted).
+// Per-Gaussian support of alpha >= 1/255 (gsw/blend.h), computed in double: the row half-extent,
+// and for the row-interval test (xtest = 1 where it is safe for the conic) the terms of the support on
+// the row at offset dy: x within mx + slope dy +- sqrt(disc) / a, where disc = two_a_smax - det dy^2
+// (alpha_row_interval with the per-Gaussian parts hoisted).
 struct Support {
   double yext;
   float slope, two_a_smax, det, a2, xtest;  // float: see TileChunks::mark
 };
-using Supports = std::vector<Support>;  // one record per Gaussian: one cache line read per mark
 
 // The support of a Gaussian of conic (ca, cb, cc) and opacity op.
 inline Support support_of(double ca, double cb, double cc, double op) {
@@ -42,26 +41,15 @@ inline Support support_of(double ca, double cb, double cc, double op) {
   return r;
 }
 
-// Gaussians per thread below which alpha_supports and gaussian_records wake no further thread.
-constexpr int64_t kMinSupportsPerThread = 8192;
+// Gaussians per thread below which gaussian_records wakes no further thread.
+constexpr int64_t kMinRecordsPerThread = 8192;
 
-template <typename T>
-Supports alpha_supports(const T* conics, const T* opac, int64_t CN) {
-  Supports sp(static_cast<size_t>(CN));
-#pragma omp parallel num_threads(threads_for(CN, kMinSupportsPerThread))
-  {
-    const Range share = thread_range(CN);
-    for (int64_t i = share.begin; i < share.end; ++i)
-      sp[i] = support_of(conics[3 * i], conics[3 * i + 1], conics[3 * i + 2], opac[i]);
-  }
-  return sp;
-}
-
-// What the forward reads of a Gaussian at each tile of its list, in one record (one cache line for
-// float): its support, 2D mean and blend terms (splat_simd.h). The tile lists visit Gaussians in depth
-// order, scattered over arrays that do not fit in cache at 10^5 Gaussians and more; a record is one
-// line to fetch, where its values apart are four, and its per-Gaussian set-up (the support's terms,
-// the blend terms' logarithm) is done once, not at every tile.
+// What the rasterizer reads of a Gaussian at each tile of its list, in one record (one cache line
+// for float): its support, 2D mean and blend terms (splat_simd.h). The tile lists visit Gaussians in
+// depth order, scattered over arrays that do not fit in cache at 10^5 Gaussians and more; a record is
+// one line to fetch, where its values apart are four, and its per-Gaussian set-up (the support's
+// terms, the blend terms' logarithm) is done once per call, not at every tile, for the forward and the
+// backward alike.
 template <typename T>
 struct alignas(64) GaussianRecord {
   Support su;
@@ -72,7 +60,7 @@ struct alignas(64) GaussianRecord {
 template <typename T>
 std::vector<GaussianRecord<T>> gaussian_records(const T* means2d, const T* conics, const T* opac, int64_t CN) {
   std::vector<GaussianRecord<T>> rec(static_cast<size_t>(CN));
-#pragma omp parallel num_threads(threads_for(CN, kMinSupportsPerThread))
+#pragma omp parallel num_threads(threads_for(CN, kMinRecordsPerThread))
   {
     const Range share = thread_range(CN);
     for (int64_t i = share.begin; i < share.end; ++i) {
@@ -87,9 +75,8 @@ std::vector<GaussianRecord<T>> gaussian_records(const T* means2d, const T* conic
   return rec;
 }
 
-// Intersections ahead at which the forward prefetches a Gaussian's record and colour: it reads nearly
-// every Gaussian of a list; the backward skips many Gaussians early, so prefetching there would mostly
-// fetch what it never reads.
+// Intersections ahead at which the rasterizer prefetches a Gaussian's record (the forward, which reads
+// nearly every Gaussian of a list, its colour too; the backward skips many Gaussians after the record).
 constexpr int64_t kPrefetchAhead = 8;
 
 // Compositing work per thread below which the rasterizer (forward and backward) wakes no further
