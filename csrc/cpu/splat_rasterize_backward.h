@@ -263,13 +263,13 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
-// float on AVX2: the AVX-512 twin's steps on two halves of 8 lanes, lane masks as all-ones floats
+// float on AVX2: the AVX-512 twin's steps on the lanes 8 at a time, lane masks as all-ones floats
 // and blends (the generic loop's conditional stores compile to masked stores, slow on AMD cores, and its
 // gradient sums live in memory). 1 / (1 - alpha) is a true division here, as in the generic loop: the
 // 12-bit reciprocal estimate with one Newton step is 2 ulp, an error the walk back to front compounds.
 // Both halves add into one set of 8-lane sums (the order of a Gaussian's sum over its pixels is free);
 // the mean and conic sums are moments of v_sigma for any absgrad, |dL/dmean2d| is summed per pixel.
-static_assert(kLanes == 16, "backward_gaussian<float> (AVX2) runs two halves of 8 lanes");
+static_assert(kLanes % 8 == 0, "backward_gaussian<float> (AVX2) runs the lanes 8 at a time");
 
 // The chunks q in [qlo, qhi] (of a tile of at most 64) whose largest last contributor is at least kk,
 // as bits (bit q: chunk q; bits outside the range are not meaningful); chunk_last is padded with -1 to

@@ -164,7 +164,7 @@ struct GaussianLanes {
 };
 
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
-// float on AVX2: the compositing step in registers, two halves of 8 lanes, lane masks as all-ones
+// float on AVX2: the compositing step in registers, kLanes / 8 vectors of 8 lanes, lane masks as all-ones
 // floats and blends for the conditional updates (the generic loop's conditional stores compile to
 // masked stores, which are slow on AMD cores). The Gaussian's values are broadcast once for all the
 // chunks it reaches (inside the chunk loop the compiler cannot hoist their loads: the colour sums'
@@ -207,7 +207,7 @@ struct GaussianLanes<float> {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), amin = _mm256_set1_ps(kAlphaMin);
     const __m256 tmin = _mm256_set1_ps(kTransmittanceMin);
     __m256 act_any = zero;
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < kLanes / 8; ++h) {
       const __m256 Tr = _mm256_load_ps(Tr_ + 8 * h);
       __m256 act = _mm256_cmp_ps(_mm256_load_ps(done + 8 * h), zero, _CMP_EQ_OQ);
       const __m256 a = _mm256_load_ps(alpha + 8 * h);

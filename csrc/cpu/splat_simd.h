@@ -1,7 +1,7 @@
 // Lane helpers of the CPU rasterizer (csrc/cpu/splat_rasterize_*.cpp): the pixels of a chunk are
 // kLanes SIMD lanes. Each helper has a generic body, which any target compiles, and where it pays an
-// AVX-512 twin (under __AVX512F__) or an AVX2 twin (under __AVX2__ and __FMA__, without AVX-512: two
-// halves of 8 lanes); x86 intrinsics are included only when x86 is the target.
+// AVX-512 twin (under __AVX512F__) or an AVX2 twin (under __AVX2__ and __FMA__, without AVX-512: the
+// lanes 8 at a time); x86 intrinsics are included only when x86 is the target.
 #pragma once
 
 #include <cmath>
@@ -20,26 +20,34 @@ namespace cpu {
 
 // Pixels are processed in chunks of kLanes consecutive pixels of a tile (row-major in the tile): the
 // chunk's state (transmittance, colour sums, last contributor) stays in registers while the chunk
-// walks the tile's depth-sorted list, and stops as soon as all its pixels are done.
+// walks the tile's depth-sorted list, and stops as soon as all its pixels are done. A chunk is one
+// vector of float lanes on AVX2 (8) and AVX-512 (16): each Gaussian is blended only into the chunks its
+// support reaches, and a narrower chunk wastes fewer lanes outside the support where the support is a
+// few pixels wide (most Gaussians of a trained scene), for a little more work per chunk.
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+constexpr int kLanes = 8;
+#else
 constexpr int kLanes = 16;
+#endif
 
-// kLanes values of one chunk, 64-byte aligned (the unit of the kernels' per-tile scratch arrays).
+// kLanes values of one chunk, aligned to their size up to 64 bytes with no padding (the unit of the
+// kernels' per-tile scratch arrays, whose channel rows follow each other at kLanes values apart).
 template <typename V>
-struct alignas(64) LaneBlock {
+struct alignas(kLanes * sizeof(V) < 64 ? kLanes * sizeof(V) : 64) LaneBlock {
   V v[kLanes];
 };
+static_assert(sizeof(LaneBlock<float>) == kLanes * sizeof(float), "lane blocks are contiguous rows");
 
-// True when any of the kLanes (16) int32 flags at m (64-byte aligned) is non-zero. GCC turns the plain
-// loop into lane extracts; the intrinsics test all lanes at once.
-static_assert(kLanes == 16, "any_lane tests 16 int32 lanes");
+// True when any of the kLanes int32 flags at m (aligned as a LaneBlock) is non-zero. GCC turns the
+// plain loop into lane extracts; the intrinsics test all lanes at once.
 inline bool any_lane(const int32_t* m) {
 #if defined(__AVX512F__)
+  static_assert(kLanes == 16, "any_lane (AVX-512) tests 16 int32 lanes");
   const __m512i v = _mm512_load_si512(reinterpret_cast<const void*>(m));
   return _mm512_test_epi32_mask(v, v) != 0;
 #elif defined(__AVX2__)
-  const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
-  const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(m + 8));
-  const __m256i o = _mm256_or_si256(a, b);
+  __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
+  for (int j = 8; j < kLanes; j += 8) o = _mm256_or_si256(o, _mm256_load_si256(reinterpret_cast<const __m256i*>(m + j)));
   return !_mm256_testz_si256(o, o);
 #else
   int32_t r = 0;
@@ -65,7 +73,7 @@ inline float reduce_add(__m512 v) {
 }
 #endif
 
-// Sum of the kLanes values at v (64-byte aligned).
+// Sum of the kLanes values at v (aligned as a LaneBlock).
 template <typename T>
 inline T lane_sum(const T* v) {
   T s = 0;

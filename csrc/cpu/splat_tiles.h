@@ -214,11 +214,12 @@ class TileChunks {
     for (int64_t q0 = qlo - qlo % kLanes; q0 <= qhi; q0 += kLanes) {
       const float* flag = flag_.data() + q0;
 #if defined(__AVX2__)
-      static_assert(kLanes == 16, "marked_bits reads 16 flags as two halves of 8");
+      static_assert(kLanes % 8 == 0, "marked_bits reads the flags 8 at a time");
       const __m256 zero = _mm256_setzero_ps();
-      const uint32_t lo = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(flag), zero, _CMP_NEQ_OQ));
-      const uint32_t hi = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(flag + 8), zero, _CMP_NEQ_OQ));
-      bits |= static_cast<uint64_t>(lo | hi << 8) << q0;
+      for (int j = 0; j < kLanes; j += 8) {
+        const uint32_t m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(flag + j), zero, _CMP_NEQ_OQ));
+        bits |= static_cast<uint64_t>(m) << (q0 + j);
+      }
 #else
       for (int j = 0; j < kLanes; ++j) bits |= static_cast<uint64_t>(flag[j] != 0.0f) << (q0 + j);
 #endif
