@@ -110,9 +110,9 @@ TORCH_LIBRARY(gsworkbench, m) {
       "int height, int tile_size, Tensor tile_offsets, Tensor flatten_ids, Tensor transmittances, "
       "Tensor last_ids, Tensor v_colors, Tensor v_alphas, bool absgrad=False) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
-  //    the forward's counting twin (CPU; gsworkbench/bench/rasterize_lanes.py) -> float64 [8]: threads that
+  //    the forward's counting twin (CPU; gsworkbench/bench/rasterize_lanes.py) -> float64 [9]: threads that
   //    ran, tiles, tile-Gaussian pairs reaching a row, chunk blends, lanes active, lanes blended, busy
-  //    seconds summed over threads and of the busiest thread
+  //    seconds summed over threads and of the busiest thread, lanes per chunk
   m.def(
       "splat_rasterize_lane_counts(Tensor means2d, Tensor conics, Tensor colors, Tensor opacities, int width, "
       "int height, int tile_size, Tensor tile_offsets, Tensor flatten_ids) -> Tensor");

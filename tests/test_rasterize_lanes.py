@@ -74,7 +74,8 @@ def test_lane_counts_match_a_per_pixel_loop(seed: int, dtype: torch.dtype) -> No
         assert abs(counts.blended - want) <= max(3, want // 500)
     C, th, tw = toff.shape
     assert counts.tiles == C * th * tw and 1 <= counts.threads <= torch.get_num_threads()
-    assert counts.lanes == 16 * counts.blends and counts.blended <= counts.active <= counts.lanes
+    assert counts.lanes_per_blend in (8, 16) and counts.lanes == counts.lanes_per_blend * counts.blends
+    assert counts.blended <= counts.active <= counts.lanes
     assert counts.pairs <= fid.numel() and counts.blends >= counts.pairs > 0
     assert 0 <= counts.busy_max_s <= counts.busy_sum_s and math.isfinite(counts.busy_sum_s)
     # the image the counting twin drops is the plain forward's: its last contributors bound the blends

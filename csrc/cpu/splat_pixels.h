@@ -44,6 +44,14 @@ inline const Rgb16& rgb16() {
 }
 #endif
 
+#if !defined(__AVX512F__) && defined(__AVX2__)
+// All-ones int32 lanes where bit p of bits is set.
+inline __m256i lane_mask(int bits) {
+  const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), bit), bit);
+}
+#endif
+
 // The element moves of store_interleaved and load_interleaved below, for any T and D: out[j * D + ch]
 // = rows[ch * kLanes + j] (to_pixels), or the reverse.
 template <typename T, bool to_pixels>
@@ -89,6 +97,46 @@ inline void store_interleaved<float>(const float* rows, int64_t D, float* out) {
   for (int k = 0; k < 3; ++k) {
     const __m512 rg = _mm512_permutex2var_ps(r, t.pix_first[k], g);
     _mm512_storeu_ps(out + 16 * k, _mm512_permutex2var_ps(rg, t.pix_second[k], b));
+  }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// D = 3 on AVX2 (chunks of 8 lanes): the 24 values of 8 RGB pixels are three vectors; each output
+// vector gathers its lanes from the three inputs by one permute of each and two blends.
+static_assert(kLanes == 8, "the AVX2 interleaving moves chunks of 8 lanes");
+
+template <>
+inline void store_interleaved<float>(const float* rows, int64_t D, float* out) {
+  if (D != 3) return move_interleaved<float, true>(const_cast<float*>(rows), D, out);
+  const __m256 r = _mm256_load_ps(rows), g = _mm256_load_ps(rows + 8), b = _mm256_load_ps(rows + 16);
+  // output vector k, position p holds element e = 8 k + p: channel e % 3 of lane e / 3
+  const __m256i ir[3] = {_mm256_setr_epi32(0, 0, 0, 1, 0, 0, 2, 0), _mm256_setr_epi32(0, 3, 0, 0, 4, 0, 0, 5),
+                         _mm256_setr_epi32(0, 0, 6, 0, 0, 7, 0, 0)};
+  const __m256i ig[3] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 0, 0, 2), _mm256_setr_epi32(0, 0, 3, 0, 0, 4, 0, 0),
+                         _mm256_setr_epi32(5, 0, 0, 6, 0, 0, 7, 0)};
+  const __m256i ib[3] = {_mm256_setr_epi32(0, 0, 0, 0, 0, 1, 0, 0), _mm256_setr_epi32(2, 0, 0, 3, 0, 0, 4, 0),
+                         _mm256_setr_epi32(0, 5, 0, 0, 6, 0, 0, 7)};
+  // lanes of channel 1 (g) and 2 (b) in output vector k: bit p set where (8 k + p) % 3 is that channel
+  constexpr int kG[3] = {0x92, 0x24, 0x49}, kB[3] = {0x24, 0x49, 0x92};
+  for (int k = 0; k < 3; ++k) {
+    const __m256 rg = _mm256_blendv_ps(_mm256_permutevar8x32_ps(r, ir[k]), _mm256_permutevar8x32_ps(g, ig[k]),
+                                       _mm256_castsi256_ps(lane_mask(kG[k])));
+    _mm256_storeu_ps(out + 8 * k, _mm256_blendv_ps(rg, _mm256_permutevar8x32_ps(b, ib[k]), _mm256_castsi256_ps(lane_mask(kB[k]))));
+  }
+}
+
+template <>
+inline void load_interleaved<float>(const float* in, int64_t D, float* rows) {
+  if (D != 3) return move_interleaved<float, false>(rows, D, const_cast<float*>(in));
+  const __m256 v0 = _mm256_loadu_ps(in), v1 = _mm256_loadu_ps(in + 8), v2 = _mm256_loadu_ps(in + 16);
+  // channel ch sits at positions p with (p + 8 k) % 3 == ch of vector k: blend the three so that each
+  // position holds its channel's value from the vector that has it there, then one permute to lane order
+  constexpr int kFrom1[3] = {0x92, 0x24, 0x49}, kFrom2[3] = {0x24, 0x49, 0x92};
+  const __m256i idx[3] = {_mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5), _mm256_setr_epi32(1, 4, 7, 2, 5, 0, 3, 6),
+                          _mm256_setr_epi32(2, 5, 0, 3, 6, 1, 4, 7)};
+  for (int ch = 0; ch < 3; ++ch) {
+    const __m256 m = _mm256_blendv_ps(_mm256_blendv_ps(v0, v1, _mm256_castsi256_ps(lane_mask(kFrom1[ch]))), v2,
+                                      _mm256_castsi256_ps(lane_mask(kFrom2[ch])));
+    _mm256_store_ps(rows + ch * kLanes, _mm256_permutevar8x32_ps(m, idx[ch]));
   }
 }
 #endif

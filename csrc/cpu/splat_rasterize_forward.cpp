@@ -403,16 +403,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d, 
                             nullptr);
 }
 
-// The forward's counting twin: float64 [8] = threads that ran, tiles, tile-Gaussian pairs reaching a
+// The forward's counting twin: float64 [9] = threads that ran, tiles, tile-Gaussian pairs reaching a
 // row, chunk blends, lanes active at a blend, lanes blended, the threads' summed and largest seconds
-// inside their tiles. The image is computed and dropped.
+// inside their tiles, and the lanes of a chunk. The image is computed and dropped.
 Tensor rasterize_lane_counts_cpu(const Tensor& means2d, const Tensor& conics, const Tensor& colors,
                                  const Tensor& opacities, int64_t width, int64_t height, int64_t tile_size,
                                  const Tensor& tile_offsets, const Tensor& flatten_ids) {
   std::vector<LaneCounts> per_thread(static_cast<size_t>(omp_get_max_threads()));
   run_forward<true>(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids,
                     per_thread.data());
-  auto out = at::zeros({8}, means2d.options().dtype(at::kDouble));
+  auto out = at::zeros({9}, means2d.options().dtype(at::kDouble));
   double* o = out.data_ptr<double>();
   for (const LaneCounts& c : per_thread) {
     o[0] += c.tiles > 0 ? 1.0 : 0.0;
@@ -420,6 +420,7 @@ Tensor rasterize_lane_counts_cpu(const Tensor& means2d, const Tensor& conics, co
     o[4] += double(c.active), o[5] += double(c.blended), o[6] += c.busy_s;
     o[7] = std::max(o[7], c.busy_s);
   }
+  o[8] = kLanes;
   return out;
 }
 

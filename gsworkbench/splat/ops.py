@@ -105,7 +105,7 @@ def _register() -> None:
 
     @torch.library.register_fake(lib + "splat_rasterize_lane_counts")
     def _lane_counts_fake(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids):  # noqa: ANN001, ANN202, E501
-        return colors.new_empty(8, dtype=torch.float64)
+        return colors.new_empty(9, dtype=torch.float64)
 
     @torch.library.register_fake(lib + "splat_rasterize_backward")
     def _raster_bwd_fake(
@@ -348,8 +348,8 @@ class LaneCounts:
     """What one forward of the CPU rasterizer did, counted by its counting twin.
 
     ``pairs``: tile-Gaussian pairs whose alpha support reaches a row of the tile while the tile was
-    still compositing; ``blends``: chunk blends (one Gaussian into one chunk of 16 pixels), each
-    evaluating ``lanes_per_blend`` pixel lanes, of which ``active`` were still compositing and
+    still compositing; ``blends``: chunk blends (one Gaussian into one chunk of ``lanes_per_blend``
+    pixels of a tile: one SIMD vector, 8 on AVX2 and 16 on AVX-512), each evaluating that many lanes, of which ``active`` were still compositing and
     ``blended`` composited; ``busy_sum_s`` / ``busy_max_s``: seconds inside tiles, summed over the
     ``threads`` that ran and of the busiest (the counting's own cost included)."""
 
@@ -361,7 +361,7 @@ class LaneCounts:
     blended: int
     busy_sum_s: float
     busy_max_s: float
-    lanes_per_blend: int = 16
+    lanes_per_blend: int
 
     @property
     def lanes(self) -> int:
@@ -379,7 +379,7 @@ def rasterize_lane_counts(
     out = torch.ops.gsworkbench.splat_rasterize_lane_counts(
         means2d, conics, colors, opacities, int(width), int(height), int(tile_size), tile_offsets, flatten_ids
     ).tolist()
-    return LaneCounts(*(int(v) for v in out[:6]), out[6], out[7])
+    return LaneCounts(*(int(v) for v in out[:6]), out[6], out[7], int(out[8]))
 
 
 def rasterize_flops_per_evaluation(channels: int = 3) -> int:
