@@ -349,9 +349,10 @@ class LaneCounts:
 
     ``pairs``: tile-Gaussian pairs whose alpha support reaches a row of the tile while the tile was
     still compositing; ``blends``: chunk blends (one Gaussian into one chunk of ``lanes_per_blend``
-    pixels of a tile: one SIMD vector, 8 on AVX2 and 16 on AVX-512), each evaluating that many lanes, of which ``active`` were still compositing and
-    ``blended`` composited; ``busy_sum_s`` / ``busy_max_s``: seconds inside tiles, summed over the
-    ``threads`` that ran and of the busiest (the counting's own cost included)."""
+    pixels of a tile: one SIMD vector, 8 on AVX2 and 16 on AVX-512), each evaluating that many lanes,
+    of which ``active`` were still compositing and ``blended`` composited; ``busy_sum_s`` /
+    ``busy_max_s``: seconds inside tiles, summed over the ``threads`` that ran and of the busiest (the
+    counting's own cost included)."""
 
     threads: int
     tiles: int
