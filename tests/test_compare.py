@@ -195,6 +195,10 @@ def test_compare_two_git_revisions_in_worktrees(tmp_path):
         assert all(min(row.samples_s) >= delay and len(row.samples_s) == row.runs for _, row in run.table.iterrows())
     assert base.commit != cand.commit
     assert (repo / "build" / "revisions").is_dir()
+    # timed together: one interleaving id, so compare judges them paired
+    assert base.metadata["interleaved"]["id"] == cand.metadata["interleaved"]["id"]
+    assert (base.metadata["interleaved"]["role"], cand.metadata["interleaved"]["role"]) == ("baseline", "candidate")
+    assert cmp.rule.startswith("Wilcoxon signed-rank")
     # the roofline columns from the case's extras (its worker's) against the driver's ceilings
     for run in (base, cand):
         y = run.table.set_index("case").loc["tiny/y"]
@@ -265,7 +269,62 @@ def test_the_rule_text_names_test_level_and_counts():
 
     text = stats.rule_text(counts=[10, 10])
     assert text.startswith("Mann-Whitney U (two-sided), p < 0.002, n=10,") and "5%" in text
+    paired = stats.rule_text(counts=[10, 10], paired=True)
+    assert paired.startswith("Wilcoxon signed-rank (two-sided)") and "n=10" in paired and "rounds resampled" in paired
     assert "n=3-10" in stats.rule_text(counts=[3, 10]) and "p < 0.01" in stats.rule_text(alpha=0.01)
+
+
+# a machine slowing down and speeding up over ten rounds (factors up to 1.6): both samples of a round
+# share the round's factor, as in interleaved timing
+DRIFT = [1.0, 1.25, 1.6, 1.1, 1.45, 1.05, 1.3, 1.55, 1.15, 1.4]
+
+
+def test_the_paired_rule_sees_through_drift_that_hides_a_change_from_the_unpaired_one():
+    from gsworkbench import stats
+
+    before = [b * d for b, d in zip(FIXED_BEFORE, DRIFT)]
+    after = [0.93 * b * d * (1 + 0.004 * (i % 3 - 1)) for i, (b, d) in enumerate(zip(FIXED_BEFORE, DRIFT))]
+    assert stats.compare_samples(before, after)["verdict"] == stats.NO_CHANGE  # the drift hides 7%
+    faster = stats.compare_paired(before, after)
+    assert faster["verdict"] == stats.FASTER and faster["p_value"] == pytest.approx(2 / 2**10)
+    assert faster["ratio"] == pytest.approx(0.93, abs=0.005)
+    assert faster["ratio_ci_low"] <= faster["ratio"] <= faster["ratio_ci_high"] < 1
+    assert stats.compare_paired(after, before)["verdict"] == stats.SLOWER
+    # one round against the rest: not significant; a 2% change in every round: below the threshold
+    mixed = [a if i else 1.2 * b for i, (a, b) in enumerate(zip(after, before))]
+    assert stats.compare_paired(before, mixed)["verdict"] == stats.NO_CHANGE
+    small = stats.compare_paired(before, [1.02 * b for b in before])
+    assert small["p_value"] < stats.ALPHA and small["verdict"] == stats.NO_CHANGE
+    same = stats.compare_paired(before, before)
+    assert same["p_value"] == 1.0 and same["ratio"] == 1.0 and same["verdict"] == stats.NO_CHANGE
+    # 10 rounds are the fewest that can reach p < 0.002
+    assert stats.min_paired_p_value(10) < stats.ALPHA <= stats.min_paired_p_value(9)
+    assert stats.compare_paired(before[:9], after[:9])["verdict"] == "too few samples (9 rounds)"
+    with pytest.raises(ValueError, match="one sample a side per round"):
+        stats.compare_paired(before, after[:9])
+    with pytest.raises(ValueError, match="positive samples"):
+        stats.compare_paired(before, [0.0, *after[1:]])
+
+
+def test_interleaved_runs_are_judged_paired(tmp_path, capsys):
+    from gsworkbench.bench.compare import interleaved_pair
+    from gsworkbench.cli import main
+
+    base, cand = paired_runs(tmp_path, 0.02, 0.024)
+    for run, role in ((base, "baseline"), (cand, "candidate")):
+        meta = json.loads((run / "metadata.json").read_text())
+        meta["interleaved"] = {"id": "abc", "role": role}
+        (run / "metadata.json").write_text(json.dumps(meta))
+    cmp = compare_runs(base, cand)
+    assert cmp.rule.startswith("Wilcoxon signed-rank (two-sided) on the per-round ratios") and "n=10" in cmp.rule
+    assert set(cmp.table.verdict) == {"slower"} and (cmp.table.ratio > 1.1).all(), cmp.to_text()
+    assert main(["compare", str(base), str(cand)]) == 1
+    assert "test: Wilcoxon signed-rank" in capsys.readouterr().out
+    # a run against itself, or two runs of different interleavings: the unpaired test
+    assert compare_runs(base, base).rule.startswith("Mann-Whitney U")
+    assert not interleaved_pair({"interleaved": {"id": "abc", "role": "baseline"}},
+                                {"interleaved": {"id": "xyz", "role": "candidate"}})  # fmt: skip
+    assert not interleaved_pair({}, {"interleaved": {"id": "abc", "role": "candidate"}})
 
 
 def test_compare_command_names_the_rule(tmp_path, capsys):

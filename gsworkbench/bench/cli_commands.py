@@ -125,7 +125,7 @@ def add_compare_parsers(sub: Any) -> None:
     p.add_argument("--min-run-time", type=float, default=0.5, help="seconds of timing per case and revision")
     p.add_argument("--no-build", action="store_true", help="do not build the revisions' extensions")
     p.add_argument("--alpha", type=float, default=ALPHA,
-                   help=f"significance level of the Mann-Whitney U test ({ALPHA:g})")
+                   help=f"significance level ({ALPHA:g}; Mann-Whitney U, or Wilcoxon signed-rank for two revisions)")
     p.add_argument("--threshold", type=float, default=THRESHOLD,
                    help=f"smallest slow-down that fails ({THRESHOLD:g} = {100 * THRESHOLD:g}%%)")
     p.add_argument("--out", type=Path, default=None, help="folder for compare.csv/.md (default results/<run-id>/)")

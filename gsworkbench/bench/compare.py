@@ -4,6 +4,11 @@ The test is the workbench's one rule (:mod:`gsworkbench.stats`, named in every t
 Mann–Whitney U test on the per-round samples of the two runs at ``p < alpha`` (0.002), a change
 counting only beyond the threshold (5%), with a 95% bootstrap interval of the ratio of medians.
 
+Two runs timed together in interleaved rounds (``gsworkbench compare`` of two git revisions, which
+marks both runs ``interleaved`` with one id) are judged by the rule's paired form instead: the
+Wilcoxon signed-rank test on the per-round ratios, so that the machine's drift over the run, which
+moves both samples of a round alike, does not hide a change.
+
 A case without samples on either side (runs written before samples were kept) gets "no samples";
 one with too few samples for the test to ever reach ``alpha`` gets "too few samples".
 """
@@ -23,7 +28,8 @@ from gsworkbench.bench.store import SAMPLES, BenchRun, load_bench_run
 from gsworkbench.stats import ALPHA, THRESHOLD, bootstrap_ratio_ci, min_p_value, rule_text
 
 __all__ = ["ALPHA", "THRESHOLD", "Comparison", "bootstrap_ratio_ci", "compare_bench_runs", "compare_runs",
-           "compare_samples", "environment_warnings", "min_p_value", "rule_text", "select_backend"]  # fmt: skip
+           "compare_samples", "environment_warnings", "interleaved_pair", "min_p_value", "rule_text",
+           "select_backend"]  # fmt: skip
 
 ROOF = "pct_of_peak"  # the roofline column (gsworkbench.bench.roofline), shown beside the times
 TIMING_COLUMNS = {"case", "median_s", "iqr_s", "runs", "calls_per_run", "threads", "skipped", SAMPLES}
@@ -39,22 +45,38 @@ def compare_samples(
     cand_median: float | None = None,
     alpha: float = ALPHA,
     threshold: float = THRESHOLD,
+    paired: bool = False,
 ) -> dict[str, Any]:
     """One case: medians (s), ratio candidate/baseline with its CI, speedup, p-value and verdict, by
-    :func:`gsworkbench.stats.compare_samples`; without samples, the stored medians and "no samples"."""
+    :func:`gsworkbench.stats.compare_samples`, or with ``paired`` (samples in round order, one a side
+    per round) by :func:`gsworkbench.stats.compare_paired`, whose ratio is the median per-round ratio;
+    without samples, the stored medians and "no samples"."""
     out: dict[str, Any] = {"ratio_ci_low": np.nan, "ratio_ci_high": np.nan, "p_value": np.nan}
     if not baseline or not candidate:
         b, c = base_median, cand_median
         out.update(baseline_s=b, candidate_s=c, verdict="no samples")
+        ok = b is not None and c is not None and b > 0 and c > 0
+        ratio = c / b if ok else np.nan
     else:
-        judged = stats.compare_samples(baseline, candidate, alpha=alpha, threshold=threshold)
+        judge = stats.compare_paired if paired else stats.compare_samples
+        judged = judge(baseline, candidate, alpha=alpha, threshold=threshold)
         b, c = judged["before_median"], judged["after_median"]
         out.update({k: judged[k] for k in ("ratio_ci_low", "ratio_ci_high", "p_value", "verdict")})
         out.update(baseline_s=b, candidate_s=c, n_baseline=judged["n_before"], n_candidate=judged["n_after"])
-    ok = b is not None and c is not None and b > 0 and c > 0
-    out["ratio"] = c / b if ok else np.nan
-    out["speedup"] = b / c if ok else np.nan
+        ratio = judged["ratio"] if b > 0 and c > 0 else np.nan
+    out["ratio"] = ratio
+    out["speedup"] = 1 / ratio if ratio > 0 else np.nan
     return out
+
+
+def interleaved_pair(base: dict[str, Any], cand: dict[str, Any]) -> bool:
+    """Whether two runs' metadata say they were timed together in interleaved rounds (the two runs of
+    one revisions compare: one ``interleaved`` id, roles baseline and candidate)."""
+    a, b = base.get("interleaved"), cand.get("interleaved")
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return False
+    return a.get("id") is not None and a.get("id") == b.get("id") and {a.get("role"), b.get("role")} == {
+        "baseline", "candidate"}  # fmt: skip
 
 
 @dataclass
@@ -188,6 +210,7 @@ def compare_bench_runs(
     base, cand = (BenchRun(r.path, r.suite, r.metadata, r.table[r.table["case"].notna()].reset_index(drop=True))
                   for r in (base, cand))  # fmt: skip
     _check_same_work(base, cand)
+    paired = interleaved_pair(base.metadata, cand.metadata)
     c_rows = cand.table.set_index("case")
     rows = []
     for _, b in base.table.iterrows():
@@ -205,6 +228,7 @@ def compare_bench_runs(
                     cand_median=float(c["median_s"]),
                     alpha=alpha,
                     threshold=threshold,
+                    paired=paired,
                 )
             )
         rows.append(row)
@@ -221,7 +245,7 @@ def compare_bench_runs(
         if not run.has_samples:
             warnings.append(f"{side} run has no raw samples (written before they were kept): no test possible")
     label = lambda r: f"{r.path} (commit {r.commit[:10]})"  # noqa: E731
-    return Comparison(table, warnings, rule_text(alpha, threshold, counts), label(base), label(cand))
+    return Comparison(table, warnings, rule_text(alpha, threshold, counts, paired), label(base), label(cand))
 
 
 def select_backend(run: BenchRun, backend: str) -> BenchRun:

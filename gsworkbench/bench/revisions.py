@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -194,13 +195,16 @@ def compare_revisions(
     ceilings = ceilings_metadata(threads)  # one measurement for both runs (cached per thread count)
     measured = MachineCeilings.from_dict(ceilings)  # None where they were skipped
     run_dirs = []
-    for rev, sha, tree, rows, worker in zip((baseline, candidate), shas, trees, tables, workers):
+    # one id for both runs: their samples were timed round by round together (compare's paired test)
+    pair_id = uuid.uuid4().hex
+    for role, rev, sha, tree, rows, worker in zip(("baseline", "candidate"), (baseline, candidate), shas, trees,
+                                                  tables, workers):  # fmt: skip
         run_dir = new_run_dir(f"bench-{suite}-rev", root)
         params = {"suite": suite, "quick": quick, "threads": threads, "min_run_time": min_run_time, "revision": rev,
                   "cases": cases}  # fmt: skip
         ext = {"built": bool(list((tree / "gsworkbench").glob("_C*.so"))), "loaded_from": worker.extension}
         meta = {**env, "parameters": params, "suite": suite, "git_commit": sha, "git_dirty": False, "extension": ext,
-                "ceilings": ceilings}  # fmt: skip
+                "ceilings": ceilings, "interleaved": {"id": pair_id, "role": role}}  # fmt: skip
         if worker.extension and not Path(worker.extension).resolve().is_relative_to(tree.resolve()):
             meta["warnings"] = [f"{rev}: gsworkbench._C was loaded from {worker.extension}, outside its worktree "
                                 "(an installed build, not this revision's): its ext timings are not the revision's"]
