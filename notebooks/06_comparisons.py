@@ -87,7 +87,9 @@ print("threads:", threads)
 #
 # With `compare_by = "backends"` both backends are timed in the same interleaved rounds of one run;
 # with `"revisions"` each revision is checked out in its own git worktree, built, and the two are timed
-# case by case in alternating rounds. Exit-code semantics of the CLI: any "slower" row fails.
+# case by case in alternating rounds, then judged paired (Wilcoxon signed-rank on the per-round ratios:
+# the machine's drift over the run cancels in each round's ratio). Exit-code semantics of the CLI: any
+# "slower" row fails.
 
 # %%
 if compare_by == "backends":
