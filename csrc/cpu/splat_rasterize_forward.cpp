@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "gsw/blend.h"
@@ -140,10 +139,8 @@ struct TileLanes {
   using Lanes = LaneBlock<T>;
   std::vector<Lanes> px, py, Tr, done, acc, alpha;
   std::vector<LaneBlock<int32_t>> last;
-  std::vector<T> row_y;  // per chunk: the pixel-centre y of its lanes when they share one row, else NaN
   TileLanes(int64_t nchunks, int64_t D)
-      : px(nchunks), py(nchunks), Tr(nchunks), done(nchunks), acc(nchunks * D), alpha(nchunks), last(nchunks),
-        row_y(nchunks) {}
+      : px(nchunks), py(nchunks), Tr(nchunks), done(nchunks), acc(nchunks * D), alpha(nchunks), last(nchunks) {}
 };
 
 // One Gaussian (intersection kk of the tile's list) blended into the chunks qs[0..nq) (distinct, each
@@ -182,10 +179,8 @@ struct GaussianLanes<float> {
   __m256 kkv, rgb[3];
   const float* col;
   int64_t D;
-  BlendTerms<float> bt;
-  float my;
   GaussianLanes(const BlendInputs<float>& in, const GaussianRecord<float>& r, int32_t kk)
-      : g(r.mx, r.my, r.bt), D(in.D), bt(r.bt), my(r.my) {
+      : g(r.mx, r.my, r.bt), D(in.D) {
     kkv = _mm256_castsi256_ps(_mm256_set1_epi32(kk));
     col = in.colors + D * in.fid[kk];
     for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm256_set1_ps(ch < D ? col[ch] : 0.0f);
@@ -195,12 +190,9 @@ struct GaussianLanes<float> {
     for (int64_t n = 0; n < nq; ++n) {
       const int64_t q = qs[n];
       float* al = st.alpha[n].v;
-      const float ry = st.row_y[q];
       for (int h = 0; h < kLanes; h += 8) {
         __m256 raw;
-        const __m256 px = _mm256_load_ps(st.px[q].v + h);
-        _mm256_store_ps(al + h, ry == ry ? g.alpha_row(px, ry, bt, my, raw)
-                                         : g.alpha(px, _mm256_load_ps(st.py[q].v + h), raw));
+        _mm256_store_ps(al + h, g.alpha(_mm256_load_ps(st.px[q].v + h), _mm256_load_ps(st.py[q].v + h), raw));
       }
     }
     for (int64_t n = 0; n < nq; ++n) {
@@ -300,9 +292,6 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           st.last[q].v[j] = -1;
         }
         std::memset(static_cast<void*>(&st.acc[q * D]), 0, sizeof(LaneBlock<T>) * D);
-        bool one_row = true;
-        for (int j = 1; j < kLanes; ++j) one_row &= cg.y[j] == cg.y[0];
-        st.row_y[q] = one_row ? st.py[q].v[0] : std::numeric_limits<T>::quiet_NaN();
       }
       // Gaussian-major: each Gaussian (front to back) is blended into every chunk it reaches that is
       // still compositing, so consecutive blends are on different chunks and their dependency chains

@@ -216,21 +216,7 @@ struct Alpha8 {
   inline __m256 alpha(__m256 px, __m256 py, __m256& raw) const {
     const __m256 dx = _mm256_sub_ps(mx, px), dy = _mm256_sub_ps(my, py);
     const __m256 lin = _mm256_fmadd_ps(A, dx, _mm256_mul_ps(B, dy));
-    return of_t(_mm256_fmadd_ps(dx, lin, _mm256_fmadd_ps(_mm256_mul_ps(C, dy), dy, L)), raw);
-  }
-  // alpha for 8 pixels of one row (centre y py, a float as in the lanes): the terms of t that depend
-  // on the row alone, B dy and C dy^2 + L, taken once in scalar with the same operations as alpha()'s
-  // lanes, so the result is alpha()'s bit for bit with three vector operations fewer.
-  inline __m256 alpha_row(__m256 px, float py, const BlendTerms<float>& bt, float mean_y, __m256& raw) const {
-    const float dy = mean_y - py;
-    const float bdy = bt.B * dy, k = std::fma(bt.C * dy, dy, bt.L);
-    const __m256 dx = _mm256_sub_ps(mx, px);
-    const __m256 lin = _mm256_fmadd_ps(A, dx, _mm256_set1_ps(bdy));
-    return of_t(_mm256_fmadd_ps(dx, lin, _mm256_set1_ps(k)), raw);
-  }
-
- private:
-  inline __m256 of_t(__m256 t, __m256& raw) const {
+    const __m256 t = _mm256_fmadd_ps(dx, lin, _mm256_fmadd_ps(_mm256_mul_ps(C, dy), dy, L));
     const __m256 nonneg = _mm256_cmp_ps(t, L, _CMP_LE_OQ);  // sigma >= 0 (false for NaN)
     // min returns its second operand (0) for a NaN t
     raw = exp2_8(_mm256_max_ps(_mm256_min_ps(t, _mm256_setzero_ps()), _mm256_set1_ps(-126.0f)));
