@@ -120,7 +120,8 @@ inline void store_interleaved<float>(const float* rows, int64_t D, float* out) {
   for (int k = 0; k < 3; ++k) {
     const __m256 rg = _mm256_blendv_ps(_mm256_permutevar8x32_ps(r, ir[k]), _mm256_permutevar8x32_ps(g, ig[k]),
                                        _mm256_castsi256_ps(lane_mask(kG[k])));
-    _mm256_storeu_ps(out + 8 * k, _mm256_blendv_ps(rg, _mm256_permutevar8x32_ps(b, ib[k]), _mm256_castsi256_ps(lane_mask(kB[k]))));
+    const __m256 bv = _mm256_permutevar8x32_ps(b, ib[k]);
+    _mm256_storeu_ps(out + 8 * k, _mm256_blendv_ps(rg, bv, _mm256_castsi256_ps(lane_mask(kB[k]))));
   }
 }
 

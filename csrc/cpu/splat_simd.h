@@ -47,7 +47,8 @@ inline bool any_lane(const int32_t* m) {
   return _mm512_test_epi32_mask(v, v) != 0;
 #elif defined(__AVX2__)
   __m256i o = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
-  for (int j = 8; j < kLanes; j += 8) o = _mm256_or_si256(o, _mm256_load_si256(reinterpret_cast<const __m256i*>(m + j)));
+  for (int j = 8; j < kLanes; j += 8)
+    o = _mm256_or_si256(o, _mm256_load_si256(reinterpret_cast<const __m256i*>(m + j)));
   return !_mm256_testz_si256(o, o);
 #else
   int32_t r = 0;
