@@ -132,6 +132,15 @@ def median_ratio(before: float, after: float) -> float:
     return math.inf if after > 0 else 1.0
 
 
+def verdict_of(p: float, ratio: float, alpha: float = ALPHA, threshold: float = THRESHOLD) -> str:
+    """The rule's verdict from a test's p-value and the change's ratio (after / before)."""
+    if p < alpha and ratio >= 1 + threshold:
+        return SLOWER
+    if p < alpha and ratio <= 1 / (1 + threshold):
+        return FASTER
+    return NO_CHANGE
+
+
 def compare_samples(
     before: Sequence[float] | np.ndarray, after: Sequence[float] | np.ndarray, *, alpha: float = ALPHA,
     threshold: float = THRESHOLD,
@@ -153,13 +162,7 @@ def compare_samples(
         return out
     p = mann_whitney_p(bs, cs)
     lo, hi = bootstrap_ratio_ci(bs, cs)
-    if p < alpha and ratio >= 1 + threshold:
-        verdict = SLOWER
-    elif p < alpha and ratio <= 1 / (1 + threshold):
-        verdict = FASTER
-    else:
-        verdict = NO_CHANGE
-    out.update(ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, verdict=verdict)
+    out.update(ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, verdict=verdict_of(p, ratio, alpha, threshold))
     return out
 
 
@@ -186,13 +189,7 @@ def compare_paired(
         return out
     p = wilcoxon_p(np.log(ratios))
     lo, hi = bootstrap_median_ci(ratios)
-    if p < alpha and ratio >= 1 + threshold:
-        verdict = SLOWER
-    elif p < alpha and ratio <= 1 / (1 + threshold):
-        verdict = FASTER
-    else:
-        verdict = NO_CHANGE
-    out.update(ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, verdict=verdict)
+    out.update(ratio_ci_low=lo, ratio_ci_high=hi, p_value=p, verdict=verdict_of(p, ratio, alpha, threshold))
     return out
 
 
