@@ -147,8 +147,8 @@ void cut_boxes(const T* m, const T* conics, const T* opac, int64_t n, int64_t ti
 #pragma omp parallel num_threads(threads_for(n, kMinIsectPerThread))
   {
     const Range share = thread_range(n);
+    // every Gaussian, with no branch (an empty box, cnt 0, stays empty)
     for (int64_t i = share.begin; i < share.end; ++i) {
-      if (cnt[i] == 0) continue;
       int32_t* b = box + 4 * i;
       const T* co = conics + 3 * i;
       cut_box_to_support<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i], tile_size, b);

@@ -30,12 +30,26 @@ using std::sqrt;
 GSW_HD double log_upper(double x) {
   uint64_t u;
   memcpy(&u, &x, sizeof(u));
-  const int64_t e = static_cast<int64_t>((u >> 52) & 0x7ff) - 1023;
+  const int32_t e = static_cast<int32_t>((u >> 52) & 0x7ff) - 1023;  // int32: converts in AVX2 vectors
   u = (u & ((uint64_t(1) << 52) - 1)) | (uint64_t(1023) << 52);
   double m;
   memcpy(&m, &u, sizeof(m));
   const double t = m - 1.0;
   return double(e) * 0.6931471805599453 + t * (1.0 + t * (-0.5 + t * (1.0 / 3.0)));
+}
+
+// When on: the tiles [lo, hi) cut to those whose pixel centres (t ts + 0.5 .. t ts + ts - 0.5) meet
+// [centre - ext, centre + ext]; x / ts is x inv_ts, a multiply, where pow2 (a power-of-two ts) makes
+// that exact. Branch-free.
+GSW_HD void cut_tile_range(bool on, double centre, double ext, bool pow2, double ts, double inv_ts, int32_t& lo,
+                           int32_t& hi) {
+  const double u0 = centre - ext + 0.5, u1 = centre + ext - 0.5;
+  const double f0 = ceil((pow2 ? u0 * inv_ts : u0 / ts) - 1.0), f1 = floor(pow2 ? u1 * inv_ts : u1 / ts) + 1.0;
+  const double l = double(lo), h = double(hi);
+  const double nl = f0 > l ? (f0 < h ? f0 : h) : l;
+  const double nh = f1 < h ? (f1 > nl ? f1 : nl) : h;
+  lo = static_cast<int32_t>(on ? nl : l);
+  hi = static_cast<int32_t>(on ? nh : h);
 }
 
 // Cuts the tile box [box[0], box[2]) x [box[1], box[3]) of a Gaussian (mean in pixels, conic,
@@ -44,28 +58,31 @@ GSW_HD double log_upper(double x) {
 // holds the rasterizer's support. Its bounding box has half-extents sqrt(2 smax c / det) in x and
 // sqrt(2 smax a / det) in y; tile t holds pixel centres [t ts + 0.5, t ts + ts - 0.5]. A conic that is
 // not positive definite keeps the box; a very elongated one (blend.h, alpha_row_interval_exact) is cut
-// in y only, as the rasterizer culls it by rows only.
+// in y only, as the rasterizer culls it by rows only. Branch-free (selects, with safe operands where a
+// case keeps the box): the cases mix at random over a list of Gaussians, and branches on them
+// mispredict.
 template <typename T>
 GSW_HD void cut_box_to_support(T mean_x, T mean_y, T conic_a, T conic_b, T conic_c, T opacity, int64_t tile_size,
                                int32_t* box) {
   const double x = double(opacity) * 255.0;
-  if (!(x >= 1.0)) {  // faint everywhere (or a NaN opacity): the rasterizer skips every pixel
-    box[0] = box[1] = box[2] = box[3] = 0;
-    return;
-  }
+  const bool faint = !(x >= 1.0);  // alpha never reaches 1/255 (or a NaN opacity): the rasterizer skips it
   const double mx = double(mean_x), my = double(mean_y), a = double(conic_a), b = double(conic_b);
   const double c = double(conic_c), det = a * c - b * b;
-  if (!(a > 0.0) || !(c > 0.0) || !(det > 0.0) || !isfinite(det) || !isfinite(mx) || !isfinite(my)) return;
-  const double smax = log_upper(x) * 1.02 + 0.02, ts = double(tile_size);
-  const double yext = sqrt(2.0 * smax * a / det);
-  auto cut = [&](double centre, double ext, int32_t& lo, int32_t& hi) {
-    const double f0 = ceil((centre - ext + 0.5) / ts - 1.0), f1 = floor((centre + ext - 0.5) / ts) + 1.0;
-    lo = f0 > double(lo) ? (f0 < double(hi) ? static_cast<int32_t>(f0) : hi) : lo;
-    hi = f1 < double(hi) ? (f1 > double(lo) ? static_cast<int32_t>(f1) : lo) : hi;
-  };
-  cut(my, yext, box[1], box[3]);
-  if (alpha_row_interval_exact<double>(a, b, c)) cut(mx, sqrt(2.0 * smax * c / det), box[0], box[2]);
-  if (box[0] >= box[2] || box[1] >= box[3]) box[0] = box[1] = box[2] = box[3] = 0;
+  const bool usable = !faint && a > 0.0 && c > 0.0 && det > 0.0 && isfinite(det) && isfinite(mx) && isfinite(my);
+  const bool cut_x = usable && a * c <= 1e4 * det;  // alpha_row_interval_exact
+  const double sa = usable ? a : 1.0, sc = usable ? c : 1.0, sd = usable ? det : 1.0;
+  const double smax = log_upper(usable ? x : 1.0) * 1.02 + 0.02, ts = double(tile_size);
+  const bool pow2 = (tile_size & (tile_size - 1)) == 0;
+  const double inv_ts = 1.0 / ts;
+  const double yext = sqrt(2.0 * smax * sa / sd), xext = sqrt(2.0 * smax * sc / sd);
+  int32_t x0 = box[0], y0 = box[1], x1 = box[2], y1 = box[3];
+  cut_tile_range(usable, usable ? my : 0.0, yext, pow2, ts, inv_ts, y0, y1);
+  cut_tile_range(cut_x, cut_x ? mx : 0.0, xext, pow2, ts, inv_ts, x0, x1);
+  const bool empty = faint || x0 >= x1 || y0 >= y1;
+  box[0] = empty ? 0 : x0;
+  box[1] = empty ? 0 : y0;
+  box[2] = empty ? 0 : x1;
+  box[3] = empty ? 0 : y1;
 }
 
 }  // namespace splat
