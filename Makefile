@@ -52,8 +52,8 @@ test: setup
 	rm -rf build/smoke && $(BIN)/gsworkbench prepare-smoke build/smoke
 	GSW_HEADLESS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
 	@if $(BIN)/python -c "import sys, torch, gsworkbench._C as c; sys.exit(0 if c.avx512 else 1)"; then \
-		$(MAKE) --no-print-directory test-generic; \
-	else echo "test-generic skipped: this build has no AVX-512 loops, so the tests above ran its AVX2 or generic ones"; fi
+		$(MAKE) --no-print-directory test-generic test-raster16; \
+	else echo "test-generic and test-raster16 skipped: this build has no AVX-512 loops, so the tests above ran its AVX2 or generic ones"; fi
 
 # The ext tests again against a GSW_MARCH=x86-64-v3 build (AVX2 + FMA, no AVX-512), so the twins of the
 # AVX-512 loops are tested too (the AVX2 ones in float32, the generic ones in float64): a copy of the
@@ -72,6 +72,22 @@ test-generic: setup
 		$(BIN)/python setup.py -q build_ext --build-lib $(GENERIC) --build-temp $(GENERIC)-tmp
 	PYTHONPATH=$(GENERIC) GSW_EXPECT_MARCH=x86-64-v3 GSW_REQUIRE_EXT=1 \
 		$(BIN)/python -P -m pytest -q -p no:cacheprovider -n 2 $(EXT_TESTS)
+
+# The rasterizer's tests again against a build with its AVX-512 twin (GSW_RASTER_LANES=16: 16 lanes a
+# chunk, mask registers), which the default build leaves out for the AVX2 twin (csrc/cpu/splat_simd.h):
+# as test-generic, a copy of the package in build/raster16 with that build's _C. Run by make test only
+# where the default build has AVX-512 loops.
+RASTER16 := build/raster16
+RASTER_TESTS := tests/test_build_target.py tests/test_splat_stages.py tests/test_splat_raster.py \
+	tests/test_splat_absgrad.py tests/test_splat_edge_cases.py tests/test_rasterize_lanes.py tests/test_splat_tile_cover.py
+.PHONY: test-raster16
+test-raster16: setup
+	rm -rf $(RASTER16)/gsworkbench && mkdir -p $(RASTER16)
+	tar -c --exclude='_C*.so' --exclude=__pycache__ --exclude=_build_info.json gsworkbench | tar -x -C $(RASTER16)
+	GSW_RASTER_LANES=16 GSW_NO_CUDA=1 GSW_BUILD_INFO=$(RASTER16)/gsworkbench/_build_info.json \
+		$(BIN)/python setup.py -q build_ext --build-lib $(RASTER16) --build-temp $(RASTER16)-tmp
+	PYTHONPATH=$(RASTER16) GSW_EXPECT_RASTER_LANES=16 GSW_REQUIRE_EXT=1 \
+		$(BIN)/python -P -m pytest -q -p no:cacheprovider -n 2 $(RASTER_TESTS)
 
 lint: setup
 	$(BIN)/python -m ruff check gsworkbench tests notebooks

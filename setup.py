@@ -3,8 +3,10 @@
 The op schemas and C++ autograd (csrc/*.cpp) and the CPU kernels (csrc/cpu/*.cpp) are always
 built. The CUDA kernels (csrc/cuda/*.cu + csrc/cuda/*.cpp) are added when torch was built with CUDA and nvcc is found.
 Environment knobs: GSW_MARCH (the -march target, default "native"; `make test` also builds and tests
-x86-64-v3, which has no AVX-512), GSW_NO_CUDA=1, GSW_BUILD_INFO (where the build record is written,
-default gsworkbench/_build_info.json), MAX_JOBS.
+x86-64-v3, which has no AVX-512), GSW_RASTER_LANES (16: the rasterizer's AVX-512 twin, 16 lanes a chunk,
+where the target has AVX-512; by default it runs its AVX2 twin, 8 lanes, wherever AVX2 is: see
+csrc/cpu/splat_simd.h), GSW_NO_CUDA=1, GSW_BUILD_INFO (where the build record is written, default
+gsworkbench/_build_info.json), MAX_JOBS.
 """
 
 import glob
@@ -24,6 +26,11 @@ cxx_flags = ["-O3", "-g1", "-std=c++20", "-fopenmp", "-fno-math-errno", "-fno-tr
 cxx_flags.append(f"-march={march}")
 # GSW_MARCH is also compiled in (gsworkbench._C.march), so a test can tell which build it imported.
 define_macros = [("GSW_MARCH", march)]
+raster_lanes = os.environ.get("GSW_RASTER_LANES")
+if raster_lanes not in (None, "", "8", "16"):
+    raise SystemExit(f"GSW_RASTER_LANES must be 8 or 16, got {raster_lanes!r}")
+if raster_lanes:
+    define_macros.append(("GSW_RASTER_LANES", raster_lanes))
 sources = sorted(glob.glob("csrc/*.cpp")) + sorted(glob.glob("csrc/cpu/*.cpp"))
 include_dirs = [os.path.join(here, "csrc", "include")]
 
@@ -79,6 +86,7 @@ def _compiler_info() -> dict:
         "cxx_flags": cxx_flags,
         "march": march,
         "march_resolved": resolved,
+        "raster_lanes_asked": raster_lanes or None,
         "cuda": with_cuda,
         "nvcc_flags": ext.extra_compile_args.get("nvcc") if with_cuda else None,
     }

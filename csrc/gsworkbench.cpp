@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include "gsw/ceilings.h"
+#include "cpu/splat_simd.h"
 
 #define GSW_STRINGIFY_(x) #x
 #define GSW_STRINGIFY(x) GSW_STRINGIFY_(x)
@@ -12,8 +13,9 @@
 extern "C" {
 // Importing gsworkbench._C loads this library, which registers the ops. The module holds no functions,
 // only what the CPU kernels were compiled for: `march` (setup.py's GSW_MARCH) and `avx512` (1 when the
-// AVX-512 twins of the hot loops are in, 0 when the generic loops run), so a test can tell which
-// build it imported. `fma_lanes`, `fma_accumulators` and `fma_isa` give the shape and instruction set of
+// AVX-512 twins of the hot loops are in, 0 when the generic loops run) and `raster_lanes` (the CPU
+// rasterizer's lanes per chunk: 8 for its AVX2 twin, 16 for its AVX-512 twin or the generic loops), so
+// a test can tell which build it imported. `fma_lanes`, `fma_accumulators` and `fma_isa` give the shape and instruction set of
 // the roofline's FMA loop (gsw/ceilings.h).
 PyObject* PyInit__C(void) {
   static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
@@ -30,6 +32,7 @@ PyObject* PyInit__C(void) {
   const long avx512 = 0;
 #endif
   if (PyModule_AddStringConstant(m, "march", march) < 0 || PyModule_AddIntConstant(m, "avx512", avx512) < 0 ||
+      PyModule_AddIntConstant(m, "raster_lanes", gsw::splat::cpu::kLanes) < 0 ||
       PyModule_AddIntConstant(m, "fma_lanes", gsw::ceilings::kFmaLanes) < 0 ||
       PyModule_AddIntConstant(m, "fma_accumulators", gsw::ceilings::kFmaAccumulators) < 0 ||
       PyModule_AddStringConstant(m, "fma_isa", gsw::ceilings::kFmaIsa) < 0) {

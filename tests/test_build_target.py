@@ -52,3 +52,24 @@ def test_avx512_flag_is_the_compilers():
     assert ext.avx512 == int("#define __AVX512F__ " in out.stdout)
     if ext.march == "x86-64-v3":
         assert ext.avx512 == 0
+
+
+def test_raster_lanes_are_the_builds():
+    """``raster_lanes`` is 8 where the target has AVX2 and FMA and the build did not ask for the AVX-512
+    twin (``GSW_RASTER_LANES=16``, recorded in the build record), 16 otherwise; the run that means to
+    test the AVX-512 twin (``GSW_EXPECT_RASTER_LANES``) imports it."""
+    ext = _ext()
+    record = json.loads(Path(ext.__file__).with_name("_build_info.json").read_text())
+    cxx = shutil.which(os.environ.get("CXX", "c++"))
+    if cxx is None:
+        pytest.skip("no C++ compiler to ask")
+    out = subprocess.run([cxx, f"-march={ext.march}", "-dM", "-E", "-x", "c++", os.devnull],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    avx2 = "#define __AVX2__ " in out.stdout and "#define __FMA__ " in out.stdout
+    avx512 = "#define __AVX512F__ " in out.stdout
+    wide = avx512 and record.get("raster_lanes_asked") == "16"
+    assert ext.raster_lanes == (16 if wide or not avx2 else 8), record
+    expected = os.environ.get("GSW_EXPECT_RASTER_LANES")
+    if expected is not None:
+        assert ext.raster_lanes == int(expected), f"imported {ext.__file__} with {ext.raster_lanes} lanes"

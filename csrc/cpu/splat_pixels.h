@@ -13,7 +13,7 @@ namespace gsw {
 namespace splat {
 namespace cpu {
 
-#if defined(__AVX512F__)
+#if defined(GSW_RASTER_AVX512)
 // Lane indices of the D = 3 permutes, two passes each (_mm512_permutex2var_ps: index bit 4 picks the
 // second operand).
 //   to_pixels: output vector k, position p holds element e = 16 k + p of the pixels, i.e. channel e % 3
@@ -44,7 +44,7 @@ inline const Rgb16& rgb16() {
 }
 #endif
 
-#if !defined(__AVX512F__) && defined(__AVX2__)
+#if defined(GSW_RASTER_AVX2)
 // All-ones int32 lanes where bit p of bits is set.
 inline __m256i lane_mask(int bits) {
   const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
@@ -77,7 +77,7 @@ inline void load_interleaved(const T* in, int64_t D, T* rows) {
   move_interleaved<T, false>(rows, D, const_cast<T*>(in));
 }
 
-#if defined(__AVX512F__)
+#if defined(GSW_RASTER_AVX512)
 template <>
 inline void load_interleaved<float>(const float* in, int64_t D, float* rows) {
   if (D != 3) return move_interleaved<float, false>(rows, D, const_cast<float*>(in));
@@ -99,7 +99,7 @@ inline void store_interleaved<float>(const float* rows, int64_t D, float* out) {
     _mm512_storeu_ps(out + 16 * k, _mm512_permutex2var_ps(rg, t.pix_second[k], b));
   }
 }
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(GSW_RASTER_AVX2)
 // D = 3 on AVX2 (chunks of 8 lanes): the 24 values of 8 RGB pixels are three vectors; each output
 // vector gathers its lanes from the three inputs by one permute of each and two blends.
 static_assert(kLanes == 8, "the AVX2 interleaving moves chunks of 8 lanes");

@@ -2,8 +2,8 @@
 // walks each tile's list back to front and calls backward_gaussian per Gaussian). Per lane, a chunk
 // undoes the Gaussian's blend: the transmittance before it is recovered by division by (1 - alpha),
 // and the colour composited behind it enters only as its dot product with dL/d(colour out), kept in sb
-// (one value per pixel, not D). Generic lane loops (any target) and, for float, a twin under __AVX512F__
-// with the lane masks in mask registers and one under __AVX2__ and __FMA__ (splat_simd.h). Per-pixel
+// (one value per pixel, not D). Generic lane loops (any target) and, for float, a twin under GSW_RASTER_AVX512
+// with the lane masks in mask registers and one under GSW_RASTER_AVX2 (splat_simd.h). Per-pixel
 // math: gsw/blend.h.
 #pragma once
 
@@ -157,7 +157,7 @@ void backward_gaussian(const GaussIn<T>& p, const TileBwd<T>& tb, const TileChun
   }
 }
 
-#if defined(__AVX512F__)
+#if defined(GSW_RASTER_AVX512)
 // float: the same, with the lane masks in mask registers (see composite_chunk<float>) and the
 // Gaussian's gradient sums in registers across its chunks; DC = 3 keeps the colour-gradient sums in
 // registers too (RGB, the trainer's case), DC = 0 keeps them in tb.gcol for any D.
@@ -262,7 +262,7 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   }
 }
 
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(GSW_RASTER_AVX2)
 // float on AVX2: the AVX-512 twin's steps on the lanes 8 at a time, lane masks as all-ones floats
 // and blends (the generic loop's conditional stores compile to masked stores, slow on AMD cores, and its
 // gradient sums live in memory). 1 / (1 - alpha) is a true division here, as in the generic loop: the
@@ -392,7 +392,7 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
 }
 #endif
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(GSW_RASTER_AVX512) || defined(GSW_RASTER_AVX2)
 // float: the SIMD twin of this build (AVX-512 or AVX2), with RGB's colour sums in registers.
 template <>
 inline void backward_gaussian<float>(const GaussIn<float>& p, const TileBwd<float>& tb, const TileChunks& tc,

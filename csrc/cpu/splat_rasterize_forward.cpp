@@ -85,7 +85,7 @@ bool composite_chunk(const BlendInputs<T>& in, const int32_t* list, int64_t len,
   return all_done > T(0);
 }
 
-#if defined(__AVX512F__)
+#if defined(GSW_RASTER_AVX512)
 // float: the same compositing with the chunk's state in registers and lane masks in mask registers
 // (the generic loop's 0/1-float products compile to slow mask/integer round trips).
 template <>
@@ -163,7 +163,7 @@ struct GaussianLanes {
   }
 };
 
-#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#if defined(GSW_RASTER_AVX2)
 // float on AVX2: the compositing step in registers, kLanes / 8 vectors of 8 lanes, lane masks as all-ones
 // floats and blends for the conditional updates (the generic loop's conditional stores compile to
 // masked stores, which are slow on AMD cores). The Gaussian's values are broadcast once for all the

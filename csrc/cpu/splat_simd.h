@@ -1,8 +1,18 @@
 // Lane helpers of the CPU rasterizer (csrc/cpu/splat_rasterize_*.cpp): the pixels of a chunk are
 // kLanes SIMD lanes. Each helper has a generic body, which any target compiles, and where it pays an
-// AVX-512 twin (under __AVX512F__) or an AVX2 twin (under __AVX2__ and __FMA__, without AVX-512: the
-// lanes 8 at a time); x86 intrinsics are included only when x86 is the target.
+// AVX2 twin (GSW_RASTER_AVX2: the lanes 8 at a time) or an AVX-512 twin (GSW_RASTER_AVX512, 16 lanes
+// with mask registers); x86 intrinsics are included only when x86 is the target.
 #pragma once
+
+// Which twin the rasterizer compiles: the AVX2 one wherever AVX2 and FMA are, AVX-512 CPUs included,
+// and the AVX-512 one only when the build asks for it (setup.py: GSW_RASTER_LANES=16). On the AVX-512
+// CPU measured (AMD Zen 4, which splits each 512-bit operation into two 256-bit halves) the AVX2
+// rasterizer is the faster (docs/performance.md); a CPU with full-width AVX-512 units may differ.
+#if defined(__AVX512F__) && defined(GSW_RASTER_LANES) && GSW_RASTER_LANES == 16
+#define GSW_RASTER_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#define GSW_RASTER_AVX2 1
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -24,7 +34,7 @@ namespace cpu {
 // vector of float lanes on AVX2 (8) and AVX-512 (16): each Gaussian is blended only into the chunks its
 // support reaches, and a narrower chunk wastes fewer lanes outside the support where the support is a
 // few pixels wide (most Gaussians of a trained scene), for a little more work per chunk.
-#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#if defined(GSW_RASTER_AVX2)
 constexpr int kLanes = 8;
 #else
 constexpr int kLanes = 16;
@@ -41,7 +51,7 @@ static_assert(sizeof(LaneBlock<float>) == kLanes * sizeof(float), "lane blocks a
 // True when any of the kLanes int32 flags at m (aligned as a LaneBlock) is non-zero. GCC turns the
 // plain loop into lane extracts; the intrinsics test all lanes at once.
 inline bool any_lane(const int32_t* m) {
-#if defined(__AVX512F__)
+#if defined(GSW_RASTER_AVX512)
   static_assert(kLanes == 16, "any_lane (AVX-512) tests 16 int32 lanes");
   const __m512i v = _mm512_load_si512(reinterpret_cast<const void*>(m));
   return _mm512_test_epi32_mask(v, v) != 0;
@@ -57,7 +67,7 @@ inline bool any_lane(const int32_t* m) {
 #endif
 }
 
-#if defined(__AVX512F__)
+#if defined(GSW_RASTER_AVX512)
 // Sum of the 16 lanes of v, added in the same tree as GCC's _mm512_reduce_add_ps (halves, then
 // quarters, then pairs), so results match it bit for bit. GCC 12's plain extract intrinsic (also behind
 // _mm512_castps512_ps256) takes an undefined pass-through operand, which it then reports as "may be
@@ -81,7 +91,7 @@ inline T lane_sum(const T* v) {
   for (int j = 0; j < kLanes; ++j) s += v[j];
   return s;
 }
-#if defined(__AVX512F__)
+#if defined(GSW_RASTER_AVX512)
 template <>
 inline float lane_sum<float>(const float* v) {
   return reduce_add(_mm512_load_ps(v));
@@ -129,7 +139,7 @@ struct BlendTerms {
   static BlendTerms of(T, T, T, T) { return {}; }
 };
 
-#if defined(__AVX512F__)
+#if defined(GSW_RASTER_AVX512)
 // exp(-s) on 16 lanes for 0 <= s <= 200: 2^t with t = -s log2(e) = n + f, n = round(t), |f| <= 1/2;
 // 2^f by gsw::kExp2Poly and 2^n by vscalefps, which also takes the result to 0
 // (FTZ) for large s with no exponent-field arithmetic. f is formed with FMAs from log2(e) split into
@@ -163,7 +173,7 @@ inline void chunk_alpha_vis<float>(const float* px, const float* py, float mx, f
   _mm512_store_ps(alpha, _mm512_maskz_mov_ps(nonneg, a));
   _mm512_store_ps(vis, v);
 }
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(GSW_RASTER_AVX2)
 // 2^t on 8 lanes for -126 <= t <= 0: t = n + f with n = round(t), |f| <= 1/2, 2^f by gsw::kExp2Poly
 // and 2^n formed in the exponent field. The rasterizer's alpha waits on this function's result, so
 // its dependency chain is kept short: the polynomial by Estrin's scheme (three levels of FMAs where
