@@ -53,7 +53,8 @@ test: setup
 	GSW_HEADLESS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
 	@if $(BIN)/python -c "import sys, torch, gsworkbench._C as c; sys.exit(0 if c.avx512 else 1)"; then \
 		$(MAKE) --no-print-directory test-generic test-raster16; \
-	else echo "test-generic and test-raster16 skipped: this build has no AVX-512 loops, so the tests above ran its AVX2 or generic ones"; fi
+	else echo "test-generic and test-raster16 skipped: this build has no AVX-512 loops," \
+		"so the tests above ran its AVX2 or generic ones"; fi
 
 # The ext tests again against a GSW_MARCH=x86-64-v3 build (AVX2 + FMA, no AVX-512), so the twins of the
 # AVX-512 loops are tested too (the AVX2 ones in float32, the generic ones in float64): a copy of the

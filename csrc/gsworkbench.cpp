@@ -15,8 +15,8 @@ extern "C" {
 // only what the CPU kernels were compiled for: `march` (setup.py's GSW_MARCH) and `avx512` (1 when the
 // AVX-512 twins of the hot loops are in, 0 when the generic loops run) and `raster_lanes` (the CPU
 // rasterizer's lanes per chunk: 8 for its AVX2 twin, 16 for its AVX-512 twin or the generic loops), so
-// a test can tell which build it imported. `fma_lanes`, `fma_accumulators` and `fma_isa` give the shape and instruction set of
-// the roofline's FMA loop (gsw/ceilings.h).
+// a test can tell which build it imported. `fma_lanes`, `fma_accumulators` and `fma_isa` give the
+// shape and instruction set of the roofline's FMA loop (gsw/ceilings.h).
 PyObject* PyInit__C(void) {
   static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
   PyObject* m = PyModule_Create(&module_def);

@@ -30,7 +30,7 @@ using std::sqrt;
 GSW_HD double log_upper(double x) {
   uint64_t u;
   memcpy(&u, &x, sizeof(u));
-  const int32_t e = static_cast<int32_t>((u >> 52) & 0x7ff) - 1023;  // int32: converts in AVX2 vectors
+  const int64_t e = static_cast<int64_t>((u >> 52) & 0x7ff) - 1023;
   u = (u & ((uint64_t(1) << 52) - 1)) | (uint64_t(1023) << 52);
   double m;
   memcpy(&m, &u, sizeof(m));
