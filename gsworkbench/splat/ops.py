@@ -349,7 +349,8 @@ class LaneCounts:
 
     ``pairs``: tile-Gaussian pairs whose alpha support reaches a row of the tile while the tile was
     still compositing; ``blends``: chunk blends (one Gaussian into one chunk of ``lanes_per_blend``
-    pixels of a tile: one SIMD vector, 8 on AVX2 and 16 on AVX-512), each evaluating that many lanes,
+    pixels of a tile: one SIMD vector, 8 in the AVX2 twin and 16 in the AVX-512 one, which a build has
+    as ``gsworkbench._C.raster_lanes``), each evaluating that many lanes,
     of which ``active`` were still compositing and ``blended`` composited; ``busy_sum_s`` /
     ``busy_max_s``: seconds inside tiles, summed over the ``threads`` that ran and of the busiest (the
     counting's own cost included)."""
