@@ -39,17 +39,23 @@ def test_extension_target_matches_its_build_record():
         assert ext.march == expected, f"imported {ext.__file__}, built for {ext.march}, expected {expected}"
 
 
+def _target_macros(march: str) -> str:
+    """The C++ compiler's predefined macros for ``-march=march`` (skips the test without a compiler)."""
+    cxx = shutil.which(os.environ.get("CXX", "c++"))
+    if cxx is None:
+        pytest.skip("no C++ compiler to ask")
+    out = subprocess.run([cxx, f"-march={march}", "-dM", "-E", "-x", "c++", os.devnull],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def test_avx512_flag_is_the_compilers():
     """``avx512`` is 1 exactly when the compiler defines ``__AVX512F__`` for the extension's target
     (so under x86-64-v3 the generic loops are the ones compiled in)."""
     ext = _ext()
-    cxx = shutil.which(os.environ.get("CXX", "c++"))
-    if cxx is None:
-        pytest.skip("no C++ compiler to ask")
-    out = subprocess.run([cxx, f"-march={ext.march}", "-dM", "-E", "-x", "c++", os.devnull],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    assert ext.avx512 == int("#define __AVX512F__ " in out.stdout)
+    macros = _target_macros(ext.march)
+    assert ext.avx512 == int("#define __AVX512F__ " in macros)
     if ext.march == "x86-64-v3":
         assert ext.avx512 == 0
 
@@ -60,14 +66,9 @@ def test_raster_lanes_are_the_builds():
     test the AVX-512 twin (``GSW_EXPECT_RASTER_LANES``) imports it."""
     ext = _ext()
     record = json.loads(Path(ext.__file__).with_name("_build_info.json").read_text())
-    cxx = shutil.which(os.environ.get("CXX", "c++"))
-    if cxx is None:
-        pytest.skip("no C++ compiler to ask")
-    out = subprocess.run([cxx, f"-march={ext.march}", "-dM", "-E", "-x", "c++", os.devnull],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    avx2 = "#define __AVX2__ " in out.stdout and "#define __FMA__ " in out.stdout
-    avx512 = "#define __AVX512F__ " in out.stdout
+    macros = _target_macros(ext.march)
+    avx2 = "#define __AVX2__ " in macros and "#define __FMA__ " in macros
+    avx512 = "#define __AVX512F__ " in macros
     wide = avx512 and record.get("raster_lanes_asked") == "16"
     assert ext.raster_lanes == (16 if wide or not avx2 else 8), record
     expected = os.environ.get("GSW_EXPECT_RASTER_LANES")
