@@ -362,8 +362,14 @@ def test_rasterize_stage_float32_matches_float64(
         grads = [t.grad for t in leaves] + ([leaves[0].absgrad] if absgrad else [])
         out.append(to_device((img.detach(), [x.double() for x in grads]), "cpu"))
     (ri, rg), (oi, og) = out
-    # float32: a rare alpha landing on the other side of the 1/255 cut moves one pixel's terms
-    assert rel_err(oi.double(), ri) < 1e-4
+    # float32: a rare alpha landing on the other side of the 1/255 cut moves one pixel's terms, by at most
+    # that Gaussian's own term (alpha <= 1/255 times a colour <= 1) and as much again through the
+    # transmittance it leaves to the Gaussians behind; every other pixel agrees to float32 rounding
+    err = (oi.double() - ri).abs().amax(-1)
+    flipped = err > 1e-5
+    assert int(flipped.sum()) <= 2, int(flipped.sum())
+    assert float(err.max()) <= 2.0 / 255
+    assert rel_err(oi.double()[~flipped], ri[~flipped]) < 1e-5
     for name, a, b in zip(("means2d", "conics", "colors", "opacities", "absgrad"), og, rg, strict=False):
         assert torch.isfinite(a).all(), name
         assert rel_err(a, b) < 2e-3, (name, rel_err(a, b))
