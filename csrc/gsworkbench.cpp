@@ -97,10 +97,13 @@ TORCH_LIBRARY(gsworkbench, m) {
       "splat_sh_to_color_backward(Tensor v_colors, Tensor coeffs, Tensor dirs, int degree, "
       "Tensor? coeffs_rest=None) -> (Tensor, Tensor, Tensor)");
   // 3. tile intersection: -> (tiles_per_gauss int32 [C,N], isect_ids int64 [M] (tile << 32 | depth bits),
-  //    flatten_ids int32 [M] (c*N + n, sorted by tile then depth), tile_offsets int32 [C,th,tw])
+  //    flatten_ids int32 [M] (c*N + n, sorted by tile then depth), tile_offsets int32 [C,th,tw]).
+  //    cut_saturated (with conics and opacities): lists may end where every pixel of the tile has
+  //    surely stopped compositing (gsw/tile_saturation.h; the CPU kernel cuts, the CUDA one does not)
   m.def(
       "splat_isect_tiles(Tensor means2d, Tensor radii, Tensor depths, int tile_size, int tile_width, "
-      "int tile_height, Tensor? conics=None, Tensor? opacities=None) -> (Tensor, Tensor, Tensor, Tensor)");
+      "int tile_height, Tensor? conics=None, Tensor? opacities=None, bool cut_saturated=False) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
   // 4. rasterization: -> (colors [C,H,W,D], alphas [C,H,W,1], transmittances [C,H,W], last_ids int32 [C,H,W])
   m.def(
       "splat_rasterize(Tensor means2d, Tensor conics, Tensor colors, Tensor opacities, int width, int height, "

@@ -95,12 +95,13 @@ class Rasterize : public torch::autograd::Function<Rasterize> {
 // require grad (so callers need not detach them).
 Tensors4 isect_tiles_autograd(const Tensor& means2d, const Tensor& radii, const Tensor& depths, int64_t tile_size,
                               int64_t tile_width, int64_t tile_height, const std::optional<Tensor>& conics,
-                              const std::optional<Tensor>& opacities) {
+                              const std::optional<Tensor>& opacities, bool cut_saturated) {
   static const auto op =
       op_handle<Tensors4(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, int64_t,
-                         const std::optional<Tensor>&, const std::optional<Tensor>&)>("gsworkbench::splat_isect_tiles");
+                         const std::optional<Tensor>&, const std::optional<Tensor>&, bool)>(
+          "gsworkbench::splat_isect_tiles");
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  return op.call(means2d, radii, depths, tile_size, tile_width, tile_height, conics, opacities);
+  return op.call(means2d, radii, depths, tile_size, tile_width, tile_height, conics, opacities, cut_saturated);
 }
 
 // absgrad=True asks for means2d.absgrad, which only the Python wrapper provides (see the top of the file):

@@ -98,3 +98,17 @@ def _call(scene: dict, leaves: dict, backend: str, **kwargs):  # noqa: ANN202
         backend=backend,
         **kwargs,
     )
+
+
+def tile_runs(flatten_ids: torch.Tensor, tile_offsets: torch.Tensor) -> list[torch.Tensor]:
+    """Each tile's run of ``flatten_ids`` (tiles in the order of ``tile_offsets``, flattened)."""
+    off = tile_offsets.reshape(-1).long()
+    ends = torch.cat([off[1:], off.new_tensor([flatten_ids.numel()])])
+    return [flatten_ids[s:e] for s, e in zip(off.tolist(), ends.tolist(), strict=True)]
+
+
+def assert_prefix_lists(whole: tuple[torch.Tensor, torch.Tensor], cut: tuple[torch.Tensor, torch.Tensor]) -> None:
+    """Each tile's list in ``cut`` (flatten_ids, tile_offsets) is a prefix of its list in ``whole``: lists
+    cut at saturation (``isect_tiles(cut_saturated=True)``) against the whole ones."""
+    for t, (w, k) in enumerate(zip(tile_runs(*whole), tile_runs(*cut), strict=True)):
+        assert torch.equal(w[: k.numel()], k), f"tile {t}: not a prefix of the whole list"

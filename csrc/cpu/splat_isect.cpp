@@ -1,8 +1,9 @@
 // CPU kernel of the 3DGS rasterizer, stage 3: tile intersection. Each visible Gaussian's 3-sigma
 // box of tiles (cut, given conics and opacities, to the bounding box of its alpha support:
 // gsw/tile_cover.h), and the (tile, depth)-sorted list of intersections the rasterizer walks: one
-// radix sort of the visible Gaussians by depth, then a stable parallel counting sort by tile. The
-// input checks are gsw/splat_op.h, shared with the CUDA bindings.
+// radix sort of the visible Gaussians by depth, then a stable parallel counting sort by tile; with
+// cut_saturated, each tile's list ends where every pixel of the tile has surely stopped
+// (gsw/tile_saturation.h). The input checks are gsw/splat_op.h, shared with the CUDA bindings.
 // Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
 #define AT_PER_OPERATOR_HEADERS
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
@@ -22,6 +23,11 @@
 #include "gsw/parallel.h"
 #include "gsw/splat_op.h"
 #include "gsw/tile_cover.h"
+#include "gsw/tile_saturation.h"
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace gsw {
 namespace splat {
@@ -29,6 +35,16 @@ namespace cpu {
 namespace {
 
 using at::Tensor;
+
+// When cut_saturated cuts: lists of at least kSaturationMinPairsPerTile pairs a tile on average (about a
+// tile's pixels), from footprints of at least kSaturationMinTilesPerGaussian tiles on average. The cut
+// pays a bound per entry it keeps, and gains only where lists run far past their tiles' saturation,
+// which the quarter bound sees only from footprints covering whole quarters. Measured
+// (docs/performance.md, "Lists cut at saturation"): it gains on translucent splats of 27-45 tiles each
+// and costs on surface splats of 4-8 tiles (some lists cut, most not) and on a random start's faint
+// splats of 15 (none cut).
+constexpr int64_t kSaturationMinPairsPerTile = 256;
+constexpr int64_t kSaturationMinTilesPerGaussian = 20;
 
 // Camera-Gaussian pairs per thread below which the intersection passes wake no further thread.
 constexpr int64_t kMinIsectPerThread = 8192;
@@ -95,9 +111,14 @@ inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tm
 // and 32 per visible one, stay allocated).
 struct IsectScratch {
   std::vector<int32_t> box, sbox;
+  std::vector<uint64_t> done;
+  std::vector<std::vector<uint64_t>> kept;  // per part, grown to the largest call's entries
+  std::vector<int64_t> kept_n;
   std::vector<uint64_t> order, tmp;
   std::vector<int64_t> hist;
   std::vector<uint32_t> count;
+  std::vector<float> rec;
+  std::vector<double> rec64;
 };
 inline IsectScratch& isect_scratch() {
   thread_local IsectScratch s;
@@ -157,12 +178,156 @@ void cut_boxes(const T* m, const T* conics, const T* opac, int64_t n, int64_t ti
   }
 }
 
+// Calls fn(t) for each tile t of the box of the j-th Gaussian in depth order.
+template <typename Fn>
+inline void for_boxes(const std::vector<int32_t>& sbox, const std::vector<uint64_t>& order, int64_t j, int64_t N,
+                      int64_t ntiles, int64_t tile_width, Fn&& fn) {
+  const int32_t* b = sbox.data() + 4 * j;
+  const int64_t base = static_cast<int64_t>(order[j] & 0xffffffffu) / N * ntiles;
+  for (int32_t ty = b[1]; ty < b[3]; ++ty)
+    for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
+}
+
+// The lists cut at saturation are built per tile front to back: nth parts, part p owning the rows of
+// tiles r = c * tile_height + ty with r % nth == p, and walking every visible Gaussian in depth order
+// over its own rows (interleaved rows: a crowded region is shared). Calls fn(j, r, ty, x0, x1, i) for
+// each (Gaussian j in depth order, row r of its box that part p owns, the box's columns [x0, x1)); i is
+// the Gaussian's index c * N + n.
+template <typename Fn>
+inline void for_owned_rows(const std::vector<int32_t>& sbox, const std::vector<uint64_t>& order, int64_t C,
+                           int64_t N, int64_t tile_height, int nth, int p, Fn&& fn) {
+  const int64_t V = static_cast<int64_t>(order.size());
+  for (int64_t j = 0; j < V; ++j) {
+    const int32_t* b = sbox.data() + 4 * j;
+    const int32_t i = static_cast<int32_t>(order[j] & 0xffffffffu);
+    const int64_t c = C == 1 ? 0 : i / N, r0 = c * tile_height + b[1];
+    // the first row from r0 that part p owns (no division for the usual one or two parts)
+    const int64_t skip = nth == 1 ? 0 : nth == 2 ? ((p ^ r0) & 1) : ((p - r0 % nth) + nth) % nth;
+    for (int64_t r = r0 + skip; r < c * tile_height + b[3]; r += nth)
+      fn(j, r, static_cast<int32_t>(r - c * tile_height), b[0], b[2], i);
+  }
+}
+
+// One quarter bound per lane: saturate_quarters (gsw/tile_saturation.h) with the tile's four quarters in
+// one SSE vector, for float records; the scalar template serves float64 and CPUs without SSE.
+template <typename T>
+inline bool saturate_tile(const T* g, T px, T py, const T* edges, T* tb) {
+  return saturate_quarters<T>(g, px, py, edges, tb);
+}
+#if defined(__SSE2__)
+template <>
+inline bool saturate_tile<float>(const float* g, float px, float py, const float* edges, float* tb) {
+  const __m128 e = _mm_loadu_ps(edges), one = _mm_set1_ps(1.0f);
+  const __m128 dx = _mm_sub_ps(_mm_set1_ps(g[0]), _mm_add_ps(_mm_set1_ps(px), e));
+  const __m128 dy = _mm_sub_ps(_mm_set1_ps(g[1]), _mm_add_ps(_mm_set1_ps(py), e));
+  __m128 x2 = _mm_mul_ps(dx, dx), y2 = _mm_mul_ps(dy, dy);
+  x2 = _mm_max_ps(x2, _mm_shuffle_ps(x2, x2, _MM_SHUFFLE(2, 3, 0, 1)));  // each edge pair's largest, twice
+  y2 = _mm_max_ps(y2, _mm_shuffle_ps(y2, y2, _MM_SHUFFLE(2, 3, 0, 1)));
+  const __m128 mx = _mm_shuffle_ps(x2, x2, _MM_SHUFFLE(2, 0, 2, 0));  // quarter q: x half q & 1
+  const __m128 my = _mm_shuffle_ps(y2, y2, _MM_SHUFFLE(2, 2, 0, 0));  // and y half q >> 1
+  const __m128 s = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(g[2]), mx), _mm_mul_ps(_mm_set1_ps(g[3]), my));
+  const __m128 x = _mm_mul_ps(_mm_set1_ps(0.25f), s);
+  __m128 p = _mm_sub_ps(_mm_set1_ps(0.5f), _mm_mul_ps(x, _mm_set1_ps(1.0f / 6.0f)));
+  p = _mm_sub_ps(one, _mm_mul_ps(x, p));
+  p = _mm_sub_ps(one, _mm_mul_ps(x, p));
+  p = _mm_mul_ps(p, p);
+  const __m128 lower = _mm_and_ps(_mm_mul_ps(p, p), _mm_cmple_ps(x, _mm_set1_ps(1.5f)));
+  __m128 a = _mm_min_ps(_mm_mul_ps(_mm_set1_ps(g[4]), lower), _mm_set1_ps(kAlphaMax));
+  a = _mm_mul_ps(_mm_set1_ps(kSaturationMargin), a);
+  const __m128 counted = _mm_cmpge_ps(a, _mm_set1_ps(kAlphaMin));
+  const __m128 f = _mm_or_ps(_mm_and_ps(counted, _mm_sub_ps(one, a)), _mm_andnot_ps(counted, one));
+  const __m128 t = _mm_mul_ps(_mm_loadu_ps(tb), f);
+  _mm_storeu_ps(tb, t);
+  return _mm_movemask_ps(_mm_cmplt_ps(t, _mm_set1_ps(kSaturationT))) == 15;
+}
+#endif
+
+template <typename T>
+std::vector<T>& saturation_records(IsectScratch& sc);
+template <>
+std::vector<float>& saturation_records<float>(IsectScratch& sc) {
+  return sc.rec;
+}
+template <>
+std::vector<double>& saturation_records<double>(IsectScratch& sc) {
+  return sc.rec64;
+}
+
+// The lists cut at saturation (gsw/tile_saturation.h), counted: their lengths into sc.hist [tiles] and
+// their entries, (tile << 32 | Gaussian index) in depth order, into sc.kept[p] for each part p (whose
+// tiles are its own). Entries past a tile's end are neither kept nor bounded.
+template <typename T>
+void count_saturated(const T* m, const T* conics, const T* opac, const std::vector<uint64_t>& order,
+                     const std::vector<int32_t>& sbox, int64_t N, int64_t tile_size, int64_t tile_width,
+                     int64_t tile_height, int64_t C, int nth, IsectScratch& sc) {
+  const int64_t V = static_cast<int64_t>(order.size()), CT = C * tile_width * tile_height;
+  std::vector<T>& rec = saturation_records<T>(sc);
+  rec.resize(static_cast<size_t>(V) * 5);
+#pragma omp parallel for num_threads(nth) schedule(static)
+  for (int64_t j = 0; j < V; ++j) {
+    const int64_t i = static_cast<int64_t>(order[j] & 0xffffffffu);
+    const T* co = conics + 3 * i;
+    saturation_record<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i], rec.data() + 5 * j);
+  }
+  sc.hist.assign(static_cast<size_t>(CT), 0);
+  // per row of tiles, a bit per saturated tile: a box's row skips its saturated tiles a word at a time
+  const int64_t words = (tile_width + 63) / 64;
+  sc.done.assign(static_cast<size_t>(C * tile_height * words), 0);
+  sc.kept.resize(static_cast<size_t>(nth));
+  sc.kept_n.assign(static_cast<size_t>(nth), 0);
+  std::vector<T> tb(static_cast<size_t>(CT) * 4, T(1));  // each quarter's transmittance bound
+  T edges[4];
+  quarter_edges<T>(tile_size, edges);
+  int64_t* cnt = sc.hist.data();
+  uint64_t* done = sc.done.data();
+  const T* recs = rec.data();
+  T* tbs = tb.data();
+  const T ts = T(tile_size);
+#pragma omp parallel num_threads(nth)
+  {
+    for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
+      std::vector<uint64_t>& kp = sc.kept[static_cast<size_t>(p)];
+      if (kp.size() < 4096) kp.resize(4096);
+      // the part's write cursor in locals (registers): kp grows, rarely, when full
+      uint64_t *w = kp.data(), *wend = w + kp.size();
+      for_owned_rows(sbox, order, C, N, tile_height, nth, p,
+                     [&](int64_t j, int64_t r, int32_t ty, int32_t x0, int32_t x1, int32_t i) {
+                       const T* g = recs + 5 * j;
+                       const bool bounded = g[4] > T(0);
+                       const int64_t row = r * tile_width;  // r = c * tile_height + ty: global tile ids
+                       uint64_t* dw = done + r * words;
+                       for (int32_t wx = x0 >> 6; wx <= (x1 - 1) >> 6; ++wx) {
+                         const int32_t lo = std::max(x0 - (wx << 6), 0), hi = std::min(x1 - (wx << 6), 64);
+                         const uint64_t span = (hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1);
+                         for (uint64_t todo = span & ~dw[wx]; todo != 0; todo &= todo - 1) {
+                           const int32_t tx = (wx << 6) + __builtin_ctzll(todo);
+                           const int64_t t = row + tx;
+                           ++cnt[t];
+                           if (w == wend) {
+                             const size_t used = static_cast<size_t>(w - kp.data());
+                             kp.resize(2 * kp.size());
+                             w = kp.data() + used;
+                             wend = kp.data() + kp.size();
+                           }
+                           *w++ = static_cast<uint64_t>(t) << 32 | static_cast<uint32_t>(i);
+                           if (bounded && saturate_tile<T>(g, T(tx) * ts, T(ty) * ts, edges, tbs + 4 * t))
+                             dw[wx] |= uint64_t(1) << (tx & 63);
+                         }
+                       }
+                     });
+      sc.kept_n[static_cast<size_t>(p)] = static_cast<int64_t>(w - kp.data());
+    }
+  }
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d_, const Tensor& radii_,
                                                            const Tensor& depths_, int64_t tile_size,
                                                            int64_t tile_width, int64_t tile_height,
                                                            const std::optional<Tensor>& conics_,
-                                                           const std::optional<Tensor>& opacities_) {
-  check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height, conics_, opacities_);
+                                                           const std::optional<Tensor>& opacities_,
+                                                           bool cut_saturated) {
+  check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height, conics_, opacities_,
+                     cut_saturated);
   const int64_t C = means2d_.size(0), N = means2d_.size(1);
   const auto radii = radii_.contiguous();
   const auto depths = contiguous_as(depths_, at::kFloat);
@@ -207,30 +372,41 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
   for (int64_t j = 0; j < V; ++j)
     std::memcpy(sbox.data() + 4 * j, box.data() + 4 * static_cast<int64_t>(order[j] & 0xffffffffu), 4 * sizeof(int32_t));
   std::vector<int64_t>& hist = sc.hist;
-  hist.assign(static_cast<size_t>(nth) * CT, 0);
-  auto for_boxes = [&](int64_t j, auto&& fn) {
-    const int32_t* b = sbox.data() + 4 * j;
-    const int64_t base = static_cast<int64_t>(order[j] & 0xffffffffu) / N * ntiles;
-    for (int32_t ty = b[1]; ty < b[3]; ++ty)
-      for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
-  };
-#pragma omp parallel num_threads(nth)
-  {
-    // nth fixed parts, whatever the team size: part p's histogram is also its write cursor below
-    for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
-      int64_t* h = hist.data() + static_cast<size_t>(p) * CT;
-      for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j) for_boxes(j, [&](int64_t t) { ++h[t]; });
-    }
-  }
   std::vector<int64_t> start(static_cast<size_t>(CT) + 1, 0);
-  for (int64_t t = 0; t < CT; ++t) {
-    int64_t run = start[t];
-    for (int th = 0; th < nth; ++th) {  // hist becomes each thread's write cursor
-      const int64_t n = hist[static_cast<size_t>(th) * CT + t];
-      hist[static_cast<size_t>(th) * CT + t] = run;
-      run += n;
+  // Cut only lists long enough to saturate: the cut's extra work (a bound per entry up to the cut, and
+  // each part walking every Gaussian) costs more than it saves where lists are short.
+  if (cut_saturated) {
+    int64_t pairs = 0;
+    for (int64_t i = 0; i < CN; ++i) pairs += cnt[i];
+    cut_saturated = pairs >= kSaturationMinPairsPerTile * CT && pairs >= kSaturationMinTilesPerGaussian * V;
+  }
+  if (cut_saturated) {
+    AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_isect_saturated_cpu", [&] {
+      const auto conics = conics_->contiguous(), opac = opacities_->contiguous();
+      count_saturated<scalar_t>(means2d.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(), opac.data_ptr<scalar_t>(),
+                                order, sbox, N, tile_size, tile_width, tile_height, C, nth, sc);
+    });
+    for (int64_t t = 0; t < CT; ++t) start[t + 1] = start[t] + hist[t];
+  } else {
+    hist.assign(static_cast<size_t>(nth) * CT, 0);
+#pragma omp parallel num_threads(nth)
+    {
+      // nth fixed parts, whatever the team size: part p's histogram is also its write cursor below
+      for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
+        int64_t* h = hist.data() + static_cast<size_t>(p) * CT;
+        for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j)
+          for_boxes(sbox, order, j, N, ntiles, tile_width, [&](int64_t t) { ++h[t]; });
+      }
     }
-    start[t + 1] = run;
+    for (int64_t t = 0; t < CT; ++t) {
+      int64_t run = start[t];
+      for (int th = 0; th < nth; ++th) {  // hist becomes each thread's write cursor
+        const int64_t n = hist[static_cast<size_t>(th) * CT + t];
+        hist[static_cast<size_t>(th) * CT + t] = run;
+        run += n;
+      }
+      start[t + 1] = run;
+    }
   }
   const int64_t M = start[CT];
   TORCH_CHECK(M < (int64_t(1) << 31), "splat_isect_tiles: more than 2^31 intersections");
@@ -241,13 +417,26 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
   int64_t* iid = isect_ids.data_ptr<int64_t>();
   int32_t* toff = tile_offsets.data_ptr<int32_t>();
   for (int64_t t = 0; t < CT; ++t) toff[t] = static_cast<int32_t>(start[t]);
+  if (cut_saturated) {
+    for (int64_t t = 0; t < CT; ++t) hist[t] = start[t];  // write cursors, each tile's owned by one part
+    int64_t* pos = hist.data();
 #pragma omp parallel num_threads(nth)
-  {
-    for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
-      int64_t* pos = hist.data() + static_cast<size_t>(p) * CT;
-      for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j) {
-        const int32_t i = static_cast<int32_t>(order[j] & 0xffffffffu);
-        for_boxes(j, [&](int64_t t) { fid[pos[t]++] = i; });
+    {
+      for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads())
+      {
+        const uint64_t* e = sc.kept[static_cast<size_t>(p)].data();
+        for (int64_t k = 0; k < sc.kept_n[static_cast<size_t>(p)]; ++k) fid[pos[e[k] >> 32]++] = static_cast<int32_t>(e[k]);
+      }
+    }
+  } else {
+#pragma omp parallel num_threads(nth)
+    {
+      for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
+        int64_t* pos = hist.data() + static_cast<size_t>(p) * CT;
+        for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j) {
+          const int32_t i = static_cast<int32_t>(order[j] & 0xffffffffu);
+          for_boxes(sbox, order, j, N, ntiles, tile_width, [&](int64_t t) { fid[pos[t]++] = i; });
+        }
       }
     }
   }

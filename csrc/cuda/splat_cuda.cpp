@@ -160,8 +160,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cuda(const Tensor& means2
                                                             const Tensor& depths, int64_t tile_size,
                                                             int64_t tile_width, int64_t tile_height,
                                                             const std::optional<Tensor>& conics,
-                                                            const std::optional<Tensor>& opacities) {
-  check_isect_inputs(means2d, radii, depths, tile_size, tile_width, tile_height, conics, opacities);
+                                                            const std::optional<Tensor>& opacities,
+                                                            bool cut_saturated) {
+  // cut_saturated permits shorter lists and demands none: this kernel returns the whole lists
+  check_isect_inputs(means2d, radii, depths, tile_size, tile_width, tile_height, conics, opacities, cut_saturated);
   check_cuda(means2d, "splat_isect_tiles");
   const auto dt = means2d.scalar_type();
   const c10::cuda::CUDAGuard guard(means2d.device());

@@ -192,6 +192,74 @@ def support_tile_bounds(
     return torch.where(empty[..., None], torch.zeros_like(out), out)
 
 
+# The bound of csrc/include/gsw/tile_saturation.h: alpha bounds scaled by SATURATION_MARGIN, lists ended
+# once every quarter's transmittance bound is below SATURATION_T, conics with a c > SATURATION_ROUNDNESS
+# det left out.
+SATURATION_MARGIN = 0.99
+SATURATION_T = 0.5e-4
+SATURATION_ROUNDNESS = 100.0
+
+
+def exp_lower(s: torch.Tensor) -> torch.Tensor:
+    """A lower bound of exp(-s) for s >= 0 (csrc/include/gsw/tile_saturation.h): p(s/4)^4 with
+    p(x) = 1 - x + x^2/2 - x^3/6, zero past s = 6."""
+    x = 0.25 * s
+    p = 1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6.0)))
+    return torch.where(x <= 1.5, p**4, torch.zeros_like(p))
+
+
+def saturation_keep(
+    tile: torch.Tensor,
+    gid: torch.Tensor,
+    means2d: torch.Tensor,
+    conics: torch.Tensor,
+    opacities: torch.Tensor,
+    tile_size: int,
+    tile_width: int,
+    tile_height: int,
+    margin: float = SATURATION_MARGIN,
+) -> torch.Tensor:
+    """Which intersections a tile's list keeps when it ends at saturation, in float64: bool [M] for
+    intersections sorted by (tile, depth) with global tile ids ``tile`` [M] and Gaussian indices ``gid``
+    [M] (c*N + n into means2d [C,N,2], conics [C,N,3], opacities [C,N]).
+
+    Each quarter of a tile (pixels [0, h) or [ts - h, ts) on each axis, h = ceil(ts / 2)) bounds every
+    pixel's transmittance by prod (1 - a_k): a_k = margin min(0.99, o exp_lower(s)), with
+    s = ((a + |b|) max dx^2 + (c + |b|) max dy^2) / 2 >= sigma over the quarter's pixel centres (the
+    maxima at its edges), counted where a_k >= 1/255 and the conic is positive definite with
+    a c <= SATURATION_ROUNDNESS det. A list keeps its entries up to the first
+    after which all four bounds are below SATURATION_T: past it, the rasterizer reads nothing (every
+    pixel stops before taking its transmittance to 1e-4). The reference of
+    csrc/include/gsw/tile_saturation.h; ``margin`` (the kernel's 0.99) lets tests bracket its float32
+    rounding."""
+    f64 = torch.float64
+    m = means2d.detach().to(f64).reshape(-1, 2)[gid]
+    co = conics.detach().to(f64).reshape(-1, 3)[gid]
+    o = opacities.detach().to(f64).reshape(-1)[gid]
+    a, b, c = co[:, 0], co[:, 1], co[:, 2]
+    det = a * c - b * b
+    ok = (a > 0) & (c > 0) & (det > 0) & (a * c <= SATURATION_ROUNDNESS * det)
+    ok &= torch.isfinite(m).all(1) & (o * 0.99 * 255.0 >= 1.0) & (o <= 1.0)
+    ntiles = tile_width * tile_height
+    local = tile % ntiles
+    px = (local % tile_width).to(f64) * tile_size
+    py = torch.div(local, tile_width, rounding_mode="floor").to(f64) * tile_size
+    h = (tile_size + 1) // 2
+    edges = torch.tensor([0.5, h - 0.5, tile_size - h + 0.5, tile_size - 0.5], dtype=f64, device=tile.device)
+    x2 = ((m[:, 0, None] - (px[:, None] + edges)) ** 2).reshape(-1, 2, 2).amax(2)  # [M, qx]
+    y2 = ((m[:, 1, None] - (py[:, None] + edges)) ** 2).reshape(-1, 2, 2).amax(2)  # [M, qy]
+    quarters = 0.5 * ((a + b.abs())[:, None, None] * x2[:, None, :] + (c + b.abs())[:, None, None] * y2[:, :, None])
+    quarters = quarters.reshape(-1, 4)  # [M, (qy, qx)]
+    alpha = margin * (o[:, None] * exp_lower(quarters)).clamp(max=0.99)
+    counted = ok[:, None] & (alpha >= 1.0 / 255.0)
+    logt = torch.where(counted, torch.log1p(-torch.where(counted, alpha, 0.0)), 0.0)
+    cum = torch.cumsum(logt, 0)
+    first = torch.searchsorted(tile, tile, side="left")  # each entry's tile start
+    before = torch.where((first > 0)[:, None], cum[(first - 1).clamp_min(0)], 0.0)
+    prior = cum - logt - before  # the bounds' logs before each entry, within its tile
+    return ~(prior < math.log(SATURATION_T)).all(1)
+
+
 @torch.library.custom_op("gsworkbench_torch::repeat_indices", mutates_args=())
 def repeat_indices(counts: torch.Tensor) -> torch.Tensor:
     """Each index i of counts [n] repeated counts[i] times: ``torch.repeat_interleave(counts)``, [sum(counts)].
@@ -217,12 +285,16 @@ def isect_tiles(
     tile_height: int,
     conics: torch.Tensor | None = None,
     opacities: torch.Tensor | None = None,
+    cut_saturated: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tile intersections sorted by (camera, tile, depth), vectorized (no loop over Gaussians).
 
     Each Gaussian meets the tiles of its 3-sigma box; given conics [C,N,3] and opacities [C,N] (both or
     neither), the box cut to its alpha >= 1/255 support (:func:`support_tile_bounds`): the rasterizer
     would skip the Gaussian at every pixel of the tiles cut, so renders and gradients are unchanged.
+    ``cut_saturated`` (with conics and opacities): each tile's list ends where all its pixels have surely
+    stopped compositing (:func:`saturation_keep`), which leaves renders and gradients unchanged too;
+    tiles_per_gauss still counts the whole boxes.
 
     Returns tiles_per_gauss [C,N] int32, isect_ids [M] int64 (global tile id << 32 | float32 depth
     bits), flatten_ids [M] int32 (index c*N + n) and tile_offsets [C,tile_height,tile_width] int32
@@ -230,6 +302,8 @@ def isect_tiles(
     """
     if (conics is None) != (opacities is None):
         raise ValueError("isect_tiles: pass conics and opacities together, or neither")
+    if cut_saturated and conics is None:
+        raise ValueError("isect_tiles: cut_saturated needs conics and opacities")
     C, N = radii.shape
     ntiles = tile_width * tile_height
     box = tile_bounds(means2d, radii, tile_size, tile_width, tile_height)
@@ -252,6 +326,9 @@ def isect_tiles(
     order = torch.argsort(dbits, stable=True)
     order = order[torch.argsort(tile[order], stable=True)]
     tile, gid, dbits = tile[order], gid[order], dbits[order]
+    if cut_saturated and conics is not None and opacities is not None:
+        keep = saturation_keep(tile, gid, means2d, conics, opacities, tile_size, tile_width, tile_height)
+        tile, gid, dbits = tile[keep], gid[keep], dbits[keep]
     isect_ids = (tile << 32) | dbits
     tile_offsets = torch.searchsorted(tile, torch.arange(C * ntiles, device=dev)).to(torch.int32)
     return (

@@ -76,8 +76,9 @@ def ext_pair_bytes(D: int, itemsize: int, sh: bool, threads: int, grad: bool) ->
     n += 4  # tiles_per_gauss int32
     # splat_isect_tiles' scratch (per calling thread, kept across calls): tile boxes int32 [4] per pair,
     # the depth-sorted keys and the radix sort's second buffer (uint64 per visible pair), boxes in depth
-    # order int32 [4] per visible pair; every pair may be visible
-    n += 16 + 8 + 8 + 16
+    # order int32 [4] per visible pair, and the saturation cut's record [5] per visible pair; every pair
+    # may be visible
+    n += 16 + 8 + 8 + 16 + 5 * s
     n += 32  # the rasterizer's alpha-support record per pair (double + 5 float, padded to 32)
     if grad:
         # splat_rasterize_backward: per-thread sums of mean2d [2], conic [3], opacity, colour [D], then
@@ -101,14 +102,15 @@ def ext_gaussian_bytes(D: int, itemsize: int, sh_bases: int, grad: bool) -> int:
 
 
 def ext_isect_bytes() -> int:
-    """Bytes per tile intersection: isect_ids int64 and flatten_ids int32."""
-    return 8 + 4
+    """Bytes per tile intersection: isect_ids int64 and flatten_ids int32, and the saturation cut's kept
+    entry (uint64, scratch kept across calls)."""
+    return 8 + 4 + 8
 
 
 def ext_tile_bytes(threads: int) -> int:
     """Bytes per camera tile: tile_offsets int32, the intersection pass's start offsets and per-thread
-    histograms (int64)."""
-    return 4 + 8 + 8 * threads
+    histograms (int64), and the saturation cut's quarter bounds (4 float64 at most)."""
+    return 4 + 8 + 8 * threads + 32
 
 
 def _ceil_div(a: int, b: int) -> int:

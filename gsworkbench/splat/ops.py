@@ -83,7 +83,8 @@ def _register() -> None:
 
 
     @torch.library.register_fake(lib + "splat_isect_tiles")
-    def _isect_fake(means2d, radii, depths, tile_size, tile_width, tile_height, conics=None, opacities=None):  # noqa: ANN001, ANN202, E501
+    def _isect_fake(means2d, radii, depths, tile_size, tile_width, tile_height, conics=None, opacities=None,  # noqa: ANN001, ANN202, E501
+                    cut_saturated=False):  # noqa: ANN001  # fmt: skip
         C, N = radii.shape
         m = data_dependent_size(radii)  # M intersections: unbacked under torch.compile, no config needed
         return (
@@ -276,13 +277,18 @@ def isect_tiles(
     tile_height: int,
     conics: torch.Tensor | None = None,
     opacities: torch.Tensor | None = None,
+    cut_saturated: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles` (with
-    conics and opacities, each 3-sigma box cut to the bounding box of the Gaussian's alpha support). No
-    gradient flows through it (its C++ autograd kernel goes straight to the kernel)."""
+    conics and opacities, each 3-sigma box cut to the bounding box of the Gaussian's alpha support).
+    ``cut_saturated``: the CPU kernel ends each tile's list where its pixels have surely stopped
+    compositing, as :func:`gsworkbench.splat._torch_impl.saturation_keep` does in float64 (lists that
+    agree with it up to float32 rounding); the CUDA kernel returns the whole lists. No gradient flows
+    through it (its C++ autograd kernel goes straight to the kernel)."""
     require_ext()
+    grid = (int(tile_size), int(tile_width), int(tile_height))
     return torch.ops.gsworkbench.splat_isect_tiles(
-        means2d, radii, depths, int(tile_size), int(tile_width), int(tile_height), conics, opacities
+        means2d, radii, depths, *grid, conics, opacities, bool(cut_saturated)
     )
 
 

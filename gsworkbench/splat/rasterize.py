@@ -313,9 +313,11 @@ def rasterize(
     tile_width = (width + tile_size - 1) // tile_size
     tile_height = (height + tile_size - 1) // tile_size
     with stage("isect"):
-        # boxes cut to each Gaussian's alpha support: the rasterizer would skip it in the tiles cut
+        # boxes cut to each Gaussian's alpha support: the rasterizer would skip it in the tiles cut; the
+        # ext kernel also ends long lists where their tiles saturate (the torch reference's whole lists
+        # render the same)
         tiles_per_gauss, isect_ids, flatten_ids, tile_offsets = impl.isect_tiles(
-            means2d, radii, depths, tile_size, tile_width, tile_height, conics, opac
+            means2d, radii, depths, tile_size, tile_width, tile_height, conics, opac, cut_saturated=backend == "ext"
         )
         if memory_check is not None and backend == "ext":  # the intersections known: before the pixels
             check_rasterize_memory(**memory_check, dtype=means.dtype, device=means.device,

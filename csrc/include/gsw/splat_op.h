@@ -123,11 +123,12 @@ inline void check_sh_grads(const at::Tensor& v_colors, const at::Tensor& coeffs,
 // splat_isect_tiles: means2d [C,N,2] (float32/64), radii int32 [C,N], depths [C,N] (any float dtype),
 // one device; C*N and the number of tiles C*tile_width*tile_height below 2^31 (int32 ids). conics
 // [C,N,3] and opacities [C,N] (means2d's dtype), both or neither: with them, each 3-sigma box is cut
-// to the bounding box of the Gaussian's alpha support (gsw/tile_cover.h).
+// to the bounding box of the Gaussian's alpha support (gsw/tile_cover.h). cut_saturated needs them.
 inline void check_isect_inputs(const at::Tensor& means2d, const at::Tensor& radii, const at::Tensor& depths,
                                int64_t tile_size, int64_t tile_width, int64_t tile_height,
                                const std::optional<at::Tensor>& conics = std::nullopt,
-                               const std::optional<at::Tensor>& opacities = std::nullopt) {
+                               const std::optional<at::Tensor>& opacities = std::nullopt,
+                               bool cut_saturated = false) {
   constexpr const char* op = "splat_isect_tiles";
   TORCH_CHECK(means2d.dim() == 3 && means2d.size(2) == 2, op, ": means2d must be [C,N,2]");
   const int64_t C = means2d.size(0), N = means2d.size(1);
@@ -141,6 +142,7 @@ inline void check_isect_inputs(const at::Tensor& means2d, const at::Tensor& radi
   TORCH_CHECK(tile_width == 0 || tile_height == 0 || C * tile_width * tile_height < (int64_t(1) << 31), op,
               ": the number of tiles C*tile_width*tile_height must fit in int32");
   TORCH_CHECK(conics.has_value() == opacities.has_value(), op, ": pass conics and opacities together, or neither");
+  TORCH_CHECK(!cut_saturated || conics.has_value(), op, ": cut_saturated needs conics and opacities");
   if (conics.has_value()) {
     TORCH_CHECK(conics->sizes() == at::IntArrayRef({C, N, 3}), op, ": conics must be [C,N,3]");
     check_like(*conics, op, "conics", means2d, means2d.scalar_type());
