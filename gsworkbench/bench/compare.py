@@ -33,6 +33,8 @@ __all__ = ["ALPHA", "THRESHOLD", "Comparison", "bootstrap_ratio_ci", "compare_be
 
 ROOF = "pct_of_peak"  # the roofline column (gsworkbench.bench.roofline), shown beside the times
 TIMING_COLUMNS = {"case", "median_s", "iqr_s", "runs", "calls_per_run", "threads", "skipped", SAMPLES}
+# integer measurements, not parameters: they may change between revisions (the tile lists' lengths)
+MEASURED_COLUMNS = {"n_isects"}
 # run parameters that change how long the timing takes, not what is timed: a warning, not a refusal
 TIMING_PARAMETERS = {"threads", "min_run_time", "revision"}
 
@@ -167,7 +169,9 @@ def _check_same_work(base: BenchRun, cand: BenchRun) -> None:
     params = [
         c
         for c in base.table.columns
-        if c not in TIMING_COLUMNS and c in cand.table and not pd.api.types.is_float_dtype(base.table[c])
+        if c not in TIMING_COLUMNS | MEASURED_COLUMNS
+        and c in cand.table
+        and not pd.api.types.is_float_dtype(base.table[c])
     ]
     b = base.table.set_index("case")[params].astype(str)
     c = cand.table.set_index("case")[params].astype(str).loc[b.index]

@@ -1,9 +1,12 @@
 """The tile cover's effect, one device, one run: for each splat kind (100k ``trained``, ``volumetric`` and
 ``dense`` splats, and 300k ``surface`` ones, at 800x800 from the render suite's camera), the tile lists
-of the 3-sigma box against the box cut to the alpha support (csrc/include/gsw/tile_cover.h), the same
-kernels otherwise. Per list: intersections, and the medians (with quartiles) of the intersection stage,
-the rasterize stage and both together, timed in alternation; and whether the two images are equal to
-the bit. The splats' colours are their SH at the camera (the SH stage is not timed).
+of the 3-sigma box against the box cut to the alpha support (csrc/include/gsw/tile_cover.h) and against
+those lists also cut where their tiles saturate (``cut_saturated``, csrc/include/gsw/tile_saturation.h;
+the kernel cuts only long lists of large footprints), the same kernels otherwise. Per list:
+intersections, those the rasterizer reads (each tile's list up to its pixels' last blend), and the
+medians (with quartiles) of the intersection stage, the rasterize stage and both together, timed in
+alternation; and whether the images are equal to the box's to the bit. The splats' colours are their
+SH at the camera (the SH stage is not timed).
 
     python -m gsworkbench.bench.tile_cover_table docs/tables/tile_cover_cpu.csv
     python -m gsworkbench.bench.tile_cover_table --save-splats kinds.pt   # where scenes can be built
@@ -65,7 +68,7 @@ def _quartiles(fn: Callable[[], Any], sync: Callable[[], None], reps: int) -> tu
 
 def _kind_rows(kind: str, d: dict[str, torch.Tensor], sync: Callable[[], None], reps: int,
                size: int) -> list[dict[str, Any]]:  # fmt: skip
-    """The two rows (``box``, ``cover``) of one kind's splats ``d`` (on the device already)."""
+    """The three rows (``box``, ``cover``, ``saturated``) of one kind's splats ``d`` (on the device already)."""
     from gsworkbench.splat import ops
 
     ts, tiles = 16, (size + 15) // 16
@@ -73,10 +76,17 @@ def _kind_rows(kind: str, d: dict[str, torch.Tensor], sync: Callable[[], None], 
         d["means"], d["quats"], d["scales"], d["viewmats"], d["Ks"], size, size, 0.3, 0.01, 1e10
     )
     opac, colors = d["opacities"][None].contiguous(), d["colors"][None].contiguous()
-    lists = {"box": (), "cover": (conics, opac)}
+    lists = {"box": (), "cover": (conics, opac), "saturated": (conics, opac, True)}
 
     def isect(extra: tuple) -> tuple:
         return ops.isect_tiles(m2, radii, depths, ts, tiles, tiles, *extra)
+
+    def read(lst: tuple) -> int:
+        """Intersections the rasterizer reads: each tile's list up to its pixels' last blend."""
+        last = torch.ops.gsworkbench.splat_rasterize(m2, conics, colors, opac, size, size, ts, lst[3], lst[2])[3]
+        per_tile = last[0].reshape(tiles, ts, tiles, ts).amax(dim=(1, 3)).reshape(-1).long()
+        start = lst[3].reshape(-1).long()
+        return int((per_tile - start + 1).clamp_min(0).sum())
 
     def raster(lst: tuple) -> tuple:
         return ops.rasterize_to_pixels(m2, conics, colors, opac, size, size, ts, lst[3], lst[2])
@@ -92,7 +102,8 @@ def _kind_rows(kind: str, d: dict[str, torch.Tensor], sync: Callable[[], None], 
     rows = []
     for name in lists:
         row: dict[str, Any] = {"kind": kind, "gaussians": len(d["means"]), "list": name,
-                               "intersections": int(made[name][2].numel())}  # fmt: skip
+                               "intersections": int(made[name][2].numel()),
+                               "read_by_rasterizer": read(made[name])}  # fmt: skip
         for stage, runs in timed[name].items():
             med, q1, q3 = min(runs)  # the quietest round's median and quartiles
             row.update({f"{stage}_ms": 1e3 * med, f"{stage}_q1_ms": 1e3 * q1, f"{stage}_q3_ms": 1e3 * q3})
@@ -103,8 +114,8 @@ def _kind_rows(kind: str, d: dict[str, torch.Tensor], sync: Callable[[], None], 
 
 def cover_table(splats: dict[str, dict[str, torch.Tensor]], device: str = "cpu", reps: int = 20,
                 size: int = SIZE) -> pd.DataFrame:  # fmt: skip
-    """One row per kind and list (``box``, ``cover``): intersections, stage medians and quartiles (ms),
-    and ``images_equal`` (the cover's image against the box's, to the bit)."""
+    """One row per kind and list (``box``, ``cover``, ``saturated``): intersections, those read, stage
+    medians and quartiles (ms), and ``images_equal`` (the list's image against the box's, to the bit)."""
     from gsworkbench.provenance import cpu_model, git_output
 
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
