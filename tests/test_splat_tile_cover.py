@@ -153,9 +153,10 @@ def test_opcheck_and_input_checks(device: str) -> None:
 
 
 @requires_ext
-def test_the_cover_table_compares_both_lists_in_one_run() -> None:
+def test_the_cover_table_compares_the_lists_in_one_run() -> None:
     """python -m gsworkbench.bench.tile_cover_table, on toy splats: a row per kind and list, the cover's
-    list no longer than the box's, its image equal to the bit, times positive, the run recorded."""
+    list shorter than the box's and the saturated one no longer, the intersections read no more than
+    listed, images equal to the bit, times positive, the run recorded."""
     from gsworkbench.bench.tile_cover_table import cover_table
 
     s = random_scene(300, cameras=1, width=64, height=64, sh_degree=None, dtype=torch.float32, seed=4)
@@ -163,8 +164,9 @@ def test_the_cover_table_compares_both_lists_in_one_run() -> None:
                           opacities=s["opacities"].float() ** 3, colors=s["colors"].float(),
                           viewmats=s["viewmats"].float(), Ks=s["Ks"].float())}  # fmt: skip
     table = cover_table(splats, "cpu", reps=3, size=64)
-    assert table["list"].tolist() == ["box", "cover"] and table["images_equal"].all()
-    box, cover = table["intersections"].tolist()
-    assert 0 < cover < box
+    assert table["list"].tolist() == ["box", "cover", "saturated"] and table["images_equal"].all()
+    box, cover, saturated = table["intersections"].tolist()
+    assert 0 < saturated <= cover < box
+    assert (0 < table["read_by_rasterizer"]).all() and (table["read_by_rasterizer"] <= table["intersections"]).all()
     assert (table[["isect_ms", "rasterize_ms", "both_ms"]] > 0).all().all()
     assert {"commit", "device", "threads", "torch", "command"} <= set(table.columns)

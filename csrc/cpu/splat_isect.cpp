@@ -217,22 +217,25 @@ inline bool saturate_tile(const T* g, T px, T py, const T* edges, T* tb) {
 #if defined(__SSE2__)
 template <>
 inline bool saturate_tile<float>(const float* g, float px, float py, const float* edges, float* tb) {
-  const __m128 e = _mm_loadu_ps(edges), one = _mm_set1_ps(1.0f);
-  const __m128 dx = _mm_sub_ps(_mm_set1_ps(g[0]), _mm_add_ps(_mm_set1_ps(px), e));
-  const __m128 dy = _mm_sub_ps(_mm_set1_ps(g[1]), _mm_add_ps(_mm_set1_ps(py), e));
-  __m128 x2 = _mm_mul_ps(dx, dx), y2 = _mm_mul_ps(dy, dy);
-  x2 = _mm_max_ps(x2, _mm_shuffle_ps(x2, x2, _MM_SHUFFLE(2, 3, 0, 1)));  // each edge pair's largest, twice
-  y2 = _mm_max_ps(y2, _mm_shuffle_ps(y2, y2, _MM_SHUFFLE(2, 3, 0, 1)));
-  const __m128 mx = _mm_shuffle_ps(x2, x2, _MM_SHUFFLE(2, 0, 2, 0));  // quarter q: x half q & 1
-  const __m128 my = _mm_shuffle_ps(y2, y2, _MM_SHUFFLE(2, 2, 0, 0));  // and y half q >> 1
-  const __m128 s = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(g[2]), mx), _mm_mul_ps(_mm_set1_ps(g[3]), my));
-  const __m128 x = _mm_mul_ps(_mm_set1_ps(0.25f), s);
+  const __m128 one = _mm_set1_ps(1.0f);
+  const __m128 dx = _mm_sub_ps(_mm_set1_ps(g[0]), _mm_add_ps(_mm_set1_ps(px), _mm_loadu_ps(edges)));
+  const __m128 ax = _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(g[2]), dx), dx), bx = _mm_mul_ps(_mm_set1_ps(g[3]), dx);
+  __m128 s[4];  // sigma at the four x edges, one vector per y edge
+  for (int k = 0; k < 4; ++k) {
+    const float dy = g[1] - (py + edges[k]);
+    s[k] = _mm_add_ps(_mm_add_ps(ax, _mm_mul_ps(bx, _mm_set1_ps(dy))), _mm_set1_ps(g[4] * dy * dy));
+  }
+  __m128 r0 = _mm_max_ps(s[0], s[1]), r1 = _mm_max_ps(s[2], s[3]);  // each y half's larger edge
+  r0 = _mm_max_ps(r0, _mm_shuffle_ps(r0, r0, _MM_SHUFFLE(2, 3, 0, 1)));  // and x half's: lanes 0 and 2
+  r1 = _mm_max_ps(r1, _mm_shuffle_ps(r1, r1, _MM_SHUFFLE(2, 3, 0, 1)));
+  const __m128 m = _mm_shuffle_ps(r0, r1, _MM_SHUFFLE(2, 0, 2, 0));  // quarters in row-major order
+  const __m128 x = _mm_mul_ps(_mm_set1_ps(0.25f), m);
   __m128 p = _mm_sub_ps(_mm_set1_ps(0.5f), _mm_mul_ps(x, _mm_set1_ps(1.0f / 6.0f)));
   p = _mm_sub_ps(one, _mm_mul_ps(x, p));
   p = _mm_sub_ps(one, _mm_mul_ps(x, p));
   p = _mm_mul_ps(p, p);
   const __m128 lower = _mm_and_ps(_mm_mul_ps(p, p), _mm_cmple_ps(x, _mm_set1_ps(1.5f)));
-  __m128 a = _mm_min_ps(_mm_mul_ps(_mm_set1_ps(g[4]), lower), _mm_set1_ps(kAlphaMax));
+  __m128 a = _mm_min_ps(_mm_mul_ps(_mm_set1_ps(g[5]), lower), _mm_set1_ps(kAlphaMax));
   a = _mm_mul_ps(_mm_set1_ps(kSaturationMargin), a);
   const __m128 counted = _mm_cmpge_ps(a, _mm_set1_ps(kAlphaMin));
   const __m128 f = _mm_or_ps(_mm_and_ps(counted, _mm_sub_ps(one, a)), _mm_andnot_ps(counted, one));
@@ -262,12 +265,12 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
                      int64_t tile_height, int64_t C, int nth, IsectScratch& sc) {
   const int64_t V = static_cast<int64_t>(order.size()), CT = C * tile_width * tile_height;
   std::vector<T>& rec = saturation_records<T>(sc);
-  rec.resize(static_cast<size_t>(V) * 5);
+  rec.resize(static_cast<size_t>(V) * 6);
 #pragma omp parallel for num_threads(nth) schedule(static)
   for (int64_t j = 0; j < V; ++j) {
     const int64_t i = static_cast<int64_t>(order[j] & 0xffffffffu);
     const T* co = conics + 3 * i;
-    saturation_record<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i], rec.data() + 5 * j);
+    saturation_record<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i], rec.data() + 6 * j);
   }
   sc.hist.assign(static_cast<size_t>(CT), 0);
   // per row of tiles, a bit per saturated tile: a box's row skips its saturated tiles a word at a time
@@ -292,8 +295,8 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
       uint64_t *w = kp.data(), *wend = w + kp.size();
       for_owned_rows(sbox, order, C, N, tile_height, nth, p,
                      [&](int64_t j, int64_t r, int32_t ty, int32_t x0, int32_t x1, int32_t i) {
-                       const T* g = recs + 5 * j;
-                       const bool bounded = g[4] > T(0);
+                       const T* g = recs + 6 * j;
+                       const bool bounded = g[5] > T(0);
                        const int64_t row = r * tile_width;  // r = c * tile_height + ty: global tile ids
                        uint64_t* dw = done + r * words;
                        for (int32_t wx = x0 >> 6; wx <= (x1 - 1) >> 6; ++wx) {

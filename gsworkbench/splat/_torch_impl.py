@@ -224,10 +224,9 @@ def saturation_keep(
     [M] (c*N + n into means2d [C,N,2], conics [C,N,3], opacities [C,N]).
 
     Each quarter of a tile (pixels [0, h) or [ts - h, ts) on each axis, h = ceil(ts / 2)) bounds every
-    pixel's transmittance by prod (1 - a_k): a_k = margin min(0.99, o exp_lower(s)), with
-    s = ((a + |b|) max dx^2 + (c + |b|) max dy^2) / 2 >= sigma over the quarter's pixel centres (the
-    maxima at its edges), counted where a_k >= 1/255 and the conic is positive definite with
-    a c <= SATURATION_ROUNDNESS det. A list keeps its entries up to the first
+    pixel's transmittance by prod (1 - a_k): a_k = margin min(0.99, o exp_lower(s)), s the largest
+    sigma at the quarter's four corner pixel centres (its largest over the quarter: sigma is convex),
+    counted where a_k >= 1/255 and the conic is positive definite with a c <= SATURATION_ROUNDNESS det. A list keeps its entries up to the first
     after which all four bounds are below SATURATION_T: past it, the rasterizer reads nothing (every
     pixel stops before taking its transmittance to 1e-4). The reference of
     csrc/include/gsw/tile_saturation.h; ``margin`` (the kernel's 0.99) lets tests bracket its float32
@@ -246,10 +245,11 @@ def saturation_keep(
     py = torch.div(local, tile_width, rounding_mode="floor").to(f64) * tile_size
     h = (tile_size + 1) // 2
     edges = torch.tensor([0.5, h - 0.5, tile_size - h + 0.5, tile_size - 0.5], dtype=f64, device=tile.device)
-    x2 = ((m[:, 0, None] - (px[:, None] + edges)) ** 2).reshape(-1, 2, 2).amax(2)  # [M, qx]
-    y2 = ((m[:, 1, None] - (py[:, None] + edges)) ** 2).reshape(-1, 2, 2).amax(2)  # [M, qy]
-    quarters = 0.5 * ((a + b.abs())[:, None, None] * x2[:, None, :] + (c + b.abs())[:, None, None] * y2[:, :, None])
-    quarters = quarters.reshape(-1, 4)  # [M, (qy, qx)]
+    dx = m[:, 0, None] - (px[:, None] + edges)  # [M, 4] over x edges
+    dy = m[:, 1, None] - (py[:, None] + edges)  # [M, 4] over y edges
+    sig = 0.5 * (a[:, None, None] * dx[:, None, :] ** 2 + c[:, None, None] * dy[:, :, None] ** 2)
+    sig = sig + b[:, None, None] * dx[:, None, :] * dy[:, :, None]  # [M, 4 (y), 4 (x)]
+    quarters = sig.reshape(-1, 2, 2, 2, 2).amax(dim=(2, 4)).reshape(-1, 4)  # [M, (qy, qx)]
     alpha = margin * (o[:, None] * exp_lower(quarters)).clamp(max=0.99)
     counted = ok[:, None] & (alpha >= 1.0 / 255.0)
     logt = torch.where(counted, torch.log1p(-torch.where(counted, alpha, 0.0)), 0.0)

@@ -76,9 +76,9 @@ def ext_pair_bytes(D: int, itemsize: int, sh: bool, threads: int, grad: bool) ->
     n += 4  # tiles_per_gauss int32
     # splat_isect_tiles' scratch (per calling thread, kept across calls): tile boxes int32 [4] per pair,
     # the depth-sorted keys and the radix sort's second buffer (uint64 per visible pair), boxes in depth
-    # order int32 [4] per visible pair, and the saturation cut's record [5] per visible pair; every pair
+    # order int32 [4] per visible pair, and the saturation cut's record [6] per visible pair; every pair
     # may be visible
-    n += 16 + 8 + 8 + 16 + 5 * s
+    n += 16 + 8 + 8 + 16 + 6 * s
     n += 32  # the rasterizer's alpha-support record per pair (double + 5 float, padded to 32)
     if grad:
         # splat_rasterize_backward: per-thread sums of mean2d [2], conic [3], opacity, colour [D], then

@@ -9,15 +9,14 @@
 // all four quarters are past that point, the tile's list can end at j: renders, last ids and gradients
 // are those of the whole list. Front to back, most of a crowded tile's list lies past it.
 //
-// The bound a_k, on one quarter: sigma = (a dx^2 + 2 b dx dy + c dy^2) / 2 is at most
-// ((a + |b|) dx^2 + (c + |b|) dy^2) / 2, whose largest value over the quarter's pixel centres takes
-// the largest dx^2 and dy^2, each at an edge of the quarter: a bound with no cross terms, so four
-// quarters cost eight squares. Where alpha = min(0.99, o exp(-sigma)) >= 1/255 at that bound, the
+// The bound a_k, on one quarter: sigma is convex for a positive definite conic, so its largest value
+// over the quarter's pixel centres is at one of its four corner pixels (sixteen corners for a tile's
+// four quarters, four vectors of four). Where alpha = min(0.99, o exp(-sigma)) >= 1/255 there, the
 // Gaussian is blended (not skipped) at every pixel of the quarter. The exp is bounded from below
 // without a call (exp_lower), and the bound is scaled by kSaturationMargin, which covers the
 // rasterizer's float32 rounding of sigma and alpha (its fast exp included). Conics that are not
-// positive definite or far from round (whose sigma suffers cancellation, and whose bound is loose
-// anyway) and non-finite values contribute nothing (a = 0).
+// positive definite or far from round (whose sigma suffers cancellation) and non-finite values
+// contribute nothing (a = 0).
 #pragma once
 
 #include "gsw/blend.h"
@@ -55,42 +54,44 @@ GSW_HD void quarter_edges(int64_t tile_size, T e[4]) {
   e[3] = T(tile_size) - T(0.5);
 }
 
-// One Gaussian's record for the bound: mean (mx, my), (a + |b|) / 2, (c + |b|) / 2 and opacity, the
-// opacity zeroed where it cannot count (see the top).
+// One Gaussian's record for the bound: mean (mx, my), a / 2, b, c / 2 and opacity, the opacity zeroed
+// where it cannot count (see the top).
 template <typename T>
-GSW_HD void saturation_record(T mx, T my, T ca, T cb, T cc, T opacity, T out[5]) {
-  const T det = ca * cc - cb * cb, ab = cb < T(0) ? -cb : cb;
+GSW_HD void saturation_record(T mx, T my, T ca, T cb, T cc, T opacity, T out[6]) {
+  const T det = ca * cc - cb * cb;
   const bool ok = ca > T(0) && cc > T(0) && det > T(0) && ca * cc <= T(kSaturationRoundness) * det &&
                   mx == mx && my == my && opacity * T(kAlphaMax) * T(255) >= T(1) && opacity <= T(1);
   out[0] = ok ? mx : T(0);
   out[1] = ok ? my : T(0);
-  out[2] = ok ? T(0.5) * (ca + ab) : T(0);
-  out[3] = ok ? T(0.5) * (cc + ab) : T(0);
-  out[4] = ok ? opacity : T(0);
+  out[2] = ok ? T(0.5) * ca : T(0);
+  out[3] = ok ? cb : T(0);
+  out[4] = ok ? T(0.5) * cc : T(0);
+  out[5] = ok ? opacity : T(0);
 }
 
 // Multiplies each quarter's transmittance bound tb[4] (quarters in row-major order: (x0, y0), (x1, y0),
 // (x0, y1), (x1, y1)) by 1 - a for the Gaussian g (saturation_record) over the tile whose pixel corner is
 // (px, py); edges from quarter_edges. Returns whether all four bounds are now below kSaturationT.
-// Straight-line four-wide code: the compiler keeps the quarters in one vector.
 template <typename T>
-GSW_HD bool saturate_quarters(const T g[5], T px, T py, const T edges[4], T tb[4]) {
-  T x2[4], y2[4];
-  for (int k = 0; k < 4; ++k) {
-    const T dx = g[0] - (px + edges[k]), dy = g[1] - (py + edges[k]);
-    x2[k] = dx * dx;
-    y2[k] = dy * dy;
-  }
-  const T mx[2] = {x2[0] > x2[1] ? x2[0] : x2[1], x2[2] > x2[3] ? x2[2] : x2[3]};
-  const T my[2] = {y2[0] > y2[1] ? y2[0] : y2[1], y2[2] > y2[3] ? y2[2] : y2[3]};
-  T t[4];
+GSW_HD bool saturate_quarters(const T g[6], T px, T py, const T edges[4], T tb[4]) {
+  T s[4][4];  // sigma at the quarters' corner pixels, [y edge][x edge]
+  for (int iy = 0; iy < 4; ++iy)
+    for (int ix = 0; ix < 4; ++ix) {
+      const T dx = g[0] - (px + edges[ix]), dy = g[1] - (py + edges[iy]);
+      s[iy][ix] = g[2] * dx * dx + g[3] * dx * dy + g[4] * dy * dy;
+    }
+  bool all = true;
   for (int q = 0; q < 4; ++q) {
-    T a = g[4] * exp_lower(g[2] * mx[q & 1] + g[3] * my[q >> 1]);
+    const int x = 2 * (q & 1), y = 2 * (q >> 1);
+    T m = s[y][x] > s[y][x + 1] ? s[y][x] : s[y][x + 1];
+    m = m > s[y + 1][x] ? m : s[y + 1][x];
+    m = m > s[y + 1][x + 1] ? m : s[y + 1][x + 1];
+    T a = g[5] * exp_lower(m);
     a = T(kSaturationMargin) * (a < T(kAlphaMax) ? a : T(kAlphaMax));
-    t[q] = tb[q] * (a >= T(kAlphaMin) ? T(1) - a : T(1));
-    tb[q] = t[q];
+    tb[q] *= a >= T(kAlphaMin) ? T(1) - a : T(1);
+    all = all && tb[q] < T(kSaturationT);
   }
-  return (t[0] < T(kSaturationT)) & (t[1] < T(kSaturationT)) & (t[2] < T(kSaturationT)) & (t[3] < T(kSaturationT));
+  return all;
 }
 
 }  // namespace splat
