@@ -226,11 +226,11 @@ def saturation_keep(
     Each quarter of a tile (pixels [0, h) or [ts - h, ts) on each axis, h = ceil(ts / 2)) bounds every
     pixel's transmittance by prod (1 - a_k): a_k = margin min(0.99, o exp_lower(s)), s the largest
     sigma at the quarter's four corner pixel centres (its largest over the quarter: sigma is convex),
-    counted where a_k >= 1/255 and the conic is positive definite with a c <= SATURATION_ROUNDNESS det. A list keeps its entries up to the first
-    after which all four bounds are below SATURATION_T: past it, the rasterizer reads nothing (every
-    pixel stops before taking its transmittance to 1e-4). The reference of
-    csrc/include/gsw/tile_saturation.h; ``margin`` (the kernel's 0.99) lets tests bracket its float32
-    rounding."""
+    counted where a_k >= 1/255 and the conic is positive definite with a c <= SATURATION_ROUNDNESS det.
+    A list keeps its entries up to the first after which all four bounds are below SATURATION_T: past
+    it, the rasterizer reads nothing (every pixel stops before taking its transmittance to 1e-4). The
+    reference of csrc/include/gsw/tile_saturation.h; ``margin`` (the kernel's 0.99) lets tests bracket
+    its float32 rounding."""
     f64 = torch.float64
     m = means2d.detach().to(f64).reshape(-1, 2)[gid]
     co = conics.detach().to(f64).reshape(-1, 3)[gid]
