@@ -108,7 +108,8 @@ inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tm
 
 // The pass's working arrays, kept by each calling thread from one call to the next: at 10^5-10^6
 // Gaussians, fresh ones cost page faults and zero fills on every step (about 16 bytes per Gaussian,
-// and 32 per visible one, stay allocated).
+// and 32 per visible one, stay allocated; with cut_saturated, 6 floats per visible one and 8 bytes per
+// kept intersection more).
 struct IsectScratch {
   std::vector<int32_t> box, sbox;
   std::vector<uint64_t> done;
@@ -176,16 +177,6 @@ void cut_boxes(const T* m, const T* conics, const T* opac, int64_t n, int64_t ti
       cnt[i] = (b[2] - b[0]) * (b[3] - b[1]);
     }
   }
-}
-
-// Calls fn(t) for each tile t of the box of the j-th Gaussian in depth order.
-template <typename Fn>
-inline void for_boxes(const std::vector<int32_t>& sbox, const std::vector<uint64_t>& order, int64_t j, int64_t N,
-                      int64_t ntiles, int64_t tile_width, Fn&& fn) {
-  const int32_t* b = sbox.data() + 4 * j;
-  const int64_t base = static_cast<int64_t>(order[j] & 0xffffffffu) / N * ntiles;
-  for (int32_t ty = b[1]; ty < b[3]; ++ty)
-    for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
 }
 
 // The lists cut at saturation are built per tile front to back: nth parts, part p owning the rows of
@@ -375,6 +366,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
   for (int64_t j = 0; j < V; ++j)
     std::memcpy(sbox.data() + 4 * j, box.data() + 4 * static_cast<int64_t>(order[j] & 0xffffffffu), 4 * sizeof(int32_t));
   std::vector<int64_t>& hist = sc.hist;
+  auto for_boxes = [&](int64_t j, auto&& fn) {
+    const int32_t* b = sbox.data() + 4 * j;
+    const int64_t base = static_cast<int64_t>(order[j] & 0xffffffffu) / N * ntiles;
+    for (int32_t ty = b[1]; ty < b[3]; ++ty)
+      for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
+  };
   std::vector<int64_t> start(static_cast<size_t>(CT) + 1, 0);
   // Cut only lists long enough to saturate: the cut's extra work (a bound per entry up to the cut, and
   // each part walking every Gaussian) costs more than it saves where lists are short.
@@ -398,7 +395,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
         int64_t* h = hist.data() + static_cast<size_t>(p) * CT;
         for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j)
-          for_boxes(sbox, order, j, N, ntiles, tile_width, [&](int64_t t) { ++h[t]; });
+          for_boxes(j, [&](int64_t t) { ++h[t]; });
       }
     }
     for (int64_t t = 0; t < CT; ++t) {
@@ -425,8 +422,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     int64_t* pos = hist.data();
 #pragma omp parallel num_threads(nth)
     {
-      for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads())
-      {
+      for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
         const uint64_t* e = sc.kept[static_cast<size_t>(p)].data();
         for (int64_t k = 0; k < sc.kept_n[static_cast<size_t>(p)]; ++k) fid[pos[e[k] >> 32]++] = static_cast<int32_t>(e[k]);
       }
@@ -438,7 +434,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
         int64_t* pos = hist.data() + static_cast<size_t>(p) * CT;
         for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j) {
           const int32_t i = static_cast<int32_t>(order[j] & 0xffffffffu);
-          for_boxes(sbox, order, j, N, ntiles, tile_width, [&](int64_t t) { fid[pos[t]++] = i; });
+          for_boxes(j, [&](int64_t t) { fid[pos[t]++] = i; });
         }
       }
     }
