@@ -68,3 +68,33 @@ def test_full_grid_has_the_real_size_scenes() -> None:
     )  # fmt: skip
     assert got == {(k, n, w, h) for k, n in kinds for w, h in sizes}
     assert all(c.skip is None and c.params["stage"] == "forward" and c.params["backend"] == "ext" for c in full)
+
+
+@requires_ext
+def test_stage_cases_list_tiles_as_rasterize_does() -> None:
+    """The isect and rasterize stage cases time the lists ``rasterize`` makes: on a crowded view the ext
+    lists are cut at saturation there, so the stage's intersections are the forward's, fewer than the
+    whole lists'."""
+    import torch
+
+    from gsworkbench.bench.suites.render import _stage_call
+    from gsworkbench.splat import _torch_impl, ops, rasterize
+    from gsworkbench.splat.cameras import intrinsics_from_fov, look_at
+
+    g = torch.Generator().manual_seed(3)
+    n, width, height = 600, 128, 128
+    means = 0.3 * torch.randn(n, 3, generator=g)
+    quats = torch.nn.functional.normalize(torch.randn(n, 4, generator=g), dim=-1)
+    scales = torch.full((n, 3), 0.4)
+    opac = torch.full((n,), 0.9)
+    sh = 0.3 * torch.randn(n, 16, 3, generator=g)
+    vm = look_at((0.0, 0.0, 3.0), (0.0, 0.0, 0.0))[None]
+    Ks = intrinsics_from_fov(width, height, 60.0)[None]
+    inputs = (means, quats, scales, opac, sh, vm)
+    _, n_stage, _ = _stage_call("isect", inputs, Ks, width, height, 3, "ext")
+    with torch.no_grad():
+        meta = rasterize(means, quats, scales, opac, sh, vm, Ks, width, height, sh_degree=3)[2]
+    assert n_stage == meta["n_isects"]
+    radii, m2, depths, conics, _ = ops.project_gaussians(means, quats, scales, vm, Ks, width, height)
+    whole = _torch_impl.isect_tiles(m2, radii, depths, 16, 8, 8, conics, opac[None])[2]
+    assert n_stage < whole.numel(), "the view is crowded enough for the cut"

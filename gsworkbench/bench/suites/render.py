@@ -140,13 +140,14 @@ def _stage_call(
     dirs = _torch_impl.view_dirs(means, vm)
     colors = impl.sh_to_color(sh, dirs, sh_degree)
     o = opac[None].expand(1, -1).contiguous()
-    _, _, fid, toff = impl.isect_tiles(m2, radii, depths, ts, tw, th, conics, o)  # as rasterize() lists them
+    cut = backend == "ext"  # as rasterize() lists them
+    _, _, fid, toff = impl.isect_tiles(m2, radii, depths, ts, tw, th, conics, o, cut_saturated=cut)
     if stage == "project":
         fn = lambda: impl.project_gaussians(means, quats, scales, vm, Ks, width, height)  # noqa: E731
     elif stage == "sh":
         fn = lambda: impl.sh_to_color(sh, dirs, sh_degree)  # noqa: E731
     elif stage == "isect":
-        fn = lambda: impl.isect_tiles(m2, radii, depths, ts, tw, th, conics, o)  # noqa: E731
+        fn = lambda: impl.isect_tiles(m2, radii, depths, ts, tw, th, conics, o, cut_saturated=cut)  # noqa: E731
     elif stage == "rasterize":
         fn = lambda: impl.rasterize_to_pixels(m2, conics, colors, o, width, height, ts, toff, fid)  # noqa: E731
     else:
