@@ -132,15 +132,25 @@ inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* 
 }
 #endif
 
-// The per-chunk state of one tile (kLanes lanes per chunk; D rows per chunk for the colour sums), and
-// kLanes lanes of scratch per chunk for one Gaussian's alphas.
+// The per-chunk state of one tile, chunk after chunk: rows of kLanes lanes (pixel centres px, py,
+// transmittance Tr, done, last contributor, then D rows of colour sums acc), so that a chunk's state is
+// one address plus fixed offsets in the compositing loop; and kLanes lanes of scratch per chunk for one
+// Gaussian's alphas.
 template <typename T>
 struct TileLanes {
   using Lanes = LaneBlock<T>;
-  std::vector<Lanes> px, py, Tr, done, acc, alpha;
-  std::vector<LaneBlock<int32_t>> last;
-  TileLanes(int64_t nchunks, int64_t D)
-      : px(nchunks), py(nchunks), Tr(nchunks), done(nchunks), acc(nchunks * D), alpha(nchunks), last(nchunks) {}
+  static_assert(sizeof(LaneBlock<int32_t>) <= sizeof(Lanes), "a row of last contributors fits a row of T");
+  enum Row : int64_t { kPx, kPy, kTr, kDone, kLast, kAcc };
+  int64_t rows;  // per chunk: kAcc + D
+  std::vector<Lanes> state, alpha;
+  TileLanes(int64_t nchunks, int64_t D) : rows(kAcc + D), state(nchunks * rows), alpha(nchunks) {}
+  T* chunk(int64_t q) { return state[q * rows].v; }
+  T* px(int64_t q) { return state[q * rows + kPx].v; }
+  T* py(int64_t q) { return state[q * rows + kPy].v; }
+  T* Tr(int64_t q) { return state[q * rows + kTr].v; }
+  T* done(int64_t q) { return state[q * rows + kDone].v; }
+  int32_t* last(int64_t q) { return reinterpret_cast<LaneBlock<int32_t>*>(&state[q * rows + kLast])->v; }
+  T* acc(int64_t q) { return state[q * rows + kAcc].v; }  // D rows of kLanes
 };
 
 // One Gaussian (intersection kk of the tile's list) blended into the chunks qs[0..nq) (distinct, each
@@ -156,8 +166,7 @@ struct GaussianLanes {
   void blend(const int64_t* qs, int64_t nq, TileLanes<T>& st, Finished&& finished) const {
     for (int64_t n = 0; n < nq; ++n) {
       const int64_t q = qs[n];
-      if (composite_chunk(in, &kk, 1, st.px[q].v, st.py[q].v, st.done[q].v, st.acc[q * in.D].v, st.Tr[q].v,
-                          st.last[q].v))
+      if (composite_chunk(in, &kk, 1, st.px(q), st.py(q), st.done(q), st.acc(q), st.Tr(q), st.last(q)))
         finished(q);
     }
   }
@@ -187,23 +196,38 @@ struct GaussianLanes<float> {
   }
   template <typename Finished>
   void blend(const int64_t* qs, int64_t nq, TileLanes<float>& st, Finished&& finished) const {
-    for (int64_t n = 0; n < nq; ++n) {
-      const int64_t q = qs[n];
-      float* al = st.alpha[n].v;
-      for (int h = 0; h < kLanes; h += 8) {
-        __m256 raw;
-        _mm256_store_ps(al + h, g.alpha(_mm256_load_ps(st.px[q].v + h), _mm256_load_ps(st.py[q].v + h), raw));
-      }
-    }
-    for (int64_t n = 0; n < nq; ++n) {
-      const int64_t q = qs[n];
-      if (composite(st.alpha[n].v, st.done[q].v, st.acc[q * D].v, st.Tr[q].v, st.last[q].v)) finished(q);
-    }
+    if (D == 3)
+      blend_chunks<3>(qs, nq, st, finished);
+    else
+      blend_chunks<0>(qs, nq, st, finished);
   }
 
  private:
-  // The chunk's blend of this Gaussian given its alphas; true when every lane is done after it.
-  bool composite(const float* alpha, float* done, float* acc, float* Tr_, int32_t* last_) const {
+  // blend for D = DC channels (DC = 0: D, any).
+  template <int DC, typename Finished>
+  void blend_chunks(const int64_t* qs, int64_t nq, TileLanes<float>& st, Finished&& finished) const {
+    using L = TileLanes<float>;
+    const int64_t rows = DC > 0 ? L::kAcc + DC : st.rows;
+    float* const state = st.state.data()->v;
+    float* const alphas = st.alpha.data()->v;
+    for (int64_t n = 0; n < nq; ++n) {
+      const float* c = state + qs[n] * rows * kLanes;
+      __m256 raw;
+      _mm256_store_ps(alphas + n * kLanes,
+                      g.alpha(_mm256_load_ps(c + L::kPx * kLanes), _mm256_load_ps(c + L::kPy * kLanes), raw));
+    }
+    for (int64_t n = 0; n < nq; ++n)
+      if (composite<DC>(alphas + n * kLanes, state + qs[n] * rows * kLanes)) finished(qs[n]);
+  }
+
+  // The blend of this Gaussian into chunk state c (TileLanes rows) given its alphas; true when every
+  // lane is done after it.
+  template <int DC>
+  bool composite(const float* alpha, float* c) const {
+    using L = TileLanes<float>;
+    float *done = c + L::kDone * kLanes, *acc = c + L::kAcc * kLanes, *Tr_ = c + L::kTr * kLanes;
+    int32_t* last_ = reinterpret_cast<int32_t*>(c + L::kLast * kLanes);
+    const int64_t D = DC > 0 ? DC : this->D;
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), amin = _mm256_set1_ps(kAlphaMin);
     const __m256 tmin = _mm256_set1_ps(kTransmittanceMin);
     __m256 act_any = zero;
@@ -224,7 +248,7 @@ struct GaussianLanes<float> {
       _mm256_store_ps(done + 8 * h, _mm256_andnot_ps(act, one));
       // the colour sums take w * colour unconditionally (w = 0 where nothing composited): a branch on
       // "any lane composited" mispredicts often where supports graze a chunk, and costs more than the FMAs
-      if (D == 3) {
+      if (DC == 3) {
         for (int ch = 0; ch < 3; ++ch) {
           float* ap = acc + ch * kLanes + 8 * h;
           _mm256_store_ps(ap, _mm256_fmadd_ps(w, rgb[ch], _mm256_load_ps(ap)));
@@ -285,13 +309,13 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         if (q < 64 && active[q]) active_bits |= uint64_t(1) << q;
 #pragma omp simd
         for (int j = 0; j < kLanes; ++j) {
-          st.px[q].v[j] = T(cg.x[j]) + T(0.5);
-          st.py[q].v[j] = T(cg.y[j]) + T(0.5);
-          st.Tr[q].v[j] = T(1);
-          st.done[q].v[j] = T(1 - cg.in[j]);
-          st.last[q].v[j] = -1;
+          st.px(q)[j] = T(cg.x[j]) + T(0.5);
+          st.py(q)[j] = T(cg.y[j]) + T(0.5);
+          st.Tr(q)[j] = T(1);
+          st.done(q)[j] = T(1 - cg.in[j]);
+          st.last(q)[j] = -1;
         }
-        std::memset(static_cast<void*>(&st.acc[q * D]), 0, sizeof(LaneBlock<T>) * D);
+        std::memset(static_cast<void*>(st.acc(q)), 0, sizeof(LaneBlock<T>) * D);
       }
       // Gaussian-major: each Gaussian (front to back) is blended into every chunk it reaches that is
       // still compositing, so consecutive blends are on different chunks and their dependency chains
@@ -325,7 +349,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         if constexpr (Count) {
           mine.blends += nq;
           for (int64_t n = 0; n < nq; ++n)
-            for (int j = 0; j < kLanes; ++j) mine.active += st.done[qs[n]].v[j] == T(0);
+            for (int j = 0; j < kLanes; ++j) mine.active += st.done(qs[n])[j] == T(0);
         }
         const GaussianLanes<T> gl(in, r, static_cast<int32_t>(k));
         gl.blend(qs.data(), nq, st, [&](int64_t q) {
@@ -335,21 +359,21 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         });
         if constexpr (Count)  // the lanes this Gaussian composited are those it became the last of
           for (int64_t n = 0; n < nq; ++n)
-            for (int j = 0; j < kLanes; ++j) mine.blended += st.last[qs[n]].v[j] == static_cast<int32_t>(k);
+            for (int j = 0; j < kLanes; ++j) mine.blended += st.last(qs[n])[j] == static_cast<int32_t>(k);
       }
       for (int64_t q = 0; q < nchunks; ++q) {
         const ChunkGeom& cg = tc.geo(q);
         if (!cg.any_inside) continue;
-        const T* acc = st.acc[q * D].v;
+        const T* acc = st.acc(q);
         if (cg.full_row) {  // one contiguous run of a row: whole-vector stores
           const int64_t pix = (c * g.H + cg.y[0]) * g.W + cg.x[0];
-          const T* Tr = st.Tr[q].v;
+          const T* Tr = st.Tr(q);
           store_interleaved(acc, D, out_color + pix * D);
 #pragma omp simd
           for (int j = 0; j < kLanes; ++j) {
             out_alpha[pix + j] = T(1) - Tr[j];
             out_T[pix + j] = Tr[j];
-            out_last[pix + j] = st.last[q].v[j];
+            out_last[pix + j] = st.last(q)[j];
           }
           continue;
         }
@@ -357,9 +381,9 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           if (!cg.in[j]) continue;
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
           for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * kLanes + j];
-          out_alpha[pix] = T(1) - st.Tr[q].v[j];
-          out_T[pix] = st.Tr[q].v[j];
-          out_last[pix] = st.last[q].v[j];
+          out_alpha[pix] = T(1) - st.Tr(q)[j];
+          out_T[pix] = st.Tr(q)[j];
+          out_last[pix] = st.last(q)[j];
         }
       }
       if constexpr (Count) mine.busy_s += omp_get_wtime() - t0;
