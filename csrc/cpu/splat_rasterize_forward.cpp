@@ -154,9 +154,9 @@ struct TileLanes {
 };
 
 // One Gaussian (intersection kk of the tile's list) blended into the chunks qs[0..nq) (distinct, each
-// still compositing) one after another: the Gaussian-major step of rasterize_forward_kernel, which
-// calls finished(q) for each chunk whose every lane is done after it. The generic form composites a
-// list of one per chunk.
+// still compositing), or those whose bits are set (blend_bits, tiles of up to 64 chunks), one after
+// another: the Gaussian-major step of rasterize_forward_kernel, which calls finished(q) for each chunk
+// whose every lane is done after it. The generic form composites a list of one per chunk.
 template <typename T>
 struct GaussianLanes {
   const BlendInputs<T>& in;
@@ -164,11 +164,18 @@ struct GaussianLanes {
   GaussianLanes(const BlendInputs<T>& in_, const GaussianRecord<T>&, int32_t kk_) : in(in_), kk(kk_) {}
   template <typename Finished>
   void blend(const int64_t* qs, int64_t nq, TileLanes<T>& st, Finished&& finished) const {
-    for (int64_t n = 0; n < nq; ++n) {
-      const int64_t q = qs[n];
-      if (composite_chunk(in, &kk, 1, st.px(q), st.py(q), st.done(q), st.acc(q), st.Tr(q), st.last(q)))
-        finished(q);
-    }
+    for (int64_t n = 0; n < nq; ++n) blend_one(qs[n], st, finished);
+  }
+  // The same over the chunks whose bits are set (bit q: chunk q).
+  template <typename Finished>
+  void blend_bits(uint64_t bits, TileLanes<T>& st, Finished&& finished) const {
+    for (; bits != 0; bits &= bits - 1) blend_one(__builtin_ctzll(bits), st, finished);
+  }
+
+ private:
+  template <typename Finished>
+  void blend_one(int64_t q, TileLanes<T>& st, Finished&& finished) const {
+    if (composite_chunk(in, &kk, 1, st.px(q), st.py(q), st.done(q), st.acc(q), st.Tr(q), st.last(q))) finished(q);
   }
 };
 
@@ -197,27 +204,53 @@ struct GaussianLanes<float> {
   template <typename Finished>
   void blend(const int64_t* qs, int64_t nq, TileLanes<float>& st, Finished&& finished) const {
     if (D == 3)
-      blend_chunks<3>(qs, nq, st, finished);
+      blend_chunks<3>(ListedChunks{qs, nq}, st, finished);
     else
-      blend_chunks<0>(qs, nq, st, finished);
+      blend_chunks<0>(ListedChunks{qs, nq}, st, finished);
+  }
+  template <typename Finished>
+  void blend_bits(uint64_t bits, TileLanes<float>& st, Finished&& finished) const {
+    if (D == 3)
+      blend_chunks<3>(ChunkBits{bits}, st, finished);
+    else
+      blend_chunks<0>(ChunkBits{bits}, st, finished);
   }
 
  private:
+  // The chunks of one blend, walked twice (alphas, then compositing): a list, or set bits.
+  struct ListedChunks {
+    const int64_t* qs;
+    int64_t nq;
+    template <typename Fn>
+    void each(Fn&& fn) const {
+      for (int64_t n = 0; n < nq; ++n) fn(n, qs[n]);
+    }
+  };
+  struct ChunkBits {
+    uint64_t bits;
+    template <typename Fn>
+    void each(Fn&& fn) const {
+      int64_t n = 0;
+      for (uint64_t b = bits; b != 0; b &= b - 1) fn(n++, static_cast<int64_t>(__builtin_ctzll(b)));
+    }
+  };
+
   // blend for D = DC channels (DC = 0: D, any).
-  template <int DC, typename Finished>
-  void blend_chunks(const int64_t* qs, int64_t nq, TileLanes<float>& st, Finished&& finished) const {
+  template <int DC, typename Chunks, typename Finished>
+  void blend_chunks(const Chunks& chunks, TileLanes<float>& st, Finished&& finished) const {
     using L = TileLanes<float>;
     const int64_t rows = DC > 0 ? L::kAcc + DC : st.rows;
     float* const state = st.state.data()->v;
     float* const alphas = st.alpha.data()->v;
-    for (int64_t n = 0; n < nq; ++n) {
-      const float* c = state + qs[n] * rows * kLanes;
+    chunks.each([&](int64_t n, int64_t q) {
+      const float* c = state + q * rows * kLanes;
       __m256 raw;
       _mm256_store_ps(alphas + n * kLanes,
                       g.alpha(_mm256_load_ps(c + L::kPx * kLanes), _mm256_load_ps(c + L::kPy * kLanes), raw));
-    }
-    for (int64_t n = 0; n < nq; ++n)
-      if (composite<DC>(alphas + n * kLanes, state + qs[n] * rows * kLanes)) finished(qs[n]);
+    });
+    chunks.each([&](int64_t n, int64_t q) {
+      if (composite<DC>(alphas + n * kLanes, state + q * rows * kLanes)) finished(q);
+    });
   }
 
   // The blend of this Gaussian into chunk state c (TileLanes rows) given its alphas; true when every
@@ -334,8 +367,18 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
         // finished chunks before the (costlier) support test
         if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
         tc.mark_range(r.mx, r.my, r.su, qlo, qhi);
+        const auto done_with = [&](int64_t q) {
+          active[q] = 0;
+          --n_active;
+          if (q < 64) active_bits &= ~(uint64_t(1) << q);
+        };
         int64_t nq = 0;
-        if (nchunks <= 64) {  // the flagged chunks still compositing, as bits
+        if (nchunks <= 64 && !Count) {  // the flagged chunks still compositing, as bits
+          const uint64_t bits = tc.marked_bits(qlo, qhi) & active_bits;
+          if (bits != 0) GaussianLanes<T>(in, r, static_cast<int32_t>(k)).blend_bits(bits, st, done_with);
+          continue;
+        }
+        if (nchunks <= 64) {
           for (uint64_t bits = tc.marked_bits(qlo, qhi) & active_bits; bits != 0; bits &= bits - 1)
             qs[nq++] = __builtin_ctzll(bits);
         } else {
@@ -352,11 +395,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
             for (int j = 0; j < kLanes; ++j) mine.active += st.done(qs[n])[j] == T(0);
         }
         const GaussianLanes<T> gl(in, r, static_cast<int32_t>(k));
-        gl.blend(qs.data(), nq, st, [&](int64_t q) {
-          active[q] = 0;
-          --n_active;
-          if (q < 64) active_bits &= ~(uint64_t(1) << q);
-        });
+        gl.blend(qs.data(), nq, st, done_with);
         if constexpr (Count)  // the lanes this Gaussian composited are those it became the last of
           for (int64_t n = 0; n < nq; ++n)
             for (int j = 0; j < kLanes; ++j) mine.blended += st.last(qs[n])[j] == static_cast<int32_t>(k);
