@@ -142,8 +142,13 @@ struct TileLanes {
   static_assert(sizeof(LaneBlock<int32_t>) <= sizeof(Lanes), "a row of last contributors fits a row of T");
   enum Row : int64_t { kPx, kPy, kTr, kDone, kLast, kAcc };
   int64_t rows;  // per chunk: kAcc + D
-  std::vector<Lanes> state, alpha;
-  TileLanes(int64_t nchunks, int64_t D) : rows(kAcc + D), state(nchunks * rows), alpha(nchunks) {}
+  std::vector<Lanes> state, alpha;  // alpha: one spare block, for alphas() to start on 64 bytes
+  TileLanes(int64_t nchunks, int64_t D) : rows(kAcc + D), state(nchunks * rows), alpha(nchunks + 1) {}
+  // The alpha scratch, 64-byte aligned (two chunks' lanes are one 512-bit store: Alpha16).
+  T* alphas() {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(alpha.data());
+    return reinterpret_cast<T*>((p + 63) & ~uintptr_t(63));
+  }
   T* chunk(int64_t q) { return state[q * rows].v; }
   T* px(int64_t q) { return state[q * rows + kPx].v; }
   T* py(int64_t q) { return state[q * rows + kPy].v; }
@@ -218,12 +223,20 @@ struct GaussianLanes<float> {
 
  private:
   // The chunks of one blend, walked twice (alphas, then compositing): a list, or set bits.
+  // each(fn): fn(n, q) for the n-th chunk q; pairs(two, one): two(n, q0, q1) for the chunks n and n + 1
+  // (n even), then one(n, q) for a last odd one.
   struct ListedChunks {
     const int64_t* qs;
     int64_t nq;
     template <typename Fn>
     void each(Fn&& fn) const {
       for (int64_t n = 0; n < nq; ++n) fn(n, qs[n]);
+    }
+    template <typename Two, typename One>
+    void pairs(Two&& two, One&& one) const {
+      int64_t n = 0;
+      for (; n + 1 < nq; n += 2) two(n, qs[n], qs[n + 1]);
+      if (n < nq) one(n, qs[n]);
     }
   };
   struct ChunkBits {
@@ -233,6 +246,17 @@ struct GaussianLanes<float> {
       int64_t n = 0;
       for (uint64_t b = bits; b != 0; b &= b - 1) fn(n++, static_cast<int64_t>(__builtin_ctzll(b)));
     }
+    template <typename Two, typename One>
+    void pairs(Two&& two, One&& one) const {
+      int64_t n = 0;
+      for (uint64_t b = bits; b != 0; n += 2) {
+        const int64_t q0 = __builtin_ctzll(b);
+        b &= b - 1;
+        if (b == 0) return one(n, q0);
+        two(n, q0, static_cast<int64_t>(__builtin_ctzll(b)));
+        b &= b - 1;
+      }
+    }
   };
 
   // blend for D = DC channels (DC = 0: D, any).
@@ -241,13 +265,25 @@ struct GaussianLanes<float> {
     using L = TileLanes<float>;
     const int64_t rows = DC > 0 ? L::kAcc + DC : st.rows;
     float* const state = st.state.data()->v;
-    float* const alphas = st.alpha.data()->v;
-    chunks.each([&](int64_t n, int64_t q) {
+    float* const alphas = st.alphas();
+    const auto alpha_of_one = [&](int64_t n, int64_t q) {
       const float* c = state + q * rows * kLanes;
       __m256 raw;
       _mm256_store_ps(alphas + n * kLanes,
                       g.alpha(_mm256_load_ps(c + L::kPx * kLanes), _mm256_load_ps(c + L::kPy * kLanes), raw));
-    });
+    };
+#if defined(__AVX512F__)
+    const Alpha16 g2(g);  // two chunks a vector (Alpha16)
+    chunks.pairs(
+        [&](int64_t n, int64_t q0, int64_t q1) {
+          const float *c0 = state + q0 * rows * kLanes, *c1 = state + q1 * rows * kLanes;
+          _mm512_store_ps(alphas + n * kLanes, g2.alpha(Alpha16::pair(c0 + L::kPx * kLanes, c1 + L::kPx * kLanes),
+                                                        Alpha16::pair(c0 + L::kPy * kLanes, c1 + L::kPy * kLanes)));
+        },
+        alpha_of_one);
+#else
+    chunks.each(alpha_of_one);
+#endif
     chunks.each([&](int64_t n, int64_t q) {
       if (composite<DC>(alphas + n * kLanes, state + q * rows * kLanes)) finished(q);
     });

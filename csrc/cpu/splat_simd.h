@@ -209,7 +209,7 @@ struct BlendTerms<float> {
   static BlendTerms of(float ca, float cb, float cc, float opacity) {
     constexpr float kLog2e = 1.44269504088896340736f;
     return {-0.5f * kLog2e * ca, -kLog2e * cb, -0.5f * kLog2e * cc,
-            std::log2(opacity)};  // -inf for opacity 0: alpha 0 (Alpha8)
+            std::log2(opacity)};  // -inf for opacity 0: alpha 2^-126, under the 1/255 cut (Alpha8)
   }
 };
 
@@ -234,6 +234,55 @@ struct Alpha8 {
     return _mm256_and_ps(nonneg, _mm256_min_ps(raw, _mm256_set1_ps(kAlphaMax)));
   }
 };
+
+#if defined(__AVX512F__)
+// Alpha8 on two chunks at once, one 512-bit vector of 16 lanes (chunk q0 in the low half, q1 in the
+// high half), for CPUs with AVX-512 that run the AVX2 rasterizer. The alpha pass is bound by how many
+// of its long dependency chains the core keeps in flight, not by its arithmetic; a core that splits
+// each 512-bit operation into two 256-bit halves (AMD Zen 4) still holds it as one operation in its
+// scheduler, so it keeps twice the lanes in flight (docs/performance.md). Each half is Alpha8's
+// arithmetic, step for step (same operations, same order), so every alpha equals Alpha8's bit for bit
+// (tests/test_alpha_lanes.py); the backward, which takes its alphas from Alpha8, agrees with the
+// forward whichever way the forward paired its chunks.
+inline __m512 exp2_16(__m512 t) {
+  // maskz forms with a full mask: see reduce_add (GCC 12's plain forms warn once inlined)
+  const __m512 n = _mm512_maskz_roundscale_ps(0xFFFF, t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  const __m512 f2 = _mm512_mul_ps(f, f);
+  const __m512 p01 = _mm512_fmadd_ps(_mm512_set1_ps(kExp2Poly[1]), f, _mm512_set1_ps(kExp2Poly[0]));
+  const __m512 p23 = _mm512_fmadd_ps(_mm512_set1_ps(kExp2Poly[3]), f, _mm512_set1_ps(kExp2Poly[2]));
+  const __m512 p45 = _mm512_fmadd_ps(_mm512_set1_ps(kExp2Poly[5]), f, _mm512_set1_ps(kExp2Poly[4]));
+  const __m512 p456 = _mm512_fmadd_ps(_mm512_set1_ps(kExp2Poly[6]), f2, p45);
+  const __m512 p0123 = _mm512_fmadd_ps(p23, f2, p01);
+  const __m512 p = _mm512_fmadd_ps(p456, _mm512_mul_ps(f2, f2), p0123);
+  const __m512i e = _mm512_maskz_slli_epi32(0xFFFF, _mm512_add_epi32(_mm512_maskz_cvtps_epi32(0xFFFF, n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+struct Alpha16 {
+  __m512 mx, my, A, B, C, L;
+  explicit Alpha16(const Alpha8& g)
+      : mx(both(g.mx)), my(both(g.my)), A(both(g.A)), B(both(g.B)), C(both(g.C)), L(both(g.L)) {}
+  // Alpha8::alpha on 16 lanes (no raw: the forward's alpha pass does not keep it).
+  inline __m512 alpha(__m512 px, __m512 py) const {
+    const __m512 dx = _mm512_sub_ps(mx, px), dy = _mm512_sub_ps(my, py);
+    const __m512 lin = _mm512_fmadd_ps(A, dx, _mm512_mul_ps(B, dy));
+    const __m512 t = _mm512_fmadd_ps(dx, lin, _mm512_fmadd_ps(_mm512_mul_ps(C, dy), dy, L));
+    const __mmask16 nonneg = _mm512_cmp_ps_mask(t, L, _CMP_LE_OQ);
+    const __m512 tc = _mm512_maskz_max_ps(0xFFFF, _mm512_maskz_min_ps(0xFFFF, t, _mm512_setzero_ps()),
+                                          _mm512_set1_ps(-126.0f));
+    return _mm512_maskz_min_ps(nonneg, exp2_16(tc), _mm512_set1_ps(kAlphaMax));
+  }
+  // The 16 lanes of chunks a (low half) and b (high half), 8 floats each.
+  static __m512 pair(const float* a, const float* b) {
+    const __m512d lo = _mm512_maskz_insertf64x4(0xFF, _mm512_setzero_pd(), _mm256_castps_pd(_mm256_load_ps(a)), 0);
+    return _mm512_castpd_ps(_mm512_maskz_insertf64x4(0xFF, lo, _mm256_castps_pd(_mm256_load_ps(b)), 1));
+  }
+
+ private:
+  static __m512 both(__m256 v) { return _mm512_castpd_ps(_mm512_maskz_broadcast_f64x4(0xFF, _mm256_castps_pd(v))); }
+};
+#endif
 #endif
 
 }  // namespace cpu
