@@ -64,13 +64,14 @@ def random_cases(n: int, g: torch.Generator) -> torch.Tensor:
 
 
 def run(exe: Path, cases: torch.Tensor) -> torch.Tensor | None:
-    """The driver's alphas [n, 2, 16] (Alpha8, Alpha16) as int32 bit patterns; None without Alpha16."""
+    """The driver's [n, 5, 16] as int32 bit patterns: alphas of Alpha8, Alpha16 and Alpha16 without
+    raw, then raw of Alpha8 and Alpha16; None without Alpha16."""
     text = f"{cases.shape[0]}\n" + "\n".join(" ".join(f"{v:.9g}" for v in row) for row in cases.tolist())
     out = subprocess.run([str(exe)], input=text, capture_output=True, text=True, timeout=60, check=True).stdout
     if out.strip() == "none":
         return None
     bits = [[int(h, 16) for h in line.split()] for line in out.splitlines()]
-    return torch.tensor(bits, dtype=torch.int64).to(torch.int32).reshape(-1, 2, 16)
+    return torch.tensor(bits, dtype=torch.int64).to(torch.int32).reshape(-1, 5, 16)
 
 
 def test_alpha16_equals_alpha8_bit_for_bit(driver: Path, seed: int) -> None:
@@ -80,6 +81,8 @@ def test_alpha16_equals_alpha8_bit_for_bit(driver: Path, seed: int) -> None:
     if bits is None:
         pytest.skip("this build has no AVX-512 alpha pass (Alpha16)")
     assert torch.equal(bits[:, 0], bits[:, 1]), "Alpha16 differs from Alpha8"
+    assert torch.equal(bits[:, 0], bits[:, 2]), "Alpha16 without raw differs from Alpha8"
+    assert torch.equal(bits[:, 3], bits[:, 4]), "Alpha16's raw differs from Alpha8's"
     # and both are the alpha: min(0.99, 2^t) where sigma >= 0, against float64 (fresh inputs, finite)
     alpha = bits[:, 0].view(torch.float32).double()
     x = cases.double()

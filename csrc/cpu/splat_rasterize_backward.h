@@ -313,7 +313,18 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
       nq += static_cast<int64_t>(p.kk <= chunk_last[q]) & static_cast<int64_t>(tc.flagged(q));
     }
   }
-  for (int64_t n = 0; n < nq; ++n) {
+  int64_t n0 = 0;
+#if defined(__AVX512F__)
+  static_assert(kLanes == 8, "Alpha16 pairs chunks of 8 lanes");
+  const Alpha16 g2(g);  // two chunks a vector, Alpha8's alphas bit for bit (as the forward)
+  for (; n0 + 1 < nq; n0 += 2) {
+    const ChunkBwd<float> s0 = tb.chunk(tb.qs[n0]), s1 = tb.chunk(tb.qs[n0 + 1]);
+    __m512 raw;  // opacity exp(-sigma)
+    _mm512_storeu_ps(tb.alpha + n0 * kLanes, g2.alpha(Alpha16::pair(s0.px, s1.px), Alpha16::pair(s0.py, s1.py), raw));
+    _mm512_storeu_ps(tb.raw + n0 * kLanes, raw);
+  }
+#endif
+  for (int64_t n = n0; n < nq; ++n) {
     const ChunkBwd<float> st = tb.chunk(tb.qs[n]);
     for (int o = 0; o < kLanes; o += 8) {
       __m256 raw;  // opacity exp(-sigma)

@@ -263,7 +263,17 @@ struct Alpha16 {
   __m512 mx, my, A, B, C, L;
   explicit Alpha16(const Alpha8& g)
       : mx(both(g.mx)), my(both(g.my)), A(both(g.A)), B(both(g.B)), C(both(g.C)), L(both(g.L)) {}
-  // Alpha8::alpha on 16 lanes (no raw: the forward's alpha pass does not keep it).
+  // Alpha8::alpha on 16 lanes, raw included (the backward keeps it).
+  inline __m512 alpha(__m512 px, __m512 py, __m512& raw) const {
+    const __m512 dx = _mm512_sub_ps(mx, px), dy = _mm512_sub_ps(my, py);
+    const __m512 lin = _mm512_fmadd_ps(A, dx, _mm512_mul_ps(B, dy));
+    const __m512 t = _mm512_fmadd_ps(dx, lin, _mm512_fmadd_ps(_mm512_mul_ps(C, dy), dy, L));
+    const __mmask16 nonneg = _mm512_cmp_ps_mask(t, L, _CMP_LE_OQ);
+    raw = exp2_16(_mm512_maskz_max_ps(0xFFFF, _mm512_maskz_min_ps(0xFFFF, t, _mm512_setzero_ps()),
+                                      _mm512_set1_ps(-126.0f)));
+    return _mm512_maskz_min_ps(nonneg, raw, _mm512_set1_ps(kAlphaMax));
+  }
+  // The same, without raw (the forward's alpha pass does not keep it).
   inline __m512 alpha(__m512 px, __m512 py) const {
     const __m512 dx = _mm512_sub_ps(mx, px), dy = _mm512_sub_ps(my, py);
     const __m512 lin = _mm512_fmadd_ps(A, dx, _mm512_mul_ps(B, dy));
