@@ -149,7 +149,6 @@ struct TileLanes {
     const uintptr_t p = reinterpret_cast<uintptr_t>(alpha.data());
     return reinterpret_cast<T*>((p + 63) & ~uintptr_t(63));
   }
-  T* chunk(int64_t q) { return state[q * rows].v; }
   T* px(int64_t q) { return state[q * rows + kPx].v; }
   T* py(int64_t q) { return state[q * rows + kPy].v; }
   T* Tr(int64_t q) { return state[q * rows + kTr].v; }
@@ -409,7 +408,8 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           if (q < 64) active_bits &= ~(uint64_t(1) << q);
         };
         int64_t nq = 0;
-        if (nchunks <= 64 && !Count) {  // the flagged chunks still compositing, as bits
+        // the flagged chunks still compositing, as bits (the counting twin lists them, to count them)
+        if (nchunks <= 64 && !Count) {
           const uint64_t bits = tc.marked_bits(qlo, qhi) & active_bits;
           if (bits != 0) GaussianLanes<T>(in, r, static_cast<int32_t>(k)).blend_bits(bits, st, done_with);
           continue;
