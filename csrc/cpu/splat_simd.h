@@ -273,15 +273,10 @@ struct Alpha16 {
                                       _mm512_set1_ps(-126.0f)));
     return _mm512_maskz_min_ps(nonneg, raw, _mm512_set1_ps(kAlphaMax));
   }
-  // The same, without raw (the forward's alpha pass does not keep it).
+  // The same, without raw (the forward's alpha pass does not keep it; the compiler drops it).
   inline __m512 alpha(__m512 px, __m512 py) const {
-    const __m512 dx = _mm512_sub_ps(mx, px), dy = _mm512_sub_ps(my, py);
-    const __m512 lin = _mm512_fmadd_ps(A, dx, _mm512_mul_ps(B, dy));
-    const __m512 t = _mm512_fmadd_ps(dx, lin, _mm512_fmadd_ps(_mm512_mul_ps(C, dy), dy, L));
-    const __mmask16 nonneg = _mm512_cmp_ps_mask(t, L, _CMP_LE_OQ);
-    const __m512 tc = _mm512_maskz_max_ps(0xFFFF, _mm512_maskz_min_ps(0xFFFF, t, _mm512_setzero_ps()),
-                                          _mm512_set1_ps(-126.0f));
-    return _mm512_maskz_min_ps(nonneg, exp2_16(tc), _mm512_set1_ps(kAlphaMax));
+    __m512 raw;
+    return alpha(px, py, raw);
   }
   // The 16 lanes of chunks a (low half) and b (high half), 8 floats each.
   static __m512 pair(const float* a, const float* b) {
