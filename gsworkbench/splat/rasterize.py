@@ -37,6 +37,12 @@ BIG_PIXELS = 1 << 20  # camera pixels from which rasterize estimates its memory 
 BIG_PAIRS = 1 << 18  # camera-Gaussian pairs from which it does so (a few hundred bytes each)
 
 
+def cuts_saturated_lists(backend: str) -> bool:
+    """Whether ``rasterize`` on ``backend`` asks ``isect_tiles`` to end each tile's list where the tile
+    saturates (``cut_saturated``): the ext kernels do; the torch reference's whole lists render the same."""
+    return backend == "ext"
+
+
 def backend_module(backend: str) -> ModuleType:
     """The module holding the four stage functions of ``backend``."""
     check_choice("backend", backend, BACKENDS)
@@ -319,8 +325,9 @@ def rasterize(
         # ext kernel also ends long lists where their tiles saturate (the torch reference's whole lists
         # render the same)
         tiles_per_gauss, isect_ids, flatten_ids, tile_offsets = impl.isect_tiles(
-            means2d, radii, depths, tile_size, tile_width, tile_height, conics, opac, cut_saturated=backend == "ext"
-        )
+            means2d, radii, depths, tile_size, tile_width, tile_height, conics, opac,
+            cut_saturated=cuts_saturated_lists(backend),
+        )  # fmt: skip
         if memory_check is not None and backend == "ext":  # the intersections known: before the pixels
             check_rasterize_memory(**memory_check, dtype=means.dtype, device=means.device,
                                    n_isects=flatten_ids.shape[0])  # fmt: skip

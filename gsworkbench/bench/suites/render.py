@@ -58,7 +58,7 @@ from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.compile import COMPILE_MODES, compile_step
 from gsworkbench.splat import _torch_impl, cameras
 from gsworkbench.splat.ops import blended_evaluations, render_stage_work
-from gsworkbench.splat.rasterize import backend_module, rasterize
+from gsworkbench.splat.rasterize import backend_module, cuts_saturated_lists, rasterize
 from gsworkbench.splats import SplatSet, synthetic_splats
 
 STAGES = ("project", "sh", "isect", "rasterize", "forward", "forward+backward")
@@ -140,7 +140,7 @@ def _stage_call(
     dirs = _torch_impl.view_dirs(means, vm)
     colors = impl.sh_to_color(sh, dirs, sh_degree)
     o = opac[None].expand(1, -1).contiguous()
-    cut = backend == "ext"  # as rasterize() lists them
+    cut = cuts_saturated_lists(backend)  # as rasterize() lists them
     _, _, fid, toff = impl.isect_tiles(m2, radii, depths, ts, tw, th, conics, o, cut_saturated=cut)
     if stage == "project":
         fn = lambda: impl.project_gaussians(means, quats, scales, vm, Ks, width, height)  # noqa: E731
