@@ -9,36 +9,22 @@ cases included; both alphas are also checked against a float64 reference.
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import torch
+from cpp_driver import MISSING, ROOT, build_driver
 
-import gsworkbench
-
-ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "cpp" / "alpha_lanes_driver.cpp"
-BUILD_INFO = Path(gsworkbench.__file__).parent / "_build_info.json"  # the build imported (make test-generic's too)
-CXX = shutil.which("c++") or shutil.which("g++")
 LOG2E = 1.4426950408889634
 
-pytestmark = pytest.mark.skipif(CXX is None or not BUILD_INFO.exists(), reason="no C++ compiler or no build")
+pytestmark = pytest.mark.skipif(MISSING, reason="no C++ compiler or no build")
 
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    info = json.loads(BUILD_INFO.read_text())
-    # the simd pragmas as the extension sees them, without the OpenMP runtime
-    flags = ["-fopenmp-simd" if f == "-fopenmp" else f for f in info["cxx_flags"] if f != "-g1"]
-    exe = tmp_path_factory.mktemp("alpha") / "alpha_lanes_driver"
-    cmd = [CXX, *flags, "-Wall", "-Werror", f"-I{ROOT / 'csrc' / 'include'}", f"-I{ROOT / 'csrc' / 'cpu'}",
-           str(DRIVER), "-o", str(exe)]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-4000:]
-    return exe
+    return build_driver(DRIVER, tmp_path_factory.mktemp("alpha"))
 
 
 def random_cases(n: int, g: torch.Generator) -> torch.Tensor:

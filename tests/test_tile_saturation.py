@@ -86,17 +86,20 @@ def test_reference_cut_renders_as_whole_lists(seed: int, tile_size: int) -> None
 
 @requires_ext
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize(("tile_size", "C", "N"), [(16, 1, 3000), (5, 2, 1200), (16, 1, 20000)])
+@pytest.mark.parametrize(
+    ("tile_size", "C", "N", "W", "H"),
+    [(16, 1, 3000, 160, 121), (5, 2, 1200, 160, 121), (16, 1, 20000, 160, 121), (2, 1, 1200, 300, 24)],
+)
 def test_ext_cut_matches_reference(device: str, seed: int, dtype: torch.dtype, tile_size: int, C: int,
-                                   N: int) -> None:  # fmt: skip
+                                   N: int, W: int, H: int) -> None:  # fmt: skip
     """ext against the reference on crowded random scenes: every tile's list a prefix of the whole one,
     its length between the reference's with the alpha margin 0.1% above and below the kernel's (float
     rounding of the bound), renders those of the whole lists, and gradients too up to the order in which
     the backward's threads sum them (its split of the tiles follows the lists' lengths). 20000
-    Gaussians: two threads, each with its own rows of tiles."""
+    Gaussians: two threads, each with its own rows of tiles. 150 tiles a row: rows of more than one
+    64-bit word of saturation flags."""
     from gsworkbench.splat import ops
 
-    W, H = 160, 121
     tw, th = math.ceil(W / tile_size), math.ceil(H / tile_size)
     m2, radii, depths, conics, opac = _crowded(seed, C, N, W, H, dtype)
     args = (m2, radii, depths, tile_size, tw, th, conics, opac)

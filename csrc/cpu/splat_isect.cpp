@@ -24,10 +24,7 @@
 #include "gsw/splat_op.h"
 #include "gsw/tile_cover.h"
 #include "gsw/tile_saturation.h"
-
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
+#include "tile_saturation_simd.h"
 
 namespace gsw {
 namespace splat {
@@ -163,18 +160,47 @@ void tile_boxes(const T* m, const int32_t* r, int64_t n, int64_t tile_size, int6
   }
 }
 
-// The boxes (and counts) of tile_boxes cut to each Gaussian's alpha support (gsw/tile_cover.h).
+// The boxes (and counts) of tile_boxes cut to each Gaussian's alpha support (gsw/tile_cover.h). In
+// blocks of kCutBlock Gaussians whose inputs are first copied apart (one array per value): the cut's
+// double-precision arithmetic then runs kCutBlock lanes wide, which GCC does not do on the interleaved
+// arrays.
+constexpr int kCutBlock = 64;
 template <typename T>
 void cut_boxes(const T* m, const T* conics, const T* opac, int64_t n, int64_t tile_size, int32_t* box, int32_t* cnt) {
 #pragma omp parallel num_threads(threads_for(n, kMinIsectPerThread))
   {
     const Range share = thread_range(n);
-    // every Gaussian, with no branch (an empty box, cnt 0, stays empty)
-    for (int64_t i = share.begin; i < share.end; ++i) {
-      int32_t* b = box + 4 * i;
-      const T* co = conics + 3 * i;
-      cut_box_to_support<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i], tile_size, b);
-      cnt[i] = (b[2] - b[0]) * (b[3] - b[1]);
+    double mx[kCutBlock], my[kCutBlock], ca[kCutBlock], cb[kCutBlock], cc[kCutBlock], op[kCutBlock];
+    int32_t b0[kCutBlock], b1[kCutBlock], b2[kCutBlock], b3[kCutBlock];
+    for (int64_t i0 = share.begin; i0 < share.end; i0 += kCutBlock) {
+      const int nb = static_cast<int>(std::min<int64_t>(kCutBlock, share.end - i0));
+      // a short last block's spare lanes cut an empty box of a faint Gaussian
+      for (int k = 0; k < kCutBlock; ++k) {
+        const int64_t i = i0 + (k < nb ? k : 0);
+        mx[k] = m[2 * i];
+        my[k] = m[2 * i + 1];
+        ca[k] = conics[3 * i];
+        cb[k] = conics[3 * i + 1];
+        cc[k] = conics[3 * i + 2];
+        op[k] = k < nb ? double(opac[i]) : 0.0;
+        b0[k] = box[4 * i];
+        b1[k] = box[4 * i + 1];
+        b2[k] = box[4 * i + 2];
+        b3[k] = box[4 * i + 3];
+      }
+      // every Gaussian, with no branch (an empty box, cnt 0, stays empty)
+#pragma omp simd
+      for (int k = 0; k < kCutBlock; ++k) {
+        cut_box_to_support<double>(mx[k], my[k], ca[k], cb[k], cc[k], op[k], tile_size, b0[k], b1[k], b2[k], b3[k]);
+      }
+      for (int k = 0; k < nb; ++k) {
+        const int64_t i = i0 + k;
+        box[4 * i] = b0[k];
+        box[4 * i + 1] = b1[k];
+        box[4 * i + 2] = b2[k];
+        box[4 * i + 3] = b3[k];
+        cnt[i] = (b2[k] - b0[k]) * (b3[k] - b1[k]);
+      }
     }
   }
 }
@@ -199,43 +225,6 @@ inline void for_owned_rows(const std::vector<int32_t>& sbox, const std::vector<u
   }
 }
 
-// One quarter bound per lane: saturate_quarters (gsw/tile_saturation.h) with the tile's four quarters in
-// one SSE vector, for float records; the scalar template serves float64 and CPUs without SSE.
-template <typename T>
-inline bool saturate_tile(const T* g, T px, T py, const T* edges, T* tb) {
-  return saturate_quarters<T>(g, px, py, edges, tb);
-}
-#if defined(__SSE2__)
-template <>
-inline bool saturate_tile<float>(const float* g, float px, float py, const float* edges, float* tb) {
-  const __m128 one = _mm_set1_ps(1.0f);
-  const __m128 dx = _mm_sub_ps(_mm_set1_ps(g[0]), _mm_add_ps(_mm_set1_ps(px), _mm_loadu_ps(edges)));
-  const __m128 ax = _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(g[2]), dx), dx), bx = _mm_mul_ps(_mm_set1_ps(g[3]), dx);
-  __m128 s[4];  // sigma at the four x edges, one vector per y edge
-  for (int k = 0; k < 4; ++k) {
-    const float dy = g[1] - (py + edges[k]);
-    s[k] = _mm_add_ps(_mm_add_ps(ax, _mm_mul_ps(bx, _mm_set1_ps(dy))), _mm_set1_ps(g[4] * dy * dy));
-  }
-  __m128 r0 = _mm_max_ps(s[0], s[1]), r1 = _mm_max_ps(s[2], s[3]);  // each y half's larger edge
-  r0 = _mm_max_ps(r0, _mm_shuffle_ps(r0, r0, _MM_SHUFFLE(2, 3, 0, 1)));  // and x half's: lanes 0 and 2
-  r1 = _mm_max_ps(r1, _mm_shuffle_ps(r1, r1, _MM_SHUFFLE(2, 3, 0, 1)));
-  const __m128 m = _mm_shuffle_ps(r0, r1, _MM_SHUFFLE(2, 0, 2, 0));  // quarters in row-major order
-  const __m128 x = _mm_mul_ps(_mm_set1_ps(0.25f), m);
-  __m128 p = _mm_sub_ps(_mm_set1_ps(0.5f), _mm_mul_ps(x, _mm_set1_ps(1.0f / 6.0f)));
-  p = _mm_sub_ps(one, _mm_mul_ps(x, p));
-  p = _mm_sub_ps(one, _mm_mul_ps(x, p));
-  p = _mm_mul_ps(p, p);
-  const __m128 lower = _mm_and_ps(_mm_mul_ps(p, p), _mm_cmple_ps(x, _mm_set1_ps(1.5f)));
-  __m128 a = _mm_min_ps(_mm_mul_ps(_mm_set1_ps(g[5]), lower), _mm_set1_ps(kAlphaMax));
-  a = _mm_mul_ps(_mm_set1_ps(kSaturationMargin), a);
-  const __m128 counted = _mm_cmpge_ps(a, _mm_set1_ps(kAlphaMin));
-  const __m128 f = _mm_or_ps(_mm_and_ps(counted, _mm_sub_ps(one, a)), _mm_andnot_ps(counted, one));
-  const __m128 t = _mm_mul_ps(_mm_loadu_ps(tb), f);
-  _mm_storeu_ps(tb, t);
-  return _mm_movemask_ps(_mm_cmplt_ps(t, _mm_set1_ps(kSaturationT))) == 15;
-}
-#endif
-
 template <typename T>
 std::vector<T>& saturation_records(IsectScratch& sc);
 template <>
@@ -246,6 +235,66 @@ template <>
 std::vector<double>& saturation_records<double>(IsectScratch& sc) {
   return sc.rec64;
 }
+
+// The bits of tiles [x0, x1) in word wx of a row's flags (tile 64 wx + k at bit k).
+inline uint64_t word_span(int32_t x0, int32_t x1, int32_t wx) {
+  const int32_t lo = std::max(x0 - (wx << 6), 0), hi = std::min(x1 - (wx << 6), 64);
+  return (hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1);
+}
+
+// One row of Gaussian i's box (its record g): the tiles [x0, x1) of the row whose first tile is row (a
+// global tile id) and whose pixels start at y = ty ts. Each tile not yet saturated (its bit clear in the
+// row's words dw) gets the entry (tile << 32 | i) at w, one more in its count and Gaussian i's bound, and
+// its bit once saturated. Returns the write cursor past the entries; w has room for x1 - x0 + 4.
+template <typename T>
+inline uint64_t* bound_row(const T* g, int32_t i, int64_t row, int32_t ty, int32_t x0, int32_t x1, T ts,
+                           const T* edges, uint64_t* dw, int64_t* cnt, T* tbs, uint64_t* w) {
+  const bool bounded = g[5] > T(0);
+  for (int32_t wx = x0 >> 6; wx <= (x1 - 1) >> 6; ++wx) {
+    const uint64_t span = word_span(x0, x1, wx);
+    for (uint64_t todo = span & ~dw[wx]; todo != 0; todo &= todo - 1) {
+      const int32_t tx = (wx << 6) + __builtin_ctzll(todo);
+      const int64_t t = row + tx;
+      ++cnt[t];
+      *w++ = static_cast<uint64_t>(t) << 32 | static_cast<uint32_t>(i);
+      if (bounded && saturate_tile<T>(g, T(tx) * ts, T(ty) * ts, edges, tbs + 4 * t))
+        dw[wx] |= uint64_t(1) << (tx & 63);
+    }
+  }
+  return w;
+}
+
+#if defined(GSW_SATURATION_TILES4)
+// Four tiles at a time, from the first open one on, with no branch on which of the four are open: their
+// entries packed from one vector, their counts one masked add, their bounds saturate_tiles4 (the same
+// bounds as saturate_tile's). A row whose tiles are all saturated costs one test.
+template <>
+inline uint64_t* bound_row<float>(const float* g, int32_t i, int64_t row, int32_t ty, int32_t x0, int32_t x1,
+                                  float ts, const float* edges, uint64_t* dw, int64_t* cnt,
+                                  float* tbs, uint64_t* w) {
+  const float py = float(ty) * ts;
+  const bool bounded = g[5] > 0.0f;
+  const __m256i step = _mm256_set_epi64x(3, 2, 1, 0), id = _mm256_set1_epi64x(static_cast<uint32_t>(i));
+  for (int32_t wx = x0 >> 6; wx <= (x1 - 1) >> 6; ++wx) {
+    const uint64_t span = word_span(x0, x1, wx);
+    for (uint64_t open = span & ~dw[wx]; open != 0;) {
+      const int o = __builtin_ctzll(open);
+      const uint32_t todo = static_cast<uint32_t>(open >> o) & 0xFu;  // tiles o .. o + 3 of the word
+      open &= ~(uint64_t(0xF) << o);
+      const int32_t c = (wx << 6) + o;
+      const int64_t t0 = row + c;
+      const __mmask8 m = static_cast<__mmask8>(todo);
+      const __m256i ids = _mm256_or_si256(_mm256_slli_epi64(_mm256_add_epi64(_mm256_set1_epi64x(t0), step), 32), id);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w), _mm256_maskz_compress_epi64(m, ids));
+      w += __builtin_popcount(todo);
+      const __m256i n = _mm256_maskz_loadu_epi64(m, cnt + t0);
+      _mm256_mask_storeu_epi64(cnt + t0, m, _mm256_add_epi64(n, _mm256_set1_epi64x(1)));
+      if (bounded) dw[wx] |= uint64_t(saturate_tiles4(g, c, ts, py, edges, todo, tbs + 4 * t0)) << o;
+    }
+  }
+  return w;
+}
+#endif
 
 // The lists cut at saturation (gsw/tile_saturation.h), counted: their lengths into sc.hist [tiles] and
 // their entries, (tile << 32 | Gaussian index) in depth order, into sc.kept[p] for each part p (whose
@@ -265,8 +314,10 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
   }
   sc.hist.assign(static_cast<size_t>(CT), 0);
   // per row of tiles, a bit per saturated tile: a box's row skips its saturated tiles a word at a time
-  const int64_t words = (tile_width + 63) / 64;
-  sc.done.assign(static_cast<size_t>(C * tile_height * words), 0);
+  // a row's words padded to a cache line: the parts own alternate rows, and rows sharing a line would
+  // pass it between the cores at every bit set
+  const int64_t words = (tile_width + 63) / 64, row_words = (words + 7) / 8 * 8;
+  sc.done.assign(static_cast<size_t>(C * tile_height * row_words), 0);
   sc.kept.resize(static_cast<size_t>(nth));
   sc.kept_n.assign(static_cast<size_t>(nth), 0);
   std::vector<T> tb(static_cast<size_t>(CT) * 4, T(1));  // each quarter's transmittance bound
@@ -286,28 +337,16 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
       uint64_t *w = kp.data(), *wend = w + kp.size();
       for_owned_rows(sbox, order, C, N, tile_height, nth, p,
                      [&](int64_t j, int64_t r, int32_t ty, int32_t x0, int32_t x1, int32_t i) {
-                       const T* g = recs + 6 * j;
-                       const bool bounded = g[5] > T(0);
-                       const int64_t row = r * tile_width;  // r = c * tile_height + ty: global tile ids
-                       uint64_t* dw = done + r * words;
-                       for (int32_t wx = x0 >> 6; wx <= (x1 - 1) >> 6; ++wx) {
-                         const int32_t lo = std::max(x0 - (wx << 6), 0), hi = std::min(x1 - (wx << 6), 64);
-                         const uint64_t span = (hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1);
-                         for (uint64_t todo = span & ~dw[wx]; todo != 0; todo &= todo - 1) {
-                           const int32_t tx = (wx << 6) + __builtin_ctzll(todo);
-                           const int64_t t = row + tx;
-                           ++cnt[t];
-                           if (w == wend) {
-                             const size_t used = static_cast<size_t>(w - kp.data());
-                             kp.resize(2 * kp.size());
-                             w = kp.data() + used;
-                             wend = kp.data() + kp.size();
-                           }
-                           *w++ = static_cast<uint64_t>(t) << 32 | static_cast<uint32_t>(i);
-                           if (bounded && saturate_tile<T>(g, T(tx) * ts, T(ty) * ts, edges, tbs + 4 * t))
-                             dw[wx] |= uint64_t(1) << (tx & 63);
-                         }
+                       // room for the row's entries and the four a group of tiles stores (bound_row)
+                       if (wend - w < x1 - x0 + 4) {
+                         const size_t used = static_cast<size_t>(w - kp.data());
+                         kp.resize(2 * kp.size() + static_cast<size_t>(x1 - x0 + 4));
+                         w = kp.data() + used;
+                         wend = kp.data() + kp.size();
                        }
+                       // r = c * tile_height + ty: global tile ids
+                       w = bound_row<T>(recs + 6 * j, i, r * tile_width, ty, x0, x1, ts, edges, done + r * row_words, cnt,
+                                        tbs, w);
                      });
       sc.kept_n[static_cast<size_t>(p)] = static_cast<int64_t>(w - kp.data());
     }

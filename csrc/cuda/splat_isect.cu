@@ -32,7 +32,8 @@ __device__ __forceinline__ void tile_box(const T* means2d, const int32_t* radii,
   box[3] = static_cast<int32_t>(fy1 < T(0) ? T(0) : (fy1 > th ? th : fy1));
   if (conics != nullptr && box[0] < box[2] && box[1] < box[3]) {
     const T* co = conics + 3 * i;
-    cut_box_to_support<T>(means2d[2 * i], means2d[2 * i + 1], co[0], co[1], co[2], opacities[i], tile_size, box);
+    cut_box_to_support<T>(means2d[2 * i], means2d[2 * i + 1], co[0], co[1], co[2], opacities[i], tile_size, box[0], box[1],
+                          box[2], box[3]);
   }
 }
 

@@ -41,18 +41,18 @@ GSW_HD double log_upper(double x) {
 // When on: the tiles [lo, hi) cut to those whose pixel centres (t ts + 0.5 .. t ts + ts - 0.5) meet
 // [centre - ext, centre + ext]; x / ts is x inv_ts, a multiply, where pow2 (a power-of-two ts) makes
 // that exact. Branch-free.
-GSW_HD void cut_tile_range(bool on, double centre, double ext, bool pow2, double ts, double inv_ts, int32_t& lo,
-                           int32_t& hi) {
+GSW_HD void cut_tile_range(bool on, double centre, double ext, bool pow2, double ts, double inv_ts, double& lo,
+                           double& hi) {
   const double u0 = centre - ext + 0.5, u1 = centre + ext - 0.5;
   const double f0 = ceil((pow2 ? u0 * inv_ts : u0 / ts) - 1.0), f1 = floor(pow2 ? u1 * inv_ts : u1 / ts) + 1.0;
-  const double l = double(lo), h = double(hi);
+  const double l = lo, h = hi;
   const double nl = f0 > l ? (f0 < h ? f0 : h) : l;
   const double nh = f1 < h ? (f1 > nl ? f1 : nl) : h;
-  lo = static_cast<int32_t>(on ? nl : l);
-  hi = static_cast<int32_t>(on ? nh : h);
+  lo = on ? nl : l;
+  hi = on ? nh : h;
 }
 
-// Cuts the tile box [box[0], box[2]) x [box[1], box[3]) of a Gaussian (mean in pixels, conic,
+// Cuts the tile box [box_x0, box_x1) x [box_y0, box_y1) of a Gaussian (mean in pixels, conic,
 // opacity) to the tiles whose pixel centres its alpha support can reach; an empty box when alpha never
 // reaches 1/255. The support's threshold is alpha_sigma_max's relaxation (blend.h) of log_upper, so it
 // holds the rasterizer's support. Its bounding box has half-extents sqrt(2 smax c / det) in x and
@@ -63,26 +63,29 @@ GSW_HD void cut_tile_range(bool on, double centre, double ext, bool pow2, double
 // mispredict.
 template <typename T>
 GSW_HD void cut_box_to_support(T mean_x, T mean_y, T conic_a, T conic_b, T conic_c, T opacity, int64_t tile_size,
-                               int32_t* box) {
+                               int32_t& box_x0, int32_t& box_y0, int32_t& box_x1, int32_t& box_y1) {
   const double x = double(opacity) * 255.0;
   const bool faint = !(x >= 1.0);  // alpha never reaches 1/255 (or a NaN opacity): the rasterizer skips it
   const double mx = double(mean_x), my = double(mean_y), a = double(conic_a), b = double(conic_b);
   const double c = double(conic_c), det = a * c - b * b;
-  const bool usable = !faint && a > 0.0 && c > 0.0 && det > 0.0 && isfinite(det) && isfinite(mx) && isfinite(my);
-  const bool cut_x = usable && a * c <= 1e4 * det;  // alpha_row_interval_exact
+  // & and | on the flags, not && and ||: no short-circuit branches (GCC vectorizes none of those)
+  const bool usable = !faint & (a > 0.0) & (c > 0.0) & (det > 0.0) & isfinite(det) & isfinite(mx) & isfinite(my);
+  const bool cut_x = usable & (a * c <= 1e4 * det);  // alpha_row_interval_exact
   const double sa = usable ? a : 1.0, sc = usable ? c : 1.0, sd = usable ? det : 1.0;
   const double smax = log_upper(usable ? x : 1.0) * 1.02 + 0.02, ts = double(tile_size);
   const bool pow2 = (tile_size & (tile_size - 1)) == 0;
   const double inv_ts = 1.0 / ts;
   const double yext = sqrt(2.0 * smax * sa / sd), xext = sqrt(2.0 * smax * sc / sd);
-  int32_t x0 = box[0], y0 = box[1], x1 = box[2], y1 = box[3];
+  // tile indices as doubles (exact): every compare and select in one precision, which lets a compiler
+  // run the whole cut in vector lanes
+  double x0 = box_x0, y0 = box_y0, x1 = box_x1, y1 = box_y1;
   cut_tile_range(usable, usable ? my : 0.0, yext, pow2, ts, inv_ts, y0, y1);
   cut_tile_range(cut_x, cut_x ? mx : 0.0, xext, pow2, ts, inv_ts, x0, x1);
-  const bool empty = faint || x0 >= x1 || y0 >= y1;
-  box[0] = empty ? 0 : x0;
-  box[1] = empty ? 0 : y0;
-  box[2] = empty ? 0 : x1;
-  box[3] = empty ? 0 : y1;
+  const bool empty = faint | (x0 >= x1) | (y0 >= y1);
+  box_x0 = static_cast<int32_t>(empty ? 0.0 : x0);
+  box_y0 = static_cast<int32_t>(empty ? 0.0 : y0);
+  box_x1 = static_cast<int32_t>(empty ? 0.0 : x1);
+  box_y1 = static_cast<int32_t>(empty ? 0.0 : y1);
 }
 
 }  // namespace splat
