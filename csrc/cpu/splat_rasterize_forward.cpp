@@ -396,17 +396,23 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           __builtin_prefetch(colors + D * ip);
         }
         const GaussianRecord<T>& r = rec[fid[k]];
+        const auto done_with = [&](int64_t q) {
+          active[q] = 0;
+          --n_active;
+          if (q < 64) active_bits &= ~(uint64_t(1) << q);
+        };
+        // a Gaussian whose support covers the tile (large ones, in crowded tiles) reaches every chunk
+        // still compositing, with no row or chunk test
+        if (nchunks <= 64 && !Count && tc.covers_tile(r.mx, r.my, r.su)) {
+          GaussianLanes<T>(in, r, static_cast<int32_t>(k)).blend_bits(active_bits, st, done_with);
+          continue;
+        }
         int64_t qlo, qhi;
         if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
         // chunks still compositing, as bits (tiles of up to 64 chunks): skip Gaussians that only reach
         // finished chunks before the (costlier) support test
         if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
         tc.mark_range(r.mx, r.my, r.su, qlo, qhi);
-        const auto done_with = [&](int64_t q) {
-          active[q] = 0;
-          --n_active;
-          if (q < 64) active_bits &= ~(uint64_t(1) << q);
-        };
         int64_t nq = 0;
         // the flagged chunks still compositing, as bits (the counting twin lists them, to count them)
         if (nchunks <= 64 && !Count) {

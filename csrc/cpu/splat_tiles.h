@@ -127,6 +127,10 @@ class TileChunks {
   void build(int64_t tx, int64_t ty, int64_t W, int64_t H) {
     y0_ = ty * ts_;
     rows_ = std::min(ts_, H - y0_);
+    cx0_ = float(tx * ts_) + 0.5f;
+    cx1_ = float(std::min((tx + 1) * ts_, W)) - 0.5f;
+    cy0_ = float(y0_) + 0.5f;
+    cy1_ = float(y0_ + rows_) - 0.5f;
     const int32_t x0t = static_cast<int32_t>(tx * ts_), y0t = static_cast<int32_t>(y0_);
     const int32_t w = static_cast<int32_t>(W), h = static_cast<int32_t>(H);
     for (int64_t q = 0; q < n_; ++q) {
@@ -227,6 +231,22 @@ class TileChunks {
     return bits & ((~uint64_t(0) >> (63 - (qhi - qlo))) << qlo);
   }
 
+  // Whether the support of a Gaussian (centre mx, my) holds every pixel centre of the tile, so that it
+  // reaches every chunk with no row or chunk test: it holds the four corners (the support is convex).
+  // Flagging a chunk needlessly costs time, never results (its lanes' alphas are under the cut), so the
+  // float rounding here is harmless. Gaussians without the row-interval test (xtest 0) answer false.
+  bool covers_tile(double mx, double my, const Support& su) const {
+    const float fx = float(mx), fy = float(my);
+    bool in = su.xtest != 0.0f;
+    for (int k = 0; k < 4; ++k) {
+      const float dy = ((k & 2) ? cy1_ : cy0_) - fy;
+      const float disc = su.two_a_smax - su.det * dy * dy;
+      const float dc = ((k & 1) ? cx1_ : cx0_) - (fx + su.slope * dy);
+      in &= (disc >= 0.0f) & (dc * dc * su.a2 <= disc);
+    }
+    return in;
+  }
+
   // chunk_rows, then mark_range.
   bool mark(double mx, double my, const Support& su, int64_t& qlo, int64_t& qhi) {
     if (!chunk_rows(my, su, qlo, qhi)) return false;
@@ -238,6 +258,7 @@ class TileChunks {
   size_t padded() const { return static_cast<size_t>((n_ + kLanes - 1) / kLanes * kLanes); }
   const ChunkLayout& lay_;
   int64_t n_, ts_, y0_ = 0, rows_ = 0;
+  float cx0_ = 0, cx1_ = 0, cy0_ = 0, cy1_ = 0;  // the tile's first and last pixel centres inside the image
   std::vector<ChunkGeom> geo_;
   std::vector<float> ylo_, yhi_, xmid_, xhw_, row_, in_, flag_;  // padded to whole kLanes blocks
 };
