@@ -401,25 +401,27 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           --n_active;
           if (q < 64) active_bits &= ~(uint64_t(1) << q);
         };
-        // a Gaussian whose support covers the tile (large ones, in crowded tiles) reaches every chunk
-        // still compositing, with no row or chunk test
-        if (nchunks <= 64 && !Count && tc.covers_tile(r.mx, r.my, r.su)) {
-          GaussianLanes<T>(in, r, static_cast<int32_t>(k)).blend_bits(active_bits, st, done_with);
-          continue;
-        }
-        int64_t qlo, qhi;
-        if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
-        // chunks still compositing, as bits (tiles of up to 64 chunks): skip Gaussians that only reach
-        // finished chunks before the (costlier) support test
-        if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
-        tc.mark_range(r.mx, r.my, r.su, qlo, qhi);
-        int64_t nq = 0;
-        // the flagged chunks still compositing, as bits (the counting twin lists them, to count them)
         if (nchunks <= 64 && !Count) {
-          const uint64_t bits = tc.marked_bits(qlo, qhi) & active_bits;
+          // the chunks still compositing that the Gaussian reaches, as bits: all of them where its support
+          // covers the tile (large Gaussians in crowded tiles), with no row or chunk test
+          uint64_t bits = active_bits;
+          if (!tc.covers_tile(r.mx, r.my, r.su)) {
+            int64_t qlo, qhi;
+            if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
+            // skip Gaussians that only reach finished chunks before the (costlier) support test
+            if (((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
+            tc.mark_range(r.mx, r.my, r.su, qlo, qhi);
+            bits &= tc.marked_bits(qlo, qhi);
+          }
           if (bits != 0) GaussianLanes<T>(in, r, static_cast<int32_t>(k)).blend_bits(bits, st, done_with);
           continue;
         }
+        // the counting twin, and tiles of more than 64 chunks: the flagged chunks still compositing, listed
+        int64_t qlo, qhi;
+        if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
+        if (nchunks <= 64 && ((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
+        tc.mark_range(r.mx, r.my, r.su, qlo, qhi);
+        int64_t nq = 0;
         if (nchunks <= 64) {
           for (uint64_t bits = tc.marked_bits(qlo, qhi) & active_bits; bits != 0; bits &= bits - 1)
             qs[nq++] = __builtin_ctzll(bits);

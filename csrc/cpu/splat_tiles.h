@@ -236,6 +236,9 @@ class TileChunks {
   // Flagging a chunk needlessly costs time, never results (its lanes' alphas are under the cut), so the
   // float rounding here is harmless. Gaussians without the row-interval test (xtest 0) answer false.
   bool covers_tile(double mx, double my, const Support& su) const {
+    // first whether its rows reach across the tile's: one compare, which sends small Gaussians (most of a
+    // trained scene's) on at once
+    if (!(2.0 * su.yext >= double(cy1_ - cy0_))) return false;
     const float fx = float(mx), fy = float(my);
     bool in = su.xtest != 0.0f;
     for (int k = 0; k < 4; ++k) {
