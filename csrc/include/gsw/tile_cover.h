@@ -68,7 +68,7 @@ GSW_HD void cut_box_to_support(T mean_x, T mean_y, T conic_a, T conic_b, T conic
   const bool faint = !(x >= 1.0);  // alpha never reaches 1/255 (or a NaN opacity): the rasterizer skips it
   const double mx = double(mean_x), my = double(mean_y), a = double(conic_a), b = double(conic_b);
   const double c = double(conic_c), det = a * c - b * b;
-  // & and | on the flags, not && and ||: no short-circuit branches (GCC vectorizes none of those)
+  // & and | on the flags, not && and ||: GCC 12 does not vectorize the short-circuit form of this loop
   const bool usable = !faint & (a > 0.0) & (c > 0.0) & (det > 0.0) & isfinite(det) & isfinite(mx) & isfinite(my);
   const bool cut_x = usable & (a * c <= 1e4 * det);  // alpha_row_interval_exact
   const double sa = usable ? a : 1.0, sc = usable ? c : 1.0, sd = usable ? det : 1.0;
