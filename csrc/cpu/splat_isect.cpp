@@ -345,8 +345,8 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
                          wend = kp.data() + kp.size();
                        }
                        // r = c * tile_height + ty: global tile ids
-                       w = bound_row<T>(recs + 6 * j, i, r * tile_width, ty, x0, x1, ts, edges, done + r * row_words, cnt,
-                                        tbs, w);
+                       w = bound_row<T>(recs + 6 * j, i, r * tile_width, ty, x0, x1, ts, edges,
+                                        done + r * row_words, cnt, tbs, w);
                      });
       sc.kept_n[static_cast<size_t>(p)] = static_cast<int64_t>(w - kp.data());
     }

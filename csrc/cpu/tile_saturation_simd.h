@@ -64,7 +64,8 @@ inline uint32_t saturate_tiles4(const float* g, int32_t c, float ts, float py, c
                                 float* tb) {
   // lane 4 k + e: tile c + k, edge e; a tile's pixel corner as saturate_tile's caller forms it, T(tx) ts
   const __m512i k = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  const __m512 px = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_add_epi32(_mm512_set1_epi32(c), k)), _mm512_set1_ps(ts));
+  const __m512i tx = _mm512_add_epi32(_mm512_set1_epi32(c), k);
+  const __m512 px = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, tx), _mm512_set1_ps(ts));
   const __m512 e = _mm512_maskz_broadcast_f32x4(0xFFFF, _mm_loadu_ps(edges)), one = _mm512_set1_ps(1.0f);
   const __m512 dx = _mm512_sub_ps(_mm512_set1_ps(g[0]), _mm512_add_ps(px, e));
   const __m512 ax = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(g[2]), dx), dx);
@@ -83,7 +84,8 @@ inline uint32_t saturate_tiles4(const float* g, int32_t c, float ts, float py, c
   p = _mm512_sub_ps(one, _mm512_mul_ps(x, p));
   p = _mm512_sub_ps(one, _mm512_mul_ps(x, p));
   p = _mm512_mul_ps(p, p);
-  const __m512 lower = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(1.5f), _CMP_LE_OS), _mm512_mul_ps(p, p));
+  const __mmask16 near = _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.5f), _CMP_LE_OS);
+  const __m512 lower = _mm512_maskz_mov_ps(near, _mm512_mul_ps(p, p));
   __m512 a = _mm512_maskz_min_ps(0xFFFF, _mm512_mul_ps(_mm512_set1_ps(g[5]), lower), _mm512_set1_ps(kAlphaMax));
   a = _mm512_mul_ps(_mm512_set1_ps(kSaturationMargin), a);
   const __mmask16 counted = _mm512_cmp_ps_mask(a, _mm512_set1_ps(kAlphaMin), _CMP_GE_OS);

@@ -35,7 +35,8 @@ int main() {
     const unsigned sat4 = cpu::saturate_tiles4(g, c, ts, py, edges, todo, tb4);
     unsigned sat1 = 0;
     for (int k = 0; k < 4; ++k)
-      if ((todo >> k) & 1u) sat1 |= unsigned(cpu::saturate_tile<float>(g, float(c + k) * ts, py, edges, tb1 + 4 * k)) << k;
+      if ((todo >> k) & 1u)
+        sat1 |= unsigned(cpu::saturate_tile<float>(g, float(c + k) * ts, py, edges, tb1 + 4 * k)) << k;
     for (const auto& [sat, tb] : {std::pair<unsigned, const float*>{sat4, tb4}, {sat1, tb1}}) {
       std::printf("%x ", sat);
       for (int k = 0; k < 16; ++k) {
