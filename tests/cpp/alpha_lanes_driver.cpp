@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "float_bits.h"
 #include "splat_simd.h"
 
 int main() {
@@ -35,11 +36,7 @@ int main() {
     _mm512_store_ps(out[1], g2.alpha(Alpha16::pair(px, px + 8), Alpha16::pair(py, py + 8), raw));
     _mm512_store_ps(out[4], raw);
     _mm512_store_ps(out[2], g2.alpha(Alpha16::pair(px, px + 8), Alpha16::pair(py, py + 8)));
-    for (int k = 0; k < 80; ++k) {
-      unsigned bits;
-      std::memcpy(&bits, out[k / 16] + k % 16, 4);
-      std::printf("%08x ", bits);
-    }
+    for (const float* row : out) print_float_bits(row, 16);
     std::printf("\n");
   }
   return 0;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "float_bits.h"
 #include "tile_saturation_simd.h"
 
 int main() {
@@ -39,11 +40,7 @@ int main() {
         sat1 |= unsigned(cpu::saturate_tile<float>(g, float(c + k) * ts, py, edges, tb1 + 4 * k)) << k;
     for (const auto& [sat, tb] : {std::pair<unsigned, const float*>{sat4, tb4}, {sat1, tb1}}) {
       std::printf("%x ", sat);
-      for (int k = 0; k < 16; ++k) {
-        unsigned bits;
-        std::memcpy(&bits, tb + k, 4);
-        std::printf("%08x ", bits);
-      }
+      print_float_bits(tb, 16);
     }
     std::printf("\n");
   }
