@@ -64,7 +64,7 @@ test: setup
 GENERIC := build/generic
 EXT_TESTS := tests/test_build_target.py tests/test_splat_stages.py tests/test_splat_raster.py \
 	tests/test_splat_absgrad.py tests/test_splat_edge_cases.py tests/test_field.py tests/test_field_device.py \
-	tests/test_transforms.py tests/test_train_losses.py tests/test_tile_saturation.py
+	tests/test_transforms.py tests/test_train_losses.py tests/test_tile_saturation.py tests/test_chunk_support.py
 .PHONY: test-generic
 test-generic: setup
 	rm -rf $(GENERIC)/gsworkbench && mkdir -p $(GENERIC)
@@ -81,7 +81,7 @@ test-generic: setup
 RASTER16 := build/raster16
 RASTER_TESTS := tests/test_build_target.py tests/test_splat_stages.py tests/test_splat_raster.py \
 	tests/test_splat_absgrad.py tests/test_splat_edge_cases.py tests/test_rasterize_lanes.py tests/test_splat_tile_cover.py \
-	tests/test_tile_saturation.py
+	tests/test_tile_saturation.py tests/test_chunk_support.py
 .PHONY: test-raster16
 test-raster16: setup
 	rm -rf $(RASTER16)/gsworkbench && mkdir -p $(RASTER16)

@@ -410,8 +410,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
             if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
             // skip Gaussians that only reach finished chunks before the (costlier) support test
             if (((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
-            tc.mark_range(r.mx, r.my, r.su, qlo, qhi);
-            bits &= tc.marked_bits(qlo, qhi);
+            bits &= tc.support_bits(r.mx, r.my, r.su, qlo, qhi);
           }
           if (bits != 0) GaussianLanes<T>(in, r, static_cast<int32_t>(k)).blend_bits(bits, st, done_with);
           continue;

@@ -125,6 +125,7 @@ class TileChunks {
         xhw_(padded()), row_(padded()), in_(padded()), flag_(padded()) {}
 
   void build(int64_t tx, int64_t ty, int64_t W, int64_t H) {
+    in_bits_ = row_bits_ = 0;
     y0_ = ty * ts_;
     rows_ = std::min(ts_, H - y0_);
     cx0_ = float(tx * ts_) + 0.5f;
@@ -161,6 +162,10 @@ class TileChunks {
       ylo_[q] = any ? float(y0) + 0.5f : 0.0f;
       yhi_[q] = any ? float(y1) + 0.5f : 0.0f;
       row_[q] = y0 == y1 ? 1.0f : 0.0f;
+      if (q < 64) {
+        in_bits_ |= static_cast<uint64_t>(any != 0) << q;
+        row_bits_ |= static_cast<uint64_t>(y0 == y1) << q;
+      }
     }
   }
 
@@ -231,6 +236,51 @@ class TileChunks {
     return bits & ((~uint64_t(0) >> (63 - (qhi - qlo))) << qlo);
   }
 
+  // The chunks in [qlo, qhi] (from chunk_rows) that a Gaussian of support su (centre mx, my) can reach,
+  // as bits (bit q: chunk q), for tiles of at most 64 chunks: mark_range's test, then marked_bits. On
+  // AVX-512 the test runs 16 chunks a vector with its outcomes in mask registers, where mark_range
+  // stores a float flag per chunk for marked_bits to load back. The two may round differently (FMA
+  // contraction); either is far inside the support's relaxation (mark_range).
+  inline __attribute__((always_inline)) uint64_t support_bits(double mx, double my, const Support& su, int64_t qlo,
+                                                            int64_t qhi) {
+    const uint64_t range = (~uint64_t(0) >> (63 - (qhi - qlo))) << qlo;
+#if defined(__AVX512F__)
+    const __m512 fx = _mm512_set1_ps(float(mx)), fy = _mm512_set1_ps(float(my));
+    const __m512 fext = _mm512_set1_ps(su.yext < 3e38 ? float(su.yext) : 3e38f);
+    const __m512 slope = _mm512_set1_ps(su.slope), tas = _mm512_set1_ps(su.two_a_smax);
+    const __m512 det = _mm512_set1_ps(su.det), a2 = _mm512_set1_ps(su.a2), zero = _mm512_setzero_ps();
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    // chunks whose one-row x-interval test applies (mark_range's use_x)
+    const uint64_t use_x = su.xtest != 0.0f ? row_bits_ : 0;
+    uint64_t bits = 0;
+    for (int64_t q0 = qlo & ~int64_t(15); q0 <= qhi; q0 += 16) {
+      const __m512 ylo = _mm512_loadu_ps(ylo_.data() + q0), yhi = _mm512_loadu_ps(yhi_.data() + q0);
+      // the row distance: 0 inside [ylo, yhi] (and for a NaN centre, as in mark_range)
+      const __m512 rd = _mm512_maskz_max_ps(
+          0xFFFF, _mm512_maskz_max_ps(0xFFFF, _mm512_sub_ps(ylo, fy), _mm512_sub_ps(fy, yhi)), zero);
+      __mmask16 m = _mm512_cmp_ps_mask(rd, fext, _CMP_LE_OQ);
+      const __mmask16 ux = static_cast<__mmask16>(use_x >> q0);
+      if (ux) {
+        const __m512 dy = _mm512_sub_ps(fy, ylo);
+        const __m512 disc = _mm512_fnmadd_ps(_mm512_mul_ps(det, dy), dy, tas);
+        const __m512 dc = _mm512_sub_ps(
+            _mm512_and_ps(_mm512_sub_ps(_mm512_fmadd_ps(slope, dy, fx), _mm512_loadu_ps(xmid_.data() + q0)), absmask),
+            _mm512_loadu_ps(xhw_.data() + q0));
+        const __mmask16 near = static_cast<__mmask16>(_mm512_cmp_ps_mask(dc, zero, _CMP_LE_OQ) |
+                                                      _mm512_cmp_ps_mask(_mm512_mul_ps(_mm512_mul_ps(dc, dc), a2), disc,
+                                                                         _CMP_LE_OQ));
+        const __mmask16 inx = _mm512_mask_cmp_ps_mask(near, disc, zero, _CMP_GE_OQ);
+        m = static_cast<__mmask16>(m & (~ux | inx));
+      }
+      bits |= static_cast<uint64_t>(m) << q0;
+    }
+    return bits & in_bits_ & range;
+#else
+    mark_range(mx, my, su, qlo, qhi);
+    return marked_bits(qlo, qhi) & range;
+#endif
+  }
+
   // Whether the support of a Gaussian (centre mx, my) holds every pixel centre of the tile, so that it
   // reaches every chunk with no row or chunk test: it holds the four corners (the support is convex).
   // Flagging a chunk needlessly costs time, never results (its lanes' alphas are under the cut), so the
@@ -240,14 +290,25 @@ class TileChunks {
     // trained scene's) on at once
     if (!(2.0 * su.yext >= double(cy1_ - cy0_))) return false;
     const float fx = float(mx), fy = float(my);
+#if defined(__SSE2__)
+    // the four corners in the lanes of one vector; dy = mean - pixel, as in mark_range
+    const __m128 dy = _mm_sub_ps(_mm_set1_ps(fy), _mm_setr_ps(cy0_, cy0_, cy1_, cy1_));
+    const __m128 disc = _mm_sub_ps(_mm_set1_ps(su.two_a_smax), _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(su.det), dy), dy));
+    const __m128 dc = _mm_sub_ps(_mm_setr_ps(cx0_, cx1_, cx0_, cx1_),
+                                 _mm_add_ps(_mm_set1_ps(fx), _mm_mul_ps(_mm_set1_ps(su.slope), dy)));
+    const __m128 in = _mm_and_ps(_mm_cmpge_ps(disc, _mm_setzero_ps()),
+                                 _mm_cmple_ps(_mm_mul_ps(_mm_mul_ps(dc, dc), _mm_set1_ps(su.a2)), disc));
+    return su.xtest != 0.0f && _mm_movemask_ps(in) == 0xF;
+#else
     bool in = su.xtest != 0.0f;
     for (int k = 0; k < 4; ++k) {
-      const float dy = ((k & 2) ? cy1_ : cy0_) - fy;
+      const float dy = fy - ((k & 2) ? cy1_ : cy0_);
       const float disc = su.two_a_smax - su.det * dy * dy;
       const float dc = ((k & 1) ? cx1_ : cx0_) - (fx + su.slope * dy);
       in &= (disc >= 0.0f) & (dc * dc * su.a2 <= disc);
     }
     return in;
+#endif
   }
 
   // chunk_rows, then mark_range.
@@ -258,12 +319,14 @@ class TileChunks {
   }
 
  private:
-  size_t padded() const { return static_cast<size_t>((n_ + kLanes - 1) / kLanes * kLanes); }
+  // whole blocks of kLanes chunks (mark_range) and of 16 (support_bits)
+  size_t padded() const { return static_cast<size_t>((n_ + 15) / 16 * 16); }
   const ChunkLayout& lay_;
   int64_t n_, ts_, y0_ = 0, rows_ = 0;
+  uint64_t in_bits_ = 0, row_bits_ = 0;  // chunks q < 64 with a pixel inside the image; of one row
   float cx0_ = 0, cx1_ = 0, cy0_ = 0, cy1_ = 0;  // the tile's first and last pixel centres inside the image
   std::vector<ChunkGeom> geo_;
-  std::vector<float> ylo_, yhi_, xmid_, xhw_, row_, in_, flag_;  // padded to whole kLanes blocks
+  std::vector<float> ylo_, yhi_, xmid_, xhw_, row_, in_, flag_;  // padded (padded())
 };
 
 }  // namespace cpu
