@@ -116,56 +116,50 @@ struct alignas(64) ChunkGeom {
   bool full_row;  // every lane inside, lanes j = pixels (x[0] + j, y[0]): one contiguous run of a row
 };
 
-// The chunks of one tile: lane geometry, and per chunk the box of its inside pixel centres (double,
+// The chunks of one tile: lane geometry, and per chunk the box of its inside pixel centres (float,
 // structure of arrays) against which a Gaussian's support is tested, all chunks of a row at once.
 class TileChunks {
  public:
   TileChunks(const ChunkLayout& lay, int64_t ts)
       : lay_(lay), n_(lay.nchunks), ts_(ts), geo_(n_), ylo_(padded()), yhi_(padded()), xmid_(padded()),
-        xhw_(padded()), row_(padded()), in_(padded()), flag_(padded()) {}
+        xhw_(padded()), row_(padded()), in_(padded()), flag_(padded()) {
+    // the tile at the origin, all inside: every tile inside the image is it shifted (build)
+    fill(0, 0, ts, ts);
+    geo0_ = geo_;
+    ylo0_ = ylo_, yhi0_ = yhi_, xmid0_ = xmid_;
+  }
 
+  // The chunks of tile (tx, ty) of a W x H image: a tile inside the image is the tile at the origin
+  // shifted (the same values: pixel centres are exact in float), an edge tile is computed afresh.
   void build(int64_t tx, int64_t ty, int64_t W, int64_t H) {
-    in_bits_ = row_bits_ = 0;
-    y0_ = ty * ts_;
-    rows_ = std::min(ts_, H - y0_);
-    cx0_ = float(tx * ts_) + 0.5f;
-    cx1_ = float(std::min((tx + 1) * ts_, W)) - 0.5f;
-    cy0_ = float(y0_) + 0.5f;
-    cy1_ = float(y0_ + rows_) - 0.5f;
-    const int32_t x0t = static_cast<int32_t>(tx * ts_), y0t = static_cast<int32_t>(y0_);
-    const int32_t w = static_cast<int32_t>(W), h = static_cast<int32_t>(H);
+    // after an edge tile (or none yet) the lanes' inside flags and boxes are not the template's: fill
+    if ((tx + 1) * ts_ > W || (ty + 1) * ts_ > H || !inside_) {
+      fill(tx, ty, W, H);
+      inside_ = (tx + 1) * ts_ <= W && (ty + 1) * ts_ <= H;
+      return;
+    }
+    const int32_t x0t = static_cast<int32_t>(tx * ts_), y0t = static_cast<int32_t>(ty * ts_);
+    const float fx = float(x0t), fy = float(y0t);
+    y0_ = y0t;
+    rows_ = ts_;
+    cx0_ = fx + 0.5f;
+    cx1_ = float(x0t + ts_) - 0.5f;
+    cy0_ = fy + 0.5f;
+    cy1_ = float(y0t + ts_) - 0.5f;
     for (int64_t q = 0; q < n_; ++q) {
-      ChunkGeom& cg = geo_[q];
-      const int32_t *ox = lay_.ox.data() + q * kLanes, *oy = lay_.oy.data() + q * kLanes;
-      const int32_t* pad = lay_.pad.data() + q * kLanes;
-      int32_t any = 0, x0 = INT32_MAX, x1 = INT32_MIN, y0 = INT32_MAX, y1 = INT32_MIN;
-#pragma omp simd reduction(| : any) reduction(min : x0, y0) reduction(max : x1, y1)
+      const ChunkGeom& g0 = geo0_[q];
+      ChunkGeom& g = geo_[q];
+#pragma omp simd
       for (int j = 0; j < kLanes; ++j) {
-        const int32_t x = x0t + ox[j], y = y0t + oy[j];
-        const int32_t in = (1 - pad[j]) & (x < w ? 1 : 0) & (y < h ? 1 : 0);
-        cg.x[j] = x;
-        cg.y[j] = y;
-        cg.in[j] = in;
-        any |= in;
-        x0 = std::min(x0, in ? x : INT32_MAX);
-        x1 = std::max(x1, in ? x : INT32_MIN);
-        y0 = std::min(y0, in ? y : INT32_MAX);
-        y1 = std::max(y1, in ? y : INT32_MIN);
+        g.x[j] = g0.x[j] + x0t;
+        g.y[j] = g0.y[j] + y0t;
       }
-      cg.any_inside = any != 0;
-      int32_t all = 1;
-      for (int j = 0; j < kLanes; ++j) all &= cg.in[j] & (cg.y[j] == cg.y[0] ? 1 : 0) & (cg.x[j] == cg.x[0] + j ? 1 : 0);
-      cg.full_row = all != 0;
-      in_[q] = any ? 1.0f : 0.0f;
-      xmid_[q] = any ? 0.5f * (float(x0) + float(x1)) + 0.5f : 0.0f;  // pixel centres x0 + 0.5 .. x1 + 0.5
-      xhw_[q] = any ? 0.5f * (float(x1) - float(x0)) : 0.0f;
-      ylo_[q] = any ? float(y0) + 0.5f : 0.0f;
-      yhi_[q] = any ? float(y1) + 0.5f : 0.0f;
-      row_[q] = y0 == y1 ? 1.0f : 0.0f;
-      if (q < 64) {
-        in_bits_ |= static_cast<uint64_t>(any != 0) << q;
-        row_bits_ |= static_cast<uint64_t>(y0 == y1) << q;
-      }
+    }
+#pragma omp simd
+    for (int64_t q = 0; q < n_; ++q) {
+      ylo_[q] = ylo0_[q] + fy;
+      yhi_[q] = yhi0_[q] + fy;
+      xmid_[q] = xmid0_[q] + fx;
     }
   }
 
@@ -319,11 +313,61 @@ class TileChunks {
   }
 
  private:
+  // build for any tile, edge tiles included.
+  void fill(int64_t tx, int64_t ty, int64_t W, int64_t H) {
+    in_bits_ = row_bits_ = 0;
+    y0_ = ty * ts_;
+    rows_ = std::min(ts_, H - y0_);
+    cx0_ = float(tx * ts_) + 0.5f;
+    cx1_ = float(std::min((tx + 1) * ts_, W)) - 0.5f;
+    cy0_ = float(y0_) + 0.5f;
+    cy1_ = float(y0_ + rows_) - 0.5f;
+    const int32_t x0t = static_cast<int32_t>(tx * ts_), y0t = static_cast<int32_t>(y0_);
+    const int32_t w = static_cast<int32_t>(W), h = static_cast<int32_t>(H);
+    for (int64_t q = 0; q < n_; ++q) {
+      ChunkGeom& cg = geo_[q];
+      const int32_t *ox = lay_.ox.data() + q * kLanes, *oy = lay_.oy.data() + q * kLanes;
+      const int32_t* pad = lay_.pad.data() + q * kLanes;
+      int32_t any = 0, x0 = INT32_MAX, x1 = INT32_MIN, y0 = INT32_MAX, y1 = INT32_MIN;
+#pragma omp simd reduction(| : any) reduction(min : x0, y0) reduction(max : x1, y1)
+      for (int j = 0; j < kLanes; ++j) {
+        const int32_t x = x0t + ox[j], y = y0t + oy[j];
+        const int32_t in = (1 - pad[j]) & (x < w ? 1 : 0) & (y < h ? 1 : 0);
+        cg.x[j] = x;
+        cg.y[j] = y;
+        cg.in[j] = in;
+        any |= in;
+        x0 = std::min(x0, in ? x : INT32_MAX);
+        x1 = std::max(x1, in ? x : INT32_MIN);
+        y0 = std::min(y0, in ? y : INT32_MAX);
+        y1 = std::max(y1, in ? y : INT32_MIN);
+      }
+      cg.any_inside = any != 0;
+      int32_t all = 1;
+      for (int j = 0; j < kLanes; ++j) all &= cg.in[j] & (cg.y[j] == cg.y[0] ? 1 : 0) & (cg.x[j] == cg.x[0] + j ? 1 : 0);
+      cg.full_row = all != 0;
+      in_[q] = any ? 1.0f : 0.0f;
+      xmid_[q] = any ? 0.5f * (float(x0) + float(x1)) + 0.5f : 0.0f;  // pixel centres x0 + 0.5 .. x1 + 0.5
+      xhw_[q] = any ? 0.5f * (float(x1) - float(x0)) : 0.0f;
+      ylo_[q] = any ? float(y0) + 0.5f : 0.0f;
+      yhi_[q] = any ? float(y1) + 0.5f : 0.0f;
+      row_[q] = y0 == y1 ? 1.0f : 0.0f;
+      if (q < 64) {
+        in_bits_ |= static_cast<uint64_t>(any != 0) << q;
+        row_bits_ |= static_cast<uint64_t>(y0 == y1) << q;
+      }
+    }
+  }
+
+
   // whole blocks of kLanes chunks (mark_range) and of 16 (support_bits)
   size_t padded() const { return static_cast<size_t>((n_ + 15) / 16 * 16); }
   const ChunkLayout& lay_;
   int64_t n_, ts_, y0_ = 0, rows_ = 0;
   uint64_t in_bits_ = 0, row_bits_ = 0;  // chunks q < 64 with a pixel inside the image; of one row
+  bool inside_ = false;  // the last tile built lay inside the image
+  std::vector<ChunkGeom> geo0_;  // the tile at the origin (constructor)
+  std::vector<float> ylo0_, yhi0_, xmid0_;
   float cx0_ = 0, cx1_ = 0, cy0_ = 0, cy1_ = 0;  // the tile's first and last pixel centres inside the image
   std::vector<ChunkGeom> geo_;
   std::vector<float> ylo_, yhi_, xmid_, xhw_, row_, in_, flag_;  // padded (padded())
