@@ -64,9 +64,9 @@ def run(exe: Path, ts: int, tiles: torch.Tensor, x: torch.Tensor) -> tuple[int, 
     return int(lines[0]), res
 
 
-def chunk_alpha_max(ts: int, lanes: int, tx: int, ty: int, x: list[float]) -> list[float]:
-    """Per chunk of the tile, the largest float64 alpha of the Gaussian x over its pixels inside the
-    image (0 for a chunk with none)."""
+def chunk_alpha_max(ts: int, lanes: int, tx: int, ty: int, x: list[float]) -> tuple[list[float], list[bool]]:
+    """Per chunk of the tile: the largest float64 alpha of the Gaussian x over its pixels inside the
+    image (0 for a chunk with none), and whether it has such a pixel."""
     p = torch.arange(math.ceil(ts * ts / lanes) * lanes)
     px = (tx * ts + p % ts).double() + 0.5
     py = (ty * ts + p // ts).double() + 0.5
@@ -75,13 +75,8 @@ def chunk_alpha_max(ts: int, lanes: int, tx: int, ty: int, x: list[float]) -> li
     dx, dy = mx - px, my - py
     sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
     alpha = torch.where(sigma >= 0, (op * torch.exp(-sigma)).clamp(max=0.99), torch.zeros(()))
-    return torch.where(inside, alpha, torch.zeros(())).reshape(-1, lanes).amax(-1).tolist()
-
-
-def tile_chunk_inside(ts: int, lanes: int, tx: int, ty: int, q: int) -> bool:
-    """Whether chunk q of tile (tx, ty) has a pixel inside the image."""
-    p = torch.arange(q * lanes, (q + 1) * lanes)
-    return bool(((p < ts * ts) & (tx * ts + p % ts < W) & (ty * ts + p // ts < H)).any())
+    amax = torch.where(inside, alpha, torch.zeros(())).reshape(-1, lanes).amax(-1)
+    return amax.tolist(), inside.reshape(-1, lanes).any(-1).tolist()
 
 
 @pytest.mark.parametrize("ts", [16, 13])
@@ -91,7 +86,7 @@ def test_chunk_reach_keeps_every_chunk_the_alpha_reaches(driver: Path, seed: int
     lanes, res = run(driver, ts, tiles, x)
     counts = dict(reached=0, differ=0, covers=0)
     for (tx, ty), xr, r in zip(tiles.tolist(), x.double().tolist(), res, strict=True):
-        amax = chunk_alpha_max(ts, lanes, tx, ty, xr)
+        amax, has_inside = chunk_alpha_max(ts, lanes, tx, ty, xr)
         need = sum(1 << q for q, a in enumerate(amax) if a >= ALPHA_MIN * (1 + 1e-5))
         if r is None:
             assert need == 0, f"chunk_rows dropped chunks {need:#x} the alpha reaches"
@@ -109,7 +104,7 @@ def test_chunk_reach_keeps_every_chunk_the_alpha_reaches(driver: Path, seed: int
             counts["covers"] += 1
             # every pixel of the tile inside the image lies in the support, whose edge is within 15% of
             # the cut (alpha_sigma_max), so every chunk with such a pixel reaches well past half of it
-            inside = [a for q, a in enumerate(amax) if tile_chunk_inside(ts, lanes, tx, ty, q)]
+            inside = [a for a, i in zip(amax, has_inside, strict=True) if i]
             assert min(inside) >= ALPHA_MIN * 0.5, f"covers_tile holds, but a chunk reaches only {min(inside)}"
     # the cases reach every outcome; the forms rarely differ
     assert counts["reached"] > 1000 and counts["covers"] > 50

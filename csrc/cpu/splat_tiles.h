@@ -237,8 +237,8 @@ class TileChunks {
   // contraction); either is far inside the support's relaxation (mark_range).
   inline __attribute__((always_inline)) uint64_t support_bits(double mx, double my, const Support& su, int64_t qlo,
                                                             int64_t qhi) {
-    const uint64_t range = (~uint64_t(0) >> (63 - (qhi - qlo))) << qlo;
 #if defined(__AVX512F__)
+    const uint64_t range = (~uint64_t(0) >> (63 - (qhi - qlo))) << qlo;
     const __m512 fx = _mm512_set1_ps(float(mx)), fy = _mm512_set1_ps(float(my));
     const __m512 fext = _mm512_set1_ps(su.yext < 3e38 ? float(su.yext) : 3e38f);
     const __m512 slope = _mm512_set1_ps(su.slope), tas = _mm512_set1_ps(su.two_a_smax);
@@ -271,7 +271,7 @@ class TileChunks {
     return bits & in_bits_ & range;
 #else
     mark_range(mx, my, su, qlo, qhi);
-    return marked_bits(qlo, qhi) & range;
+    return marked_bits(qlo, qhi);
 #endif
   }
 
