@@ -95,5 +95,7 @@ def test_four_tiles_equal_one_tile_at_a_time(driver: Path, seed: int, ts: int) -
     assert torch.equal(sat, want)
     # the record zeroes the edge cases (rows 0-3): their bounds stay as they were
     assert torch.equal(bits[:4], tb[:4].view(torch.int32))
-    # the cases reach both outcomes
-    assert (sat != 0).sum() > 100 and ((after < tb) & lane_open).any(-1).sum() > 1000
+    # the cases reach both outcomes. Over fresh seeds about 115 rows (ts 16, spread 9) saturate a tile
+    # and about 1200 (spread 28) shrink a bound: the floors sit far below, so only a generator that
+    # stopped reaching an outcome trips them
+    assert (sat != 0).sum() > 40 and ((after < tb) & lane_open).any(-1).sum() > 900
