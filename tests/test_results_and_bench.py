@@ -12,6 +12,7 @@ from importlib.metadata import version
 import pandas as pd
 import pytest
 import torch
+from fake_clock import FakeClock
 
 from gsworkbench import runs
 from gsworkbench.bench import Case, get_suite, list_suites, run_cases, run_suite, save_run
@@ -78,21 +79,23 @@ def test_run_cases_and_store(tmp_path):
 
 
 def test_backends_on_one_input_are_timed_in_interleaved_rounds():
+    """On a fake clock (the call counts and the medians must not depend on how busy the machine is)."""
     log = []
+    clock = FakeClock()
 
-    def make(tag, cost):
+    def make(tag, seconds):
         def setup():
             log.append(("setup", tag))
-            return lambda: log.append(tag) or sum(range(cost))
+            return lambda: log.append(tag) or clock.work(seconds)
 
         return setup
 
     cases = [
-        Case("x1", {"backend": "x", "n": 1}, make("x1", 10)),
-        Case("x2", {"backend": "x", "n": 2}, make("x2", 10)),
-        Case("y1", {"backend": "y", "n": 1}, make("y1", 10_000)),
+        Case("x1", {"backend": "x", "n": 1}, make("x1", 1e-5)),
+        Case("x2", {"backend": "x", "n": 2}, make("x2", 1e-5)),
+        Case("y1", {"backend": "y", "n": 1}, make("y1", 1e-4)),
     ]
-    df = run_cases(cases, threads=1, min_run_time=0.02, progress=False)
+    df = run_cases(cases, threads=1, min_run_time=0.02, progress=False, clock=clock)
     assert list(df["case"]) == ["x1", "x2", "y1"]  # rows in the given order
     assert [e for e in log if isinstance(e, tuple)] == [("setup", "x1"), ("setup", "y1"), ("setup", "x2")]
     calls = [e for e in log if not isinstance(e, tuple)]
