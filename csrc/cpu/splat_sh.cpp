@@ -55,16 +55,127 @@ struct ShRows {
   int64_t s0, sr;
 };
 
+#if defined(__AVX512F__)
+// r[0..16) rows of a 16 x 16 float matrix -> its columns, in place (unpacks, then in-lane shuffles,
+// then 128-bit lane shuffles: 64 permutes). Mask forms with a full mask: GCC 12 warns on the plain
+// forms' undefined pass-through operand.
+inline void transpose16(__m512* r) {
+  __m512 a[16], b[16];
+  for (int i = 0; i < 16; i += 2) {
+    a[i] = _mm512_maskz_unpacklo_ps(0xFFFF, r[i], r[i + 1]);
+    a[i + 1] = _mm512_maskz_unpackhi_ps(0xFFFF, r[i], r[i + 1]);
+  }
+  // b[4 g + c], 128-bit lane q: rows 4 g .. 4 g + 3 of column 4 q + c
+  for (int g = 0; g < 16; g += 4) {
+    b[g] = _mm512_maskz_shuffle_ps(0xFFFF, a[g], a[g + 2], 0x44);
+    b[g + 1] = _mm512_maskz_shuffle_ps(0xFFFF, a[g], a[g + 2], 0xEE);
+    b[g + 2] = _mm512_maskz_shuffle_ps(0xFFFF, a[g + 1], a[g + 3], 0x44);
+    b[g + 3] = _mm512_maskz_shuffle_ps(0xFFFF, a[g + 1], a[g + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 e0 = _mm512_maskz_shuffle_f32x4(0xFFFF, b[c], b[4 + c], 0x44);
+    const __m512 e1 = _mm512_maskz_shuffle_f32x4(0xFFFF, b[c], b[4 + c], 0xEE);
+    const __m512 e2 = _mm512_maskz_shuffle_f32x4(0xFFFF, b[8 + c], b[12 + c], 0x44);
+    const __m512 e3 = _mm512_maskz_shuffle_f32x4(0xFFFF, b[8 + c], b[12 + c], 0xEE);
+    r[c] = _mm512_maskz_shuffle_f32x4(0xFFFF, e0, e2, 0x88);
+    r[4 + c] = _mm512_maskz_shuffle_f32x4(0xFFFF, e0, e2, 0xDD);
+    r[8 + c] = _mm512_maskz_shuffle_f32x4(0xFFFF, e1, e3, 0x88);
+    r[12 + c] = _mm512_maskz_shuffle_f32x4(0xFFFF, e1, e3, 0xDD);
+  }
+}
+
+// Degree 3, float: the colours of 16 Gaussians as lanes. A per-Gaussian SIMD loop reads each of their
+// 48 coefficients with single-lane loads (rows 48 or 45 floats apart), which cost more than the
+// arithmetic. Here the 45 coefficients of rows 1.. are three contiguous loads per Gaussian, turned
+// into one vector per coefficient by three 16 x 16 transposes; the DC row and the directions (48
+// contiguous floats each) are gathered. The sums are 16-lane FMAs in the order of
+// sh_to_color_forward, and the three colour vectors are interleaved back by permutes.
+struct Sh3Colors {
+  __m512i row0, dir, pick[3], mix[3];
+  __mmask16 from_b[3];
+  explicit Sh3Colors(const ShRows<float>& co) {
+    alignas(64) int32_t t[16];
+    auto load = [&] { return _mm512_load_si512(reinterpret_cast<const void*>(t)); };
+    for (int l = 0; l < 16; ++l) t[l] = static_cast<int32_t>(l * co.s0);
+    row0 = load();
+    for (int l = 0; l < 16; ++l) t[l] = 3 * l;
+    dir = load();
+    // output vector j, element p: value 16 j + p of the interleaved colours, lane e / 3, channel e % 3;
+    // red and green come from one two-source permute (index bit 4 picks green), blue from a second
+    for (int j = 0; j < 3; ++j) {
+      unsigned m = 0;
+      for (int p = 0; p < 16; ++p) {
+        const int e = 16 * j + p, lane = e / 3, ch = e % 3;
+        t[p] = ch == 1 ? 16 + lane : lane;
+        if (ch == 2) m |= 1u << p;
+      }
+      pick[j] = load();
+      for (int p = 0; p < 16; ++p) t[p] = (16 * j + p) / 3;
+      mix[j] = load();
+      from_b[j] = static_cast<__mmask16>(m);
+    }
+  }
+
+  // Colours of Gaussians n0 .. n0 + 16 for one camera (d, o: that camera's directions and colours).
+  void block(const ShRows<float>& co, const float* d, float* o, int64_t n0) const {
+    const float *c0 = co.c0 + n0 * co.s0, *cr = co.cr + n0 * co.sr;
+    auto gather = [](__m512i at, const float* base) {
+      return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, at, base, 4);
+    };
+    // rest[16 j + p], lane l: value 16 j + p of Gaussian n0 + l's rows 1..15 (45 values)
+    __m512 rest[48];
+    for (int j = 0; j < 3; ++j) {
+      const __mmask16 take = j < 2 ? __mmask16(0xFFFF) : __mmask16(0x1FFF);  // 16, 16, then 13 values
+      for (int l = 0; l < 16; ++l) rest[16 * j + l] = _mm512_maskz_loadu_ps(take, cr + l * co.sr + 16 * j);
+      transpose16(rest + 16 * j);
+    }
+    const __m512 x = gather(dir, d + 3 * n0), y = gather(dir, d + 3 * n0 + 1), z = gather(dir, d + 3 * n0 + 2);
+    __m512 n = _mm512_maskz_sqrt_ps(0xFFFF, _mm512_fmadd_ps(x, x, _mm512_fmadd_ps(y, y, _mm512_mul_ps(z, z))));
+    n = _mm512_maskz_max_ps(0xFFFF, n, _mm512_set1_ps(1e-12f));
+    alignas(64) float b[16][16];
+    {
+      alignas(64) float u[3][16];
+      _mm512_store_ps(u[0], _mm512_div_ps(x, n));
+      _mm512_store_ps(u[1], _mm512_div_ps(y, n));
+      _mm512_store_ps(u[2], _mm512_div_ps(z, n));
+#pragma omp simd
+      for (int l = 0; l < 16; ++l) sh_basis<float, 16>(3, u[0][l], u[1][l], u[2][l], &b[0][l]);
+    }
+    __m512 col[3];
+    for (int ch = 0; ch < 3; ++ch) {
+      __m512 s = _mm512_mul_ps(_mm512_load_ps(b[0]), gather(row0, c0 + ch));
+      for (int k = 1; k < 16; ++k) s = _mm512_fmadd_ps(_mm512_load_ps(b[k]), rest[3 * (k - 1) + ch], s);
+      col[ch] = _mm512_maskz_max_ps(0xFFFF, _mm512_add_ps(s, _mm512_set1_ps(0.5f)), _mm512_setzero_ps());
+    }
+    float* out = o + 3 * n0;
+    for (int j = 0; j < 3; ++j) {
+      const __m512 rg = _mm512_permutex2var_ps(col[0], pick[j], col[1]);
+      _mm512_storeu_ps(out + 16 * j, _mm512_mask_permutexvar_ps(rg, from_b[j], mix[j], col[2]));
+    }
+  }
+};
+#endif
+
 template <typename T>
 void sh_forward_kernel(int64_t degree, ShRows<T> co, const T* d, T* o, int64_t C, int64_t N) {
   with_sh_degree(degree, [&](auto deg) {
 #pragma omp parallel num_threads(threads_for(C * N, kMinShPerThread))
     {
       const Range share = thread_range(N);
-      const int64_t n0 = share.begin, n1 = share.end;
+      const int64_t n1 = share.end;
       for (int64_t c = 0; c < C; ++c) {
         const T* dc = d + 3 * c * N;
         T* oc = o + 3 * c * N;
+        int64_t n0 = share.begin;
+#if defined(__AVX512F__)
+        // degree 3, float, rows close enough for 32-bit gather offsets: blocks of 16 Gaussians
+        if constexpr (std::is_same_v<T, float> && decltype(deg)::value == 3) {
+          if (16 * std::max(co.s0, co.sr) < (int64_t(1) << 30)) {
+            const Sh3Colors lanes(co);
+            for (; n0 + 16 <= n1; n0 += 16) lanes.block(co, dc, oc, n0);
+          }
+        }
+#endif
 #pragma omp simd
         for (int64_t n = n0; n < n1; ++n)
           sh_to_color_forward<T>(deg, co.c0 + n * co.s0, co.cr + n * co.sr, dc + 3 * n, oc + 3 * n);
