@@ -44,7 +44,7 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
   const bool absgrad = g_means2d_abs != nullptr;
   // per-Gaussian accumulators: mean2d (2), conic (3), opacity (1), colour (D), |mean2d| (2, with absgrad)
   const int64_t K = 6 + D + (absgrad ? 2 : 0);
-  const std::vector<GaussianRecord<T>> rec = gaussian_records(means2d, conics, opac, CN);
+  const GaussianRecord<T>* rec = gaussian_records(means2d, conics, opac, CN);
   const ChunkLayout layout(g.ts);
   const int nthreads = raster_threads(g.C * ntiles, g.M, g.ts * g.ts, g.C * g.H * g.W);
   // per-thread sums, zeroed by their own thread (first touch there; no serial zero fill of

@@ -349,7 +349,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
                               T* out_T, int32_t* out_last, LaneCounts* counts = nullptr) {
   const int64_t D = g.D, ntiles = g.tw * g.th;
   const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
-  const std::vector<GaussianRecord<T>> rec = gaussian_records(means2d, conics, opac, g.C * g.N);
+  const GaussianRecord<T>* rec = gaussian_records(means2d, conics, opac, g.C * g.N);
   const ChunkLayout layout(g.ts);
   const BlendInputs<T> in{means2d, conics, colors, opac, fid, D};
 #pragma omp parallel num_threads(raster_threads(g.C * ntiles, g.M, g.ts * g.ts, g.C * g.H * g.W))

@@ -57,9 +57,14 @@ struct alignas(64) GaussianRecord {
   BlendTerms<T> bt;
 };
 
+// The records of Gaussians [0, CN), valid until the calling thread's next call. They are written into
+// a buffer that thread keeps from call to call (it grows, never shrinks: 64 bytes a Gaussian for float):
+// a fresh one, at 10^5 Gaussians and more, costs a serial zero fill and page faults on every call.
 template <typename T>
-std::vector<GaussianRecord<T>> gaussian_records(const T* means2d, const T* conics, const T* opac, int64_t CN) {
-  std::vector<GaussianRecord<T>> rec(static_cast<size_t>(CN));
+const GaussianRecord<T>* gaussian_records(const T* means2d, const T* conics, const T* opac, int64_t CN) {
+  thread_local std::vector<GaussianRecord<T>> kept;
+  if (kept.size() < static_cast<size_t>(CN)) kept.resize(static_cast<size_t>(CN));
+  GaussianRecord<T>* rec = kept.data();
 #pragma omp parallel num_threads(threads_for(CN, kMinRecordsPerThread))
   {
     const Range share = thread_range(CN);
