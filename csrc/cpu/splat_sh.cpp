@@ -87,9 +87,9 @@ inline void transpose16(__m512* r) {
 // Degree 3, float: the colours of 16 Gaussians as lanes. A per-Gaussian SIMD loop reads each of their
 // 48 coefficients with single-lane loads (rows 48 or 45 floats apart), which cost more than the
 // arithmetic. Here the 45 coefficients of rows 1.. are three contiguous loads per Gaussian, turned
-// into one vector per coefficient by three 16 x 16 transposes; the DC row and the directions (48
-// contiguous floats each) are gathered. The sums are 16-lane FMAs in the order of
-// sh_to_color_forward, and the three colour vectors are interleaved back by permutes.
+// into one vector per coefficient by three 16 x 16 transposes; the DC row and the direction (three
+// values a Gaussian) are gathered. The sums are 16-lane FMAs in the order of sh_to_color_forward, and
+// the three colour vectors are interleaved back by permutes.
 struct Sh3Colors {
   __m512i row0, dir, pick[3], mix[3];
   __mmask16 from_b[3];
@@ -168,9 +168,9 @@ void sh_forward_kernel(int64_t degree, ShRows<T> co, const T* d, T* o, int64_t C
         T* oc = o + 3 * c * N;
         int64_t n0 = share.begin;
 #if defined(__AVX512F__)
-        // degree 3, float, rows close enough for 32-bit gather offsets: blocks of 16 Gaussians
+        // degree 3, float, DC rows close enough for 32-bit gather offsets: blocks of 16 Gaussians
         if constexpr (std::is_same_v<T, float> && decltype(deg)::value == 3) {
-          if (16 * std::max(co.s0, co.sr) < (int64_t(1) << 30)) {
+          if (16 * co.s0 < (int64_t(1) << 31)) {
             const Sh3Colors lanes(co);
             for (; n0 + 16 <= n1; n0 += 16) lanes.block(co, dc, oc, n0);
           }
