@@ -67,7 +67,12 @@ def encode_spz(splats: SplatSet) -> bytes:
     with tempfile.TemporaryDirectory(prefix="gsw-spz-") as tmp:
         out = Path(tmp) / "splats.spz"
         gsply_write_spz(out, data, version=SPZ_VERSION, fractional_bits=FRACTIONAL_BITS)
-        return out.read_bytes()
+        raw = bytearray(out.read_bytes())
+    # the same splats give the same bytes: gzip's MTIME field (bytes 4-7) set to 0, "no time stamp"
+    # (RFC 1952), where it held the second the stream was written; no header CRC covers it (FLG bit 1)
+    if raw[:2] == b"\x1f\x8b" and not raw[3] & 0x02:
+        raw[4:8] = bytes(4)
+    return bytes(raw)
 
 
 def write_spz(path: str | os.PathLike[str], splats: SplatSet) -> Path:
