@@ -87,11 +87,15 @@ TORCH_LIBRARY(gsworkbench, m) {
   //    (one autograd node, csrc/splat_autograd.cpp): coeffs [N,K,3], means [N,3], viewmats [C,4,4] -> [C,N,3]
   m.def(
       "splat_sh_colors_from_cameras(Tensor coeffs, Tensor means, Tensor viewmats, int degree, "
-      "Tensor? coeffs_rest=None) -> Tensor");
+      "Tensor? coeffs_rest=None, bool check_finite=False) -> Tensor");
   //    SH to colour: coeffs [N,K,3], dirs [C,N,3] (camera centre to mean) -> colors [C,N,3]. With
   //    coeffs_rest [N,K-1,3], coeffs is the DC row [N,1,3] (3DGS's sh0 and shN kept apart: no
-  //    concatenation per step; the coefficients are the two along dim 1)
-  m.def("splat_sh_to_color(Tensor coeffs, Tensor dirs, int degree, Tensor? coeffs_rest=None) -> Tensor");
+  //    concatenation per step; the coefficients are the two along dim 1). check_finite: a NaN or an
+  //    infinity anywhere in coeffs or coeffs_rest raises a ValueError (the CPU kernel scans each block of
+  //    coefficients as it reads it, so the input check costs no second pass over memory)
+  m.def(
+      "splat_sh_to_color(Tensor coeffs, Tensor dirs, int degree, Tensor? coeffs_rest=None, "
+      "bool check_finite=False) -> Tensor");
   //    -> (v_coeffs [N,K,3] (or [N,1,3]), v_dirs [C,N,3], v_coeffs_rest [N,K-1,3] (or [0] without coeffs_rest))
   m.def(
       "splat_sh_to_color_backward(Tensor v_colors, Tensor coeffs, Tensor dirs, int degree, "

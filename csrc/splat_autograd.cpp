@@ -46,10 +46,10 @@ Tensors4 call_project_backward(const variable_list& s, int64_t width, int64_t he
 using OptTensor = c10::optional<Tensor>;
 using Tensors3 = std::tuple<Tensor, Tensor, Tensor>;
 
-Tensor call_sh(const Tensor& coeffs, const Tensor& dirs, int64_t degree, const OptTensor& rest) {
-  static const auto op = op_handle<Tensor(const Tensor&, const Tensor&, int64_t, const OptTensor&)>(
+Tensor call_sh(const Tensor& coeffs, const Tensor& dirs, int64_t degree, const OptTensor& rest, bool check_finite) {
+  static const auto op = op_handle<Tensor(const Tensor&, const Tensor&, int64_t, const OptTensor&, bool)>(
       "gsworkbench::splat_sh_to_color");
-  return op.call(coeffs, dirs, degree, rest);
+  return op.call(coeffs, dirs, degree, rest, check_finite);
 }
 
 Tensors3 call_sh_backward(const Tensor& v_colors, const Tensor& coeffs, const Tensor& dirs, int64_t degree,
@@ -125,20 +125,20 @@ class Project : public torch::autograd::Function<Project> {
 class ShToColor : public torch::autograd::Function<ShToColor> {
  public:
   static Tensor forward(AutogradContext* ctx, const Tensor& coeffs, const Tensor& dirs, int64_t degree,
-                        const OptTensor& rest) {
+                        const OptTensor& rest, bool check_finite) {
     ctx->saved_data["degree"] = degree;
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({coeffs, dirs, saved_or_undefined(rest)});
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_sh(coeffs, dirs, degree, rest);
+    return call_sh(coeffs, dirs, degree, rest, check_finite);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     const variable_list s = ctx->get_saved_variables();
     const OptTensor rest = optional_of(s[2]);
     auto [gc, gd, gr] = call_sh_backward(grads[0], s[0], s[1], ctx->saved_data["degree"].toInt(), rest);
-    return {gc, gd, Tensor(), rest.has_value() ? gr : Tensor()};
+    return {gc, gd, Tensor(), rest.has_value() ? gr : Tensor(), Tensor()};
   }
 };
 
@@ -164,22 +164,22 @@ class ViewDirs : public torch::autograd::Function<ViewDirs> {
 class ShColorsFromCameras : public torch::autograd::Function<ShColorsFromCameras> {
  public:
   static Tensor forward(AutogradContext* ctx, const Tensor& coeffs, const Tensor& means, const Tensor& viewmats,
-                        int64_t degree, const OptTensor& rest) {
+                        int64_t degree, const OptTensor& rest, bool check_finite) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const Tensor dirs = call_view_dirs(means, viewmats);
     ctx->saved_data["degree"] = degree;
     ctx->set_materialize_grads(false);
     ctx->save_for_backward({coeffs, means, viewmats, dirs, saved_or_undefined(rest)});
-    return call_sh(coeffs, dirs, degree, rest);
+    return call_sh(coeffs, dirs, degree, rest, check_finite);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     const variable_list s = ctx->get_saved_variables();
     const OptTensor rest = optional_of(s[4]);
     auto [gc, gd, gr] = call_sh_backward(grads[0], s[0], s[3], ctx->saved_data["degree"].toInt(), rest);
     auto [gm, gv] = call_view_dirs_backward(gd, s[1], s[2]);
-    return {gc, gm, gv, Tensor(), rest.has_value() ? gr : Tensor()};
+    return {gc, gm, gv, Tensor(), rest.has_value() ? gr : Tensor(), Tensor()};
   }
 };
 
@@ -195,12 +195,13 @@ Tensors5 project_autograd(const Tensor& means, const Tensor& quats, const Tensor
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 
-Tensor sh_to_color_autograd(const Tensor& coeffs, const Tensor& dirs, int64_t degree, const OptTensor& rest) {
+Tensor sh_to_color_autograd(const Tensor& coeffs, const Tensor& dirs, int64_t degree, const OptTensor& rest,
+                            bool check_finite) {
   if (!records_grad(coeffs, dirs) && !(rest.has_value() && records_grad(*rest))) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_sh(coeffs, dirs, degree, rest);
+    return call_sh(coeffs, dirs, degree, rest, check_finite);
   }
-  return ShToColor::apply(coeffs, dirs, degree, rest);
+  return ShToColor::apply(coeffs, dirs, degree, rest, check_finite);
 }
 
 Tensor view_dirs_autograd(const Tensor& means, const Tensor& viewmats) {
@@ -212,12 +213,12 @@ Tensor view_dirs_autograd(const Tensor& means, const Tensor& viewmats) {
 }
 
 Tensor sh_colors_from_cameras_autograd(const Tensor& coeffs, const Tensor& means, const Tensor& viewmats,
-                                       int64_t degree, const OptTensor& rest) {
+                                       int64_t degree, const OptTensor& rest, bool check_finite) {
   if (!records_grad(coeffs, means, viewmats) && !(rest.has_value() && records_grad(*rest))) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_sh(coeffs, call_view_dirs(means, viewmats), degree, rest);
+    return call_sh(coeffs, call_view_dirs(means, viewmats), degree, rest, check_finite);
   }
-  return ShColorsFromCameras::apply(coeffs, means, viewmats, degree, rest);
+  return ShColorsFromCameras::apply(coeffs, means, viewmats, degree, rest, check_finite);
 }
 
 }  // namespace

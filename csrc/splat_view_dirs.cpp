@@ -47,11 +47,12 @@ std::tuple<Tensor, Tensor> view_dirs_backward(const Tensor& v_dirs, const Tensor
 
 // splat_sh_colors_from_cameras below autograd (and its fake kernel): the two ops in turn.
 Tensor sh_colors_from_cameras(const Tensor& coeffs, const Tensor& means, const Tensor& viewmats, int64_t degree,
-                              const c10::optional<Tensor>& coeffs_rest) {
+                              const c10::optional<Tensor>& coeffs_rest, bool check_finite) {
   static const auto dirs_op = op_handle<Tensor(const Tensor&, const Tensor&)>("gsworkbench::splat_view_dirs");
-  static const auto sh_op = op_handle<Tensor(const Tensor&, const Tensor&, int64_t, const c10::optional<Tensor>&)>(
-      "gsworkbench::splat_sh_to_color");
-  return sh_op.call(coeffs, dirs_op.call(means, viewmats), degree, coeffs_rest);
+  static const auto sh_op =
+      op_handle<Tensor(const Tensor&, const Tensor&, int64_t, const c10::optional<Tensor>&, bool)>(
+          "gsworkbench::splat_sh_to_color");
+  return sh_op.call(coeffs, dirs_op.call(means, viewmats), degree, coeffs_rest, check_finite);
 }
 
 }  // namespace

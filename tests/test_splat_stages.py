@@ -8,6 +8,8 @@ import math
 import pytest
 import torch
 from conftest import requires_ext, to_device
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from splat_scenes import random_scene, rel_err
 
 from gsworkbench import gaussians
@@ -235,6 +237,66 @@ def test_sh_forward_float32_matches_float64(device: str, seed: int, split: bool,
     else:
         got = op(full32, dirs32, 3)
     assert rel_err(to_device(got, "cpu").double(), want) < 1e-5
+
+
+@requires_ext
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.one_of(st.integers(1, 300), st.integers(4000, 6000)),  # the second: two threads, many scan blocks
+    degree=st.integers(0, 3),
+    extra_rows=st.integers(0, 2),  # rows the degree leaves unused: scanned too
+    split=st.booleans(),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    cameras=st.integers(0, 2),
+    bad=st.one_of(st.none(), st.tuples(st.sampled_from([math.nan, math.inf, -math.inf]), st.booleans(),
+                                       st.floats(0, 1, exclude_max=True))),  # fmt: skip
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_sh_check_finite_finds_every_non_finite(n: int, degree: int, extra_rows: int, split: bool, dtype: torch.dtype,
+                                                cameras: int, bad: tuple | None, seed: int) -> None:  # fmt: skip
+    """``check_finite``, the scan the CPU kernel makes of each block of coefficients as it reads it: one
+    NaN or infinity anywhere (any row, the unused ones too; the DC piece or the rest in the split form)
+    raises a ValueError naming its tensor, as ``torch.isfinite`` over the whole tensor says; with none,
+    the colours are those of the unchecked call, bit for bit. Zero cameras scan too."""
+    g = torch.Generator().manual_seed(seed)
+    k = (degree + 1) ** 2 + extra_rows
+    full = 0.3 * torch.randn(n, k, 3, generator=g, dtype=dtype)
+    pieces = [full[:, :1].contiguous(), full[:, 1:].contiguous()] if split and k > 1 else [full]
+    if bad is not None:
+        value, in_rest, where = bad
+        t = pieces[1 if in_rest and len(pieces) == 2 else 0]
+        t.view(-1)[int(where * t.numel())] = value
+    dirs = torch.randn(cameras, n, 3, generator=g, dtype=dtype)
+    op = torch.ops.gsworkbench.splat_sh_to_color
+    args = (pieces[0], dirs, degree, pieces[1] if len(pieces) == 2 else None)
+    names = ["coeffs", "coeffs_rest"]
+    first_bad = next((name for name, t in zip(names, pieces) if not bool(torch.isfinite(t).all())), None)
+    if first_bad is None:
+        assert torch.equal(op(*args, True), op(*args))
+        return
+    with pytest.raises(ValueError, match=f"^{first_bad} contains non-finite values"):
+        op(*args, True)
+    op(*args)  # unchecked: no error
+
+
+@requires_ext
+@pytest.mark.parametrize("backend", ["ext", "torch"])
+@pytest.mark.parametrize("where", ["colors", "sh_rest"])
+def test_rasterize_names_non_finite_sh_coefficients(backend: str, where: str, device: str) -> None:
+    """A NaN among the SH coefficients (ext: found by the SH op's scan, torch: by the input check) is a
+    ValueError naming rasterize's argument, colors or sh_rest; ``check_values=False`` skips the scan."""
+    from gsworkbench.splat.rasterize import rasterize
+
+    if backend == "torch" and device != "cpu":
+        pytest.skip("the torch reference runs on the CPU here")
+    s = random_scene(20, cameras=1, sh_degree=3)
+    s = to_device(s, device)
+    dc, rest = s["colors"][:, :1].clone(), s["colors"][:, 1:].clone()
+    (dc if where == "colors" else rest)[7, 0, 1] = math.nan
+    args = (s["means"], s["quats"], s["scales"], s["opacities"], dc, s["viewmats"], s["Ks"], 16, 12)
+    with pytest.raises(ValueError, match=f"^{where} contains non-finite values"):
+        rasterize(*args, sh_degree=3, sh_rest=rest, backend=backend)
+    rasterize(*args, sh_degree=3, sh_rest=rest, backend=backend, check_values=False)
 
 
 @requires_ext

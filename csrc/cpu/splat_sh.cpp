@@ -14,6 +14,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <type_traits>
 
 #if defined(__AVX512F__)
@@ -156,32 +158,87 @@ struct Sh3Colors {
 };
 #endif
 
+// The coefficients that a checking forward (check_finite) scans: Gaussian n's values are
+// a[n sa .. (n + 1) sa) and, in the split form, b[n sb .. (n + 1) sb) (b null otherwise); every row of
+// the tensors, those the degree leaves unused too.
 template <typename T>
-void sh_forward_kernel(int64_t degree, ShRows<T> co, const T* d, T* o, int64_t C, int64_t N) {
+struct ShScan {
+  const T* a;
+  int64_t sa;
+  const T* b;
+  int64_t sb;
+};
+
+// Gaussians that a checking forward scans and then colours at a time: a multiple of the 16-Gaussian
+// blocks, whose coefficients (192 bytes a Gaussian at degree 3 in float) stay in the L1 cache between
+// the scan and the colours, so the check reads memory once.
+constexpr int64_t kScanBlock = 128;
+
+// Whether p[0..n) holds no NaN and no infinity: the largest exponent field is all ones otherwise.
+template <typename T>
+bool all_finite(const T* p, int64_t n) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  constexpr U kExponent = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  U top = 0;
+#pragma omp simd reduction(max : top)
+  for (int64_t i = 0; i < n; ++i) top = std::max(top, static_cast<U>(std::bit_cast<U>(p[i]) & kExponent));
+  return top != kExponent;
+}
+
+// Stands in for Sh3Colors where there are no 16-Gaussian blocks (never called).
+struct NoBlocks {
+  template <typename Rows>
+  explicit NoBlocks(const Rows&) {}
+  template <typename Rows, typename T>
+  void block(const Rows&, const T*, T*, int64_t) const {}
+};
+
+// Colours o [C,N,3] of the coefficients co seen along the directions d [C,N,3]. With scan, the
+// coefficients are also checked (finite_a, finite_b: false where a NaN or an infinity was found).
+template <typename T>
+void sh_forward_kernel(int64_t degree, ShRows<T> co, const T* d, T* o, int64_t C, int64_t N,
+                       const ShScan<T>* scan = nullptr, bool* finite_a = nullptr, bool* finite_b = nullptr) {
+  bool fa = true, fb = true;
   with_sh_degree(degree, [&](auto deg) {
-#pragma omp parallel num_threads(threads_for(C * N, kMinShPerThread))
+#pragma omp parallel num_threads(threads_for(C * N, kMinShPerThread)) reduction(&& : fa, fb)
     {
-      const Range share = thread_range(N);
-      const int64_t n1 = share.end;
-      for (int64_t c = 0; c < C; ++c) {
+#if defined(__AVX512F__)
+      // degree 3, float, DC rows close enough for 32-bit gather offsets: blocks of 16 Gaussians
+      constexpr bool kBlocks = std::is_same_v<T, float> && decltype(deg)::value == 3;
+      const bool blocks = kBlocks && 16 * co.s0 < (int64_t(1) << 31);
+      const std::conditional_t<kBlocks, Sh3Colors, NoBlocks> lanes(co);
+#endif
+      // the colours of Gaussians [n0, n1) seen from camera c
+      const auto colours = [&](int64_t c, int64_t n0, int64_t n1) {
         const T* dc = d + 3 * c * N;
         T* oc = o + 3 * c * N;
-        int64_t n0 = share.begin;
 #if defined(__AVX512F__)
-        // degree 3, float, DC rows close enough for 32-bit gather offsets: blocks of 16 Gaussians
-        if constexpr (std::is_same_v<T, float> && decltype(deg)::value == 3) {
-          if (16 * co.s0 < (int64_t(1) << 31)) {
-            const Sh3Colors lanes(co);
+        if constexpr (kBlocks)
+          if (blocks)
             for (; n0 + 16 <= n1; n0 += 16) lanes.block(co, dc, oc, n0);
-          }
-        }
 #endif
 #pragma omp simd
         for (int64_t n = n0; n < n1; ++n)
           sh_to_color_forward<T>(deg, co.c0 + n * co.s0, co.cr + n * co.sr, dc + 3 * n, oc + 3 * n);
+      };
+      const Range share = thread_range(N);
+      // the first camera's pass also scans (with no camera, it only scans)
+      for (int64_t c = 0; c < std::max<int64_t>(C, scan != nullptr); ++c) {
+        if (c > 0 || scan == nullptr) {
+          colours(c, share.begin, share.end);
+          continue;
+        }
+        for (int64_t n0 = share.begin; n0 < share.end; n0 += kScanBlock) {
+          const int64_t n1 = std::min(share.end, n0 + kScanBlock);
+          fa = fa && all_finite(scan->a + n0 * scan->sa, (n1 - n0) * scan->sa);
+          fb = fb && (scan->b == nullptr || all_finite(scan->b + n0 * scan->sb, (n1 - n0) * scan->sb));
+          if (C > 0) colours(0, n0, n1);
+        }
       }
     }
   });
+  if (finite_a != nullptr) *finite_a = fa;
+  if (finite_b != nullptr) *finite_b = fb;
 }
 
 #if defined(__AVX512F__)
@@ -283,17 +340,22 @@ ShRows<T> sh_rows(const Tensor& coeffs, const c10::optional<Tensor>& rest) {
   return {c0, rest->data_ptr<T>(), 3, 3 * rest->size(1)};
 }
 
-Tensor sh_to_color_cpu(const Tensor& coeffs_, const Tensor& dirs_, int64_t degree,
-                       const c10::optional<Tensor>& rest_) {
+Tensor sh_to_color_cpu(const Tensor& coeffs_, const Tensor& dirs_, int64_t degree, const c10::optional<Tensor>& rest_,
+                       bool check_finite) {
   check_sh_inputs(coeffs_, dirs_, degree, rest_);
   const auto coeffs = coeffs_.contiguous(), dirs = dirs_.contiguous();
   const c10::optional<Tensor> rest = rest_.has_value() ? c10::optional<Tensor>(rest_->contiguous()) : c10::nullopt;
   const int64_t C = dirs.size(0), N = dirs.size(1);
   auto out = at::empty({C, N, 3}, coeffs.options());
+  bool finite = true, rest_finite = true;
   AT_DISPATCH_FLOATING_TYPES(coeffs.scalar_type(), "splat_sh_to_color_cpu", [&] {
     using T = scalar_t;
-    sh_forward_kernel<T>(degree, sh_rows<T>(coeffs, rest), dirs.data_ptr<T>(), out.data_ptr<T>(), C, N);
+    const ShScan<T> scan{coeffs.data_ptr<T>(), 3 * coeffs.size(1), rest.has_value() ? rest->data_ptr<T>() : nullptr,
+                         rest.has_value() ? 3 * rest->size(1) : 0};
+    sh_forward_kernel<T>(degree, sh_rows<T>(coeffs, rest), dirs.data_ptr<T>(), out.data_ptr<T>(), C, N,
+                         check_finite ? &scan : nullptr, &finite, &rest_finite);
   });
+  check_sh_finite(finite, rest_finite);
   return out;
 }
 

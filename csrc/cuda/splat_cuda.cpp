@@ -116,9 +116,12 @@ Tensor sh_block(const Tensor& coeffs, const c10::optional<Tensor>& rest) {
 }
 
 Tensor sh_to_color_cuda(const Tensor& coeffs, const Tensor& dirs, int64_t degree,
-                        const c10::optional<Tensor>& rest) {
+                        const c10::optional<Tensor>& rest, bool check_finite) {
   check_sh_inputs(coeffs, dirs, degree, rest);
   check_cuda(coeffs, "splat_sh_to_color");
+  if (check_finite)  // one reduction and one sync per tensor (the CPU kernel scans as it reads)
+    check_sh_finite(at::isfinite(coeffs).all().item<bool>(),
+                    !rest.has_value() || at::isfinite(*rest).all().item<bool>());
   const auto dt = coeffs.scalar_type();
   const c10::cuda::CUDAGuard guard(coeffs.device());
   const auto co = sh_block(coeffs, rest), d = dirs.contiguous();

@@ -73,7 +73,7 @@ def _register() -> None:
 
 
     @torch.library.register_fake(lib + "splat_sh_to_color")
-    def _sh_fake(coeffs, dirs, degree, coeffs_rest=None):  # noqa: ANN001, ANN202
+    def _sh_fake(coeffs, dirs, degree, coeffs_rest=None, check_finite=False):  # noqa: ANN001, ANN202
         return dirs.new_empty(dirs.shape[0], dirs.shape[1], 3)
 
     @torch.library.register_fake(lib + "splat_sh_to_color_backward")
@@ -247,12 +247,18 @@ def view_dirs(means: torch.Tensor, viewmats: torch.Tensor) -> torch.Tensor:
 
 
 def sh_to_color(
-    coeffs: torch.Tensor, dirs: torch.Tensor, degree: int, coeffs_rest: torch.Tensor | None = None
+    coeffs: torch.Tensor,
+    dirs: torch.Tensor,
+    degree: int,
+    coeffs_rest: torch.Tensor | None = None,
+    *,
+    check_finite: bool = False,
 ) -> torch.Tensor:
     """Ext SH to colour: coeffs [N,K,3] (or the DC row [N,1,3] and coeffs_rest [N,K-1,3]), dirs [C,N,3]
-    -> colours [C,N,3]."""
+    -> colours [C,N,3]. ``check_finite``: ValueError when coeffs or coeffs_rest holds a NaN or an
+    infinity (every row; the CPU kernel scans them as it reads them, with no second pass)."""
     require_ext()
-    return torch.ops.gsworkbench.splat_sh_to_color(coeffs, dirs, int(degree), coeffs_rest)
+    return torch.ops.gsworkbench.splat_sh_to_color(coeffs, dirs, int(degree), coeffs_rest, bool(check_finite))
 
 
 def sh_colors_from_cameras(
@@ -261,11 +267,16 @@ def sh_colors_from_cameras(
     viewmats: torch.Tensor,
     degree: int,
     coeffs_rest: torch.Tensor | None = None,
+    *,
+    check_finite: bool = False,
 ) -> torch.Tensor:
     """Ext :func:`sh_to_color` of :func:`view_dirs` as one op (one autograd node); same contract as
-    :func:`gsworkbench.splat._torch_impl.sh_colors_from_cameras`."""
+    :func:`gsworkbench.splat._torch_impl.sh_colors_from_cameras`, and ``check_finite`` as in
+    :func:`sh_to_color`."""
     require_ext()
-    return torch.ops.gsworkbench.splat_sh_colors_from_cameras(coeffs, means, viewmats, int(degree), coeffs_rest)
+    return torch.ops.gsworkbench.splat_sh_colors_from_cameras(
+        coeffs, means, viewmats, int(degree), coeffs_rest, bool(check_finite)
+    )
 
 
 def isect_tiles(

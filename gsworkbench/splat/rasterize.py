@@ -79,14 +79,16 @@ def check_rasterize_inputs(
     backend: str,
     sh_rest: torch.Tensor | None = None,
     check_values: bool = True,
+    scan_colors: bool = True,
 ) -> None:
     """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad sizes or modes.
-    The arguments are :func:`rasterize`'s, by name only (nineteen of them: a positional call would
+    The arguments are :func:`rasterize`'s, by name only (twenty of them: a positional call would
     shift silently when one is added).
 
     The value checks (finite, opacity and scale ranges, focal lengths) run in eager mode only
     (:func:`gsworkbench.validation.checking_values`), and only with ``check_values``; the others also
-    trace under torch.compile."""
+    trace under torch.compile. ``scan_colors=False`` leaves colors and sh_rest out of the finite scan,
+    for a caller whose SH op scans them as it reads them (``check_finite``)."""
     check_choice("backend", backend, BACKENDS)
     check_choice("render_mode", render_mode, RENDER_MODES)
     check_choice("rasterize_mode", rasterize_mode, RASTERIZE_MODES)
@@ -153,7 +155,7 @@ def check_rasterize_inputs(
         tensors["backgrounds"] = backgrounds
     check_same_device_dtype(**tensors)
     if check_values and checking_values():
-        _check_values(tensors)
+        _check_values({k: t for k, t in tensors.items() if scan_colors or k not in ("colors", "sh_rest")})
     if backend == "ext":
         require_kernel("splat_rasterize", means.device.type)
 
@@ -194,6 +196,20 @@ def _memory_check_args(
         backgrounds=backgrounds is not None, grad=grad, n_gaussians=N, sh_bases=sh_bases,
         expected_depth=render_mode in ("ED", "RGB+ED"),
     )  # fmt: skip
+
+
+def _ext_sh_colors(colors: torch.Tensor, means: torch.Tensor, viewmats: torch.Tensor, sh_degree: int,
+                   sh_rest: torch.Tensor | None, check_finite: bool) -> torch.Tensor:  # fmt: skip
+    """The ext SH colours, the coefficients scanned as they are read with ``check_finite``; the op's error
+    names them as :func:`rasterize` does (colors, sh_rest)."""
+    try:
+        return ops.sh_colors_from_cameras(colors, means, viewmats, sh_degree, sh_rest, check_finite=check_finite)
+    except ValueError as e:
+        message = str(e)
+        if not message.endswith("contains non-finite values (NaN or Inf)"):
+            raise
+        name = "sh_rest" if message.startswith("coeffs_rest") else "colors"
+        raise ValueError(f"{name} contains non-finite values (NaN or Inf)") from None
 
 
 def _no_stage(name: str) -> AbstractContextManager[Any]:
@@ -259,6 +275,8 @@ def rasterize(
         the torch reference's, and ``tiles_per_gauss`` still counts the whole boxes.
     """
     stage = stages if stages is not None else _no_stage
+    # on ext, the SH op scans the coefficients for NaN and Inf as it reads them: no second pass over them
+    sh_op_scans = backend == "ext" and sh_degree is not None and render_mode not in ("D", "ED")
     with stage("project"):  # the input checks count as part of the projection stage
         check_rasterize_inputs(
             means=means,
@@ -280,6 +298,7 @@ def rasterize(
             backend=backend,
             sh_rest=sh_rest,
             check_values=check_values,
+            scan_colors=not sh_op_scans,
         )
         if absgrad and torch.compiler.is_compiling():
             raise NotImplementedError(
@@ -311,7 +330,11 @@ def rasterize(
     else:
         if sh_degree is not None:
             with stage("sh"):
-                feats = impl.sh_colors_from_cameras(colors, means, viewmats, sh_degree, sh_rest)
+                if sh_op_scans:
+                    feats = _ext_sh_colors(colors, means, viewmats, sh_degree, sh_rest,
+                                           check_values and checking_values())  # fmt: skip
+                else:
+                    feats = impl.sh_colors_from_cameras(colors, means, viewmats, sh_degree, sh_rest)
         elif colors.dim() == 2:
             feats = colors.expand(C, N, colors.shape[-1])
         else:

@@ -114,6 +114,13 @@ inline void check_sh_inputs(const at::Tensor& coeffs, const at::Tensor& dirs, in
   check_like(dirs, op, "dirs", coeffs, dt);
 }
 
+// splat_sh_to_color(check_finite=True): the error when the coefficients hold a NaN or an infinity
+// (a ValueError in Python, named after the tensor: coeffs or coeffs_rest).
+inline void check_sh_finite(bool coeffs_finite, bool rest_finite) {
+  TORCH_CHECK_VALUE(coeffs_finite, "coeffs contains non-finite values (NaN or Inf)");
+  TORCH_CHECK_VALUE(rest_finite, "coeffs_rest contains non-finite values (NaN or Inf)");
+}
+
 inline void check_sh_grads(const at::Tensor& v_colors, const at::Tensor& coeffs, const at::Tensor& dirs) {
   constexpr const char* op = "splat_sh_to_color_backward";
   TORCH_CHECK(v_colors.numel() == dirs.size(0) * dirs.size(1) * 3, op, ": v_colors must be [C,N,3]");
