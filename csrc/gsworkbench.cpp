@@ -70,10 +70,13 @@ TORCH_LIBRARY(gsworkbench, m) {
 
   // ---- splat rasterizer (gsworkbench/splat/) ----
   // 1. EWA projection: means [N,3], quats [N,4] (wxyz), scales [N,3], viewmats [C,4,4], Ks [C,3,3]
-  //    -> (radii int32 [C,N], means2d [C,N,2], depths [C,N], conics [C,N,3], compensations [C,N])
+  //    -> (radii int32 [C,N], means2d [C,N,2], depths [C,N], conics [C,N,3], compensations [C,N]).
+  //    check_values: a NaN or an infinity in means, quats or scales, or a negative scale, raises a
+  //    ValueError (the CPU kernel scans each block of Gaussians as it reads it: no second pass)
   m.def(
       "splat_project(Tensor means, Tensor quats, Tensor scales, Tensor viewmats, Tensor Ks, int width, "
-      "int height, float eps2d, float near_plane, float far_plane) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "int height, float eps2d, float near_plane, float far_plane, bool check_values=False) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   //    -> (v_means [N,3], v_quats [N,4], v_scales [N,3], v_viewmats [C,4,4])
   m.def(
       "splat_project_backward(Tensor means, Tensor quats, Tensor scales, Tensor viewmats, Tensor Ks, int width, "

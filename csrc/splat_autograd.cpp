@@ -26,10 +26,11 @@ using Tensors2 = std::tuple<Tensor, Tensor>;
 
 Tensors5 call_project(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
                       const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
-                      double far_plane) {
-  static const auto op = op_handle<Tensors5(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                            int64_t, int64_t, double, double, double)>("gsworkbench::splat_project");
-  return op.call(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+                      double far_plane, bool check_values) {
+  static const auto op =
+      op_handle<Tensors5(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t,
+                         double, double, double, bool)>("gsworkbench::splat_project");
+  return op.call(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane, check_values);
 }
 
 Tensors4 call_project_backward(const variable_list& s, int64_t width, int64_t height, double eps2d,
@@ -78,11 +79,12 @@ class Project : public torch::autograd::Function<Project> {
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& means, const Tensor& quats, const Tensor& scales,
                                const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
-                               double near_plane, double far_plane) {
+                               double near_plane, double far_plane, bool check_values) {
     Tensors5 out;
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
-      out = call_project(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+      out = call_project(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
+                         check_values);
     }
     auto& [radii, means2d, depths, conics, comps] = out;
     ctx->saved_data["width"] = width;
@@ -102,7 +104,7 @@ class Project : public torch::autograd::Function<Project> {
     const Tensor& v_depths = grads[2];
     const Tensor& v_conics = grads[3];
     const Tensor& v_comps = grads[4];
-    variable_list out(10);
+    variable_list out(11);
     if (!v_means2d.defined() && !v_depths.defined() && !v_conics.defined() && !v_comps.defined()) return out;
     const Tensor& radii = s[5];
     const int64_t C = radii.size(0), N = radii.size(1);
@@ -185,13 +187,14 @@ class ShColorsFromCameras : public torch::autograd::Function<ShColorsFromCameras
 
 Tensors5 project_autograd(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
                           const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
-                          double far_plane) {
+                          double far_plane, bool check_values) {
   if (!records_grad(means, quats, scales, viewmats, Ks)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return call_project(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+    return call_project(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
+                        check_values);
   }
   const variable_list out =
-      Project::apply(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+      Project::apply(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane, check_values);
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 

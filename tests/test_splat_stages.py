@@ -16,6 +16,16 @@ from gsworkbench import gaussians
 from gsworkbench.splat import _torch_impl
 
 
+def _draw_flat_index(data: st.DataObject, rows: int, per_row: int) -> int:
+    """A flat index into a [rows, per_row] tensor: anywhere, or the first or last value of a row at the edge of
+    a block of 64 rows (the kernels' scan blocks are multiples of 64 rows, and the threads' shares end
+    there or at the last row)."""
+    if data.draw(st.booleans(), label="at a block edge"):
+        row = min(rows - 1, max(0, 64 * data.draw(st.integers(0, rows // 64 + 1)) - data.draw(st.integers(0, 1))))
+        return row * per_row + data.draw(st.sampled_from([0, per_row - 1]))
+    return data.draw(st.integers(0, rows * per_row - 1), label="anywhere")
+
+
 def _proj_args(scene: dict) -> tuple:
     return (scene["means"], scene["quats"], scene["scales"], scene["viewmats"], scene["Ks"],
             scene["width"], scene["height"], 0.3, 0.01, 1e10)  # fmt: skip
@@ -248,12 +258,13 @@ def test_sh_forward_float32_matches_float64(device: str, seed: int, split: bool,
     split=st.booleans(),
     dtype=st.sampled_from([torch.float32, torch.float64]),
     cameras=st.integers(0, 2),
-    bad=st.one_of(st.none(), st.tuples(st.sampled_from([math.nan, math.inf, -math.inf]), st.booleans(),
-                                       st.floats(0, 1, exclude_max=True))),  # fmt: skip
+    bad=st.one_of(st.none(), st.tuples(st.sampled_from([math.nan, math.inf, -math.inf]), st.booleans())),
+    data=st.data(),
     seed=st.integers(0, 2**31 - 1),
 )
 def test_sh_check_finite_finds_every_non_finite(n: int, degree: int, extra_rows: int, split: bool, dtype: torch.dtype,
-                                                cameras: int, bad: tuple | None, seed: int) -> None:  # fmt: skip
+                                                cameras: int, bad: tuple | None, data: st.DataObject,
+                                                seed: int) -> None:  # fmt: skip
     """``check_finite``, the scan the CPU kernel makes of each block of coefficients as it reads it: one
     NaN or infinity anywhere (any row, the unused ones too; the DC piece or the rest in the split form)
     raises a ValueError naming its tensor, as ``torch.isfinite`` over the whole tensor says; with none,
@@ -263,9 +274,9 @@ def test_sh_check_finite_finds_every_non_finite(n: int, degree: int, extra_rows:
     full = 0.3 * torch.randn(n, k, 3, generator=g, dtype=dtype)
     pieces = [full[:, :1].contiguous(), full[:, 1:].contiguous()] if split and k > 1 else [full]
     if bad is not None:
-        value, in_rest, where = bad
+        value, in_rest = bad
         t = pieces[1 if in_rest and len(pieces) == 2 else 0]
-        t.view(-1)[int(where * t.numel())] = value
+        t.view(-1)[_draw_flat_index(data, n, t[0].numel())] = value
     dirs = torch.randn(cameras, n, 3, generator=g, dtype=dtype)
     op = torch.ops.gsworkbench.splat_sh_to_color
     args = (pieces[0], dirs, degree, pieces[1] if len(pieces) == 2 else None)
@@ -275,6 +286,47 @@ def test_sh_check_finite_finds_every_non_finite(n: int, degree: int, extra_rows:
         assert torch.equal(op(*args, True), op(*args))
         return
     with pytest.raises(ValueError, match=f"^{first_bad} contains non-finite values"):
+        op(*args, True)
+    op(*args)  # unchecked: no error
+
+
+@requires_ext
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.one_of(st.integers(1, 600), st.integers(9000, 12000)),  # the second: two threads, many scan blocks
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    cameras=st.integers(0, 2),
+    bad=st.one_of(st.none(), st.tuples(st.sampled_from([math.nan, math.inf, -math.inf, -1e-3]),
+                                       st.sampled_from(["means", "quats", "scales"]))),  # fmt: skip
+    data=st.data(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_projection_check_values_finds_every_bad_value(n: int, dtype: torch.dtype, cameras: int, bad: tuple | None,
+                                                       data: st.DataObject, seed: int) -> None:  # fmt: skip
+    """``check_values``, the scan the CPU projection makes of each block of Gaussians as it reads it: a
+    NaN or an infinity anywhere in means, quats or scales, or a negative scale, raises the ValueError
+    that rasterize's own check would (the first bad tensor in that order, as ``torch.isfinite`` and
+    ``min`` over the whole tensors say); with none, the outputs are those of the unchecked call, bit for
+    bit. Zero cameras scan too."""
+    g = torch.Generator().manual_seed(seed)
+    t = {"means": torch.randn(n, 3, generator=g, dtype=dtype) * 0.5,
+         "quats": torch.randn(n, 4, generator=g, dtype=dtype),
+         "scales": torch.rand(n, 3, generator=g, dtype=dtype) * 0.1}  # fmt: skip
+    if bad is not None:
+        value, name = bad
+        t[name].view(-1)[_draw_flat_index(data, n, t[name].shape[1])] = value
+    s = random_scene(1, cameras=max(cameras, 1), seed=seed, dtype=dtype)
+    vm, Ks = s["viewmats"][:cameras], s["Ks"][:cameras]
+    op = torch.ops.gsworkbench.splat_project
+    args = (t["means"], t["quats"], t["scales"], vm, Ks, 40, 28, 0.3, 0.01, 1e10)
+    want = next((f"{k} contains non-finite" for k in t if not bool(torch.isfinite(t[k]).all())), None)
+    if want is None and bool((t["scales"] < 0).any()):
+        want = "scales must be non-negative"
+    if want is None:
+        for a, b in zip(op(*args, True), op(*args), strict=True):
+            assert torch.equal(a, b)
+        return
+    with pytest.raises(ValueError, match=f"^{want}"):
         op(*args, True)
     op(*args)  # unchecked: no error
 

@@ -18,6 +18,7 @@
 #include "gsw/parallel.h"
 #include "gsw/projection.h"
 #include "gsw/splat_op.h"
+#include "scan_values.h"
 
 namespace gsw {
 namespace splat {
@@ -39,28 +40,56 @@ std::vector<Camera<T>> load_cameras(const Tensor& viewmats, const Tensor& Ks) {
 // sleeping thread under OMP_WAIT_POLICY=PASSIVE costs more than projecting fewer pairs).
 constexpr int64_t kMinProjectPerThread = 4096;
 
+// What a checking projection (check_values) found in its inputs: false where means, quats or scales
+// held a NaN or an infinity, or a scale was negative.
+struct ProjectionScan {
+  bool means_finite = true, quats_finite = true, scales_finite = true, scales_nonneg = true;
+};
+
+// Gaussians that a checking projection scans and then projects at a time (their 40 bytes in float stay
+// in the L1 cache between the two).
+constexpr int64_t kProjScanBlock = 256;
+
 // The projection loops run over Gaussians for one camera at a time with branch-free per-Gaussian math
 // (gsw/projection.h), which the compiler vectorizes (ivdep: the Gaussians are independent).
 template <typename T>
 void project_forward_kernel(const T* mu, const T* q, const T* s, const std::vector<Camera<T>>& cams, int64_t N,
                             int64_t width, int64_t height, T eps2d, T near_plane, T far_plane, int32_t* r, T* m2,
-                            T* d, T* co, T* cp) {
+                            T* d, T* co, T* cp, ProjectionScan* scan = nullptr) {
   const int64_t C = static_cast<int64_t>(cams.size());
-#pragma omp parallel num_threads(threads_for(C * N, kMinProjectPerThread))
+  bool fm = true, fq = true, fs = true, nonneg = true;
+#pragma omp parallel num_threads(threads_for(C * N, kMinProjectPerThread)) reduction(&& : fm, fq, fs, nonneg)
   {
     const Range share = thread_range(N);
-    for (int64_t c = 0; c < C; ++c) {
+    // Gaussians [n0, n1) projected into camera c
+    const auto project = [&](int64_t c, int64_t n0, int64_t n1) {
       const Camera<T> cam = cams[c];
       const int64_t off = c * N;
 #pragma GCC ivdep
-      for (int64_t n = share.begin; n < share.end; ++n) {
+      for (int64_t n = n0; n < n1; ++n) {
         Projected<T> o;
         const bool ok =
             project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, width, height, eps2d, near_plane, far_plane, o);
         store_projected(ok, o, off + n, r, m2, d, co, cp);
       }
+    };
+    // the first camera's pass also scans (with no camera, it only scans)
+    for (int64_t c = 0; c < std::max<int64_t>(C, scan != nullptr); ++c) {
+      if (c > 0 || scan == nullptr) {
+        project(c, share.begin, share.end);
+        continue;
+      }
+      for (int64_t n0 = share.begin; n0 < share.end; n0 += kProjScanBlock) {
+        const int64_t n1 = std::min(share.end, n0 + kProjScanBlock), k = n1 - n0;
+        fm = fm && all_finite(mu + 3 * n0, 3 * k);
+        fq = fq && all_finite(q + 4 * n0, 4 * k);
+        fs = fs && all_finite(s + 3 * n0, 3 * k);
+        nonneg = nonneg && min_value(s + 3 * n0, 3 * k) >= T(0);
+        if (C > 0) project(0, n0, n1);
+      }
     }
   }
+  if (scan != nullptr) *scan = {fm, fq, fs, nonneg};
 }
 
 // Gaussians [n0, n1) of one camera (n1 - n0 <= kProjBlock): adds their mean, quaternion and scale
@@ -96,7 +125,8 @@ void project_backward_block(const T* mu, const T* q, const T* s, const Camera<T>
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& means_, const Tensor& quats_,
                                                                const Tensor& scales_, const Tensor& viewmats_,
                                                                const Tensor& Ks_, int64_t width, int64_t height,
-                                                               double eps2d, double near_plane, double far_plane) {
+                                                               double eps2d, double near_plane, double far_plane,
+                                                               bool check_values) {
   check_projection_inputs(means_, quats_, scales_, viewmats_, Ks_);
   const auto means = means_.contiguous(), quats = quats_.contiguous(), scales = scales_.contiguous();
   const auto viewmats = viewmats_.contiguous(), Ks = Ks_.contiguous();
@@ -107,13 +137,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& mea
   auto depths = at::empty({C, N}, opt);
   auto conics = at::empty({C, N, 3}, opt);
   auto comps = at::empty({C, N}, opt);
+  ProjectionScan scan;
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_project_cpu", [&] {
     using T = scalar_t;
     project_forward_kernel<T>(means.data_ptr<T>(), quats.data_ptr<T>(), scales.data_ptr<T>(),
                               load_cameras<T>(viewmats, Ks), N, width, height, T(eps2d), T(near_plane), T(far_plane),
                               radii.data_ptr<int32_t>(), means2d.data_ptr<T>(), depths.data_ptr<T>(),
-                              conics.data_ptr<T>(), comps.data_ptr<T>());
+                              conics.data_ptr<T>(), comps.data_ptr<T>(), check_values ? &scan : nullptr);
   });
+  check_projection_values(scan.means_finite, scan.quats_finite, scan.scales_finite, scan.scales_nonneg);
   return {radii, means2d, depths, conics, comps};
 }
 

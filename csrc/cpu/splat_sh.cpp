@@ -14,7 +14,6 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <type_traits>
 
@@ -25,6 +24,7 @@
 #include "gsw/parallel.h"
 #include "gsw/sh.h"
 #include "gsw/splat_op.h"
+#include "scan_values.h"
 
 namespace gsw {
 namespace splat {
@@ -173,17 +173,6 @@ struct ShScan {
 // blocks, whose coefficients (192 bytes a Gaussian at degree 3 in float) stay in the L1 cache between
 // the scan and the colours, so the check reads memory once.
 constexpr int64_t kScanBlock = 128;
-
-// Whether p[0..n) holds no NaN and no infinity: the largest exponent field is all ones otherwise.
-template <typename T>
-bool all_finite(const T* p, int64_t n) {
-  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  constexpr U kExponent = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
-  U top = 0;
-#pragma omp simd reduction(max : top)
-  for (int64_t i = 0; i < n; ++i) top = std::max(top, static_cast<U>(std::bit_cast<U>(p[i]) & kExponent));
-  return top != kExponent;
-}
 
 // Stands in for Sh3Colors where there are no 16-Gaussian blocks (never called).
 struct NoBlocks {

@@ -48,9 +48,14 @@ ProjectInputs<T> project_inputs(const Tensor& means, const Tensor& quats, const 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cuda(const Tensor& means, const Tensor& quats,
                                                                 const Tensor& scales, const Tensor& viewmats,
                                                                 const Tensor& Ks, int64_t width, int64_t height,
-                                                                double eps2d, double near_plane, double far_plane) {
+                                                                double eps2d, double near_plane, double far_plane,
+                                                                bool check_values) {
   check_projection_inputs(means, quats, scales, viewmats, Ks);
   check_cuda(means, "splat_project");
+  if (check_values)  // a few reductions and syncs (the CPU kernel scans as it reads)
+    check_projection_values(at::isfinite(means).all().item<bool>(), at::isfinite(quats).all().item<bool>(),
+                            at::isfinite(scales).all().item<bool>(),
+                            scales.numel() == 0 || scales.min().item<double>() >= 0.0);
   const auto dt = means.scalar_type();
   const c10::cuda::CUDAGuard guard(means.device());
   const auto mu = means.contiguous(), q = quats.contiguous(), s = scales.contiguous();

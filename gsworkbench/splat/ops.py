@@ -36,7 +36,8 @@ def _register() -> None:
     lib = "gsworkbench::"
 
     @torch.library.register_fake(lib + "splat_project")
-    def _project_fake(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane):  # noqa: ANN001, ANN202
+    def _project_fake(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane,  # noqa: ANN001, ANN202
+                      check_values=False):  # noqa: ANN001  # fmt: skip
         C, N = viewmats.shape[0], means.shape[0]
         return (
             means.new_empty(C, N, dtype=torch.int32),
@@ -223,8 +224,12 @@ def project_gaussians(
     eps2d: float = 0.3,
     near_plane: float = 0.01,
     far_plane: float = 1e10,
+    *,
+    check_values: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Ext EWA projection; same contract as :func:`gsworkbench.splat._torch_impl.project_gaussians`."""
+    """Ext EWA projection; same contract as :func:`gsworkbench.splat._torch_impl.project_gaussians`.
+    ``check_values``: ValueError when means, quats or scales hold a NaN or an infinity, or a scale is
+    negative (the CPU kernel scans them as it reads them, with no second pass)."""
     require_ext()
     return torch.ops.gsworkbench.splat_project(
         means,
@@ -237,6 +242,7 @@ def project_gaussians(
         float(eps2d),
         float(near_plane),
         float(far_plane),
+        bool(check_values),
     )
 
 

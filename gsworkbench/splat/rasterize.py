@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import Any
@@ -79,7 +79,7 @@ def check_rasterize_inputs(
     backend: str,
     sh_rest: torch.Tensor | None = None,
     check_values: bool = True,
-    scan_colors: bool = True,
+    scanned_by_ops: Collection[str] = (),
 ) -> None:
     """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad sizes or modes.
     The arguments are :func:`rasterize`'s, by name only (twenty of them: a positional call would
@@ -87,8 +87,9 @@ def check_rasterize_inputs(
 
     The value checks (finite, opacity and scale ranges, focal lengths) run in eager mode only
     (:func:`gsworkbench.validation.checking_values`), and only with ``check_values``; the others also
-    trace under torch.compile. ``scan_colors=False`` leaves colors and sh_rest out of the finite scan,
-    for a caller whose SH op scans them as it reads them (``check_finite``)."""
+    trace under torch.compile. ``scanned_by_ops`` names the tensors left to the ops' own scans (which
+    read them anyway: :func:`rasterize` on ext leaves means, quats and scales to the projection's
+    ``check_values``, colors and sh_rest to the SH op's ``check_finite``)."""
     check_choice("backend", backend, BACKENDS)
     check_choice("render_mode", render_mode, RENDER_MODES)
     check_choice("rasterize_mode", rasterize_mode, RASTERIZE_MODES)
@@ -155,28 +156,27 @@ def check_rasterize_inputs(
         tensors["backgrounds"] = backgrounds
     check_same_device_dtype(**tensors)
     if check_values and checking_values():
-        _check_values({k: t for k, t in tensors.items() if scan_colors or k not in ("colors", "sh_rest")})
+        _check_values({k: t for k, t in tensors.items() if k not in scanned_by_ops})
     if backend == "ext":
         require_kernel("splat_rasterize", means.device.type)
 
 
 def _check_values(tensors: dict[str, torch.Tensor]) -> None:
-    """Finite values everywhere, opacities in [0, 1], scales >= 0, positive focal lengths: one pass and
-    one device sync for all of them (:func:`gsworkbench.validation.check_finite_all`). ``tensors`` (in
-    the order of :func:`check_rasterize_inputs`: means, quats, scales, opacities, ...) gets the focal
-    lengths appended."""
+    """Finite values everywhere, opacities in [0, 1], scales >= 0 (where given), positive focal lengths:
+    one pass and one device sync for all of them (:func:`gsworkbench.validation.check_finite_all`).
+    ``tensors`` (named as :func:`rasterize` names them) gets the focal lengths added."""
     Ks = tensors["Ks"]
     # fx, fy of each camera [C,2]: one strided view of the diagonal (a tiny call pays for each view op)
     tensors["focal lengths"] = Ks.as_strided(
         (Ks.shape[0], 2), (Ks.stride(0), Ks.stride(1) + Ks.stride(2)), Ks.storage_offset()
     )
-    stats = check_finite_all(tensors)
-    _, omin, omax = stats[3]  # opacities; +inf/-inf when empty: passes
+    stats = dict(zip(tensors, check_finite_all(tensors), strict=True))
+    _, omin, omax = stats["opacities"]  # +inf/-inf when empty: passes
     if not (omin >= 0 and omax <= 1):
         raise ValueError("opacities must lie in [0, 1] (activated, not logits)")
-    if not stats[2][1] >= 0:  # scales
+    if "scales" in stats and not stats["scales"][1] >= 0:
         raise ValueError("scales must be non-negative (linear scales, not log-scales)")
-    if not stats[-1][1] > 0:
+    if not stats["focal lengths"][1] > 0:
         raise ValueError("Ks must have positive focal lengths fx, fy")
 
 
@@ -275,8 +275,13 @@ def rasterize(
         the torch reference's, and ``tiles_per_gauss`` still counts the whole boxes.
     """
     stage = stages if stages is not None else _no_stage
-    # on ext, the SH op scans the coefficients for NaN and Inf as it reads them: no second pass over them
-    sh_op_scans = backend == "ext" and sh_degree is not None and render_mode not in ("D", "ED")
+    # on the CPU, the ext projection and SH op scan their inputs as they read them: no second pass over
+    # them (on a GPU the one scan of all inputs keeps to one device sync)
+    ext_scans = backend == "ext" and isinstance(means, torch.Tensor) and means.device.type == "cpu"
+    sh_op_scans = ext_scans and sh_degree is not None and render_mode not in ("D", "ED")
+    scanned_by_ops = (*(("means", "quats", "scales") if ext_scans else ()),
+                      *(("colors", "sh_rest") if sh_op_scans else ()))  # fmt: skip
+    scan_in_ops = check_values and checking_values()
     with stage("project"):  # the input checks count as part of the projection stage
         check_rasterize_inputs(
             means=means,
@@ -298,7 +303,7 @@ def rasterize(
             backend=backend,
             sh_rest=sh_rest,
             check_values=check_values,
-            scan_colors=not sh_op_scans,
+            scanned_by_ops=scanned_by_ops,
         )
         if absgrad and torch.compiler.is_compiling():
             raise NotImplementedError(
@@ -319,9 +324,15 @@ def rasterize(
                 ),
             )  # fmt: skip
             check_rasterize_memory(**memory_check, dtype=means.dtype, device=means.device)
-        radii, means2d, depths, conics, comps = impl.project_gaussians(
-            means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
-        )
+        if ext_scans:
+            radii, means2d, depths, conics, comps = ops.project_gaussians(
+                means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane,
+                check_values=scan_in_ops,
+            )  # fmt: skip
+        else:
+            radii, means2d, depths, conics, comps = impl.project_gaussians(
+                means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane
+            )
     opac = opacities.expand(C, N)  # [N] -> [C,N] in one view (one autograd node, not two)
     if rasterize_mode == "antialiased":
         opac = opac * comps
@@ -331,8 +342,7 @@ def rasterize(
         if sh_degree is not None:
             with stage("sh"):
                 if sh_op_scans:
-                    feats = _ext_sh_colors(colors, means, viewmats, sh_degree, sh_rest,
-                                           check_values and checking_values())  # fmt: skip
+                    feats = _ext_sh_colors(colors, means, viewmats, sh_degree, sh_rest, scan_in_ops)
                 else:
                     feats = impl.sh_colors_from_cameras(colors, means, viewmats, sh_degree, sh_rest)
         elif colors.dim() == 2:

@@ -114,6 +114,15 @@ inline void check_sh_inputs(const at::Tensor& coeffs, const at::Tensor& dirs, in
   check_like(dirs, op, "dirs", coeffs, dt);
 }
 
+// splat_project(check_values=True): the error when means, quats or scales hold a NaN or an infinity,
+// or a scale is negative (a ValueError in Python, with rasterize's names and words).
+inline void check_projection_values(bool means_finite, bool quats_finite, bool scales_finite, bool scales_nonneg) {
+  TORCH_CHECK_VALUE(means_finite, "means contains non-finite values (NaN or Inf)");
+  TORCH_CHECK_VALUE(quats_finite, "quats contains non-finite values (NaN or Inf)");
+  TORCH_CHECK_VALUE(scales_finite, "scales contains non-finite values (NaN or Inf)");
+  TORCH_CHECK_VALUE(scales_nonneg, "scales must be non-negative (linear scales, not log-scales)");
+}
+
 // splat_sh_to_color(check_finite=True): the error when the coefficients hold a NaN or an infinity
 // (a ValueError in Python, named after the tensor: coeffs or coeffs_rest).
 inline void check_sh_finite(bool coeffs_finite, bool rest_finite) {
