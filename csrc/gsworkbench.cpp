@@ -111,10 +111,13 @@ TORCH_LIBRARY(gsworkbench, m) {
       "splat_isect_tiles(Tensor means2d, Tensor radii, Tensor depths, int tile_size, int tile_width, "
       "int tile_height, Tensor? conics=None, Tensor? opacities=None, bool cut_saturated=False) "
       "-> (Tensor, Tensor, Tensor, Tensor)");
-  // 4. rasterization: -> (colors [C,H,W,D], alphas [C,H,W,1], transmittances [C,H,W], last_ids int32 [C,H,W])
+  // 4. rasterization: -> (colors [C,H,W,D], alphas [C,H,W,1], transmittances [C,H,W], last_ids int32 [C,H,W]).
+  //    keep_state=False: transmittances and last_ids, which only the backward reads, come back empty ([0])
+  //    and cost no memory traffic, unless the call records a gradient (its backward needs them)
   m.def(
       "splat_rasterize(Tensor means2d, Tensor conics, Tensor colors, Tensor opacities, int width, int height, "
-      "int tile_size, Tensor tile_offsets, Tensor flatten_ids, bool absgrad=False) -> (Tensor, Tensor, Tensor, Tensor)");
+      "int tile_size, Tensor tile_offsets, Tensor flatten_ids, bool absgrad=False, bool keep_state=True) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
   //    absgrad (unused by the forward; read by its autograd) asks the backward for v_means2d_abs.
   //    -> (v_means2d [C,N,2], v_conics [C,N,3], v_colors [C,N,D], v_opacities [C,N],
   //        v_means2d_abs [C,N,2]: the sum over pixels of |dL/dmean2d| per component when absgrad, else [0])

@@ -27,11 +27,12 @@ using Tensors4 = std::tuple<Tensor, Tensor, Tensor, Tensor>;
 
 Tensors4 call_rasterize(const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
                         int64_t width, int64_t height, int64_t tile_size, const Tensor& tile_offsets,
-                        const Tensor& flatten_ids, bool absgrad) {
+                        const Tensor& flatten_ids, bool absgrad, bool keep_state = true) {
   static const auto op = op_handle<Tensors4(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                                            int64_t, int64_t, const Tensor&, const Tensor&,
+                                            int64_t, int64_t, const Tensor&, const Tensor&, bool,
                                             bool)>("gsworkbench::splat_rasterize");
-  return op.call(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, absgrad);
+  return op.call(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, absgrad,
+                 keep_state);
 }
 
 Tensors5 call_rasterize_backward(const variable_list& s, int64_t width, int64_t height, int64_t tile_size,
@@ -50,7 +51,8 @@ class Rasterize : public torch::autograd::Function<Rasterize> {
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& means2d, const Tensor& conics, const Tensor& colors,
                                const Tensor& opacities, int64_t width, int64_t height, int64_t tile_size,
-                               const Tensor& tile_offsets, const Tensor& flatten_ids, bool absgrad) {
+                               const Tensor& tile_offsets, const Tensor& flatten_ids, bool absgrad,
+                               bool /*keep_state: the backward needs the state*/) {
     Tensors4 out;
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
@@ -73,7 +75,7 @@ class Rasterize : public torch::autograd::Function<Rasterize> {
     const Tensor& v_trans = grads[2];
     TORCH_CHECK_NOT_IMPLEMENTED(!v_trans.defined() || !v_trans.ne(0).any().item<bool>(),
                                 "splat_rasterize: gradients through the transmittance output are not supported");
-    variable_list out(10);
+    variable_list out(11);
     if (!v_colors.defined() && !v_alphas.defined()) return out;
     const variable_list s = ctx->get_saved_variables();
     const Tensor& colors = s[2];
@@ -106,9 +108,10 @@ Tensors4 isect_tiles_autograd(const Tensor& means2d, const Tensor& radii, const 
 
 // absgrad=True asks for means2d.absgrad, which only the Python wrapper provides (see the top of the file):
 // here the input gradients are the same, and the flag is passed on to the forward kernel (which ignores it).
+// keep_state=False holds only where no gradient is recorded: the backward reads the state.
 Tensors4 rasterize_autograd(const Tensor& means2d, const Tensor& conics, const Tensor& colors, const Tensor& opacities,
                             int64_t width, int64_t height, int64_t tile_size, const Tensor& tile_offsets,
-                            const Tensor& flatten_ids, bool absgrad) {
+                            const Tensor& flatten_ids, bool absgrad, bool keep_state) {
   if (absgrad && at::GradMode::is_enabled() && means2d.requires_grad()) {
     TORCH_WARN_ONCE(
         "splat_rasterize(absgrad=True) called directly computes no means2d.absgrad; use "
@@ -117,10 +120,10 @@ Tensors4 rasterize_autograd(const Tensor& means2d, const Tensor& conics, const T
   if (!records_grad(means2d, conics, colors, opacities)) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return call_rasterize(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids,
-                          absgrad);
+                          absgrad, keep_state);
   }
-  const variable_list out =
-      Rasterize::apply(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, absgrad);
+  const variable_list out = Rasterize::apply(means2d, conics, colors, opacities, width, height, tile_size,
+                                             tile_offsets, flatten_ids, absgrad, keep_state);
   return {out[0], out[1], out[2], out[3]};
 }
 

@@ -452,8 +452,10 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           const T* Tr = st.Tr(q);
           store_interleaved(acc, D, out_color + pix * D);
 #pragma omp simd
+          for (int j = 0; j < kLanes; ++j) out_alpha[pix + j] = T(1) - Tr[j];
+          if (out_T == nullptr) continue;
+#pragma omp simd
           for (int j = 0; j < kLanes; ++j) {
-            out_alpha[pix + j] = T(1) - Tr[j];
             out_T[pix + j] = Tr[j];
             out_last[pix + j] = st.last(q)[j];
           }
@@ -464,6 +466,7 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
           for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * kLanes + j];
           out_alpha[pix] = T(1) - st.Tr(q)[j];
+          if (out_T == nullptr) continue;
           out_T[pix] = st.Tr(q)[j];
           out_last[pix] = st.last(q)[j];
         }
@@ -475,12 +478,14 @@ void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* co
 }
 
 // Checks the inputs, allocates the outputs and runs the forward (its counting twin with Count, which
-// fills counts[thread]): (colours, alphas, transmittances, last contributors).
+// fills counts[thread]): (colours, alphas, transmittances, last contributors); without keep_state the
+// last two, which only the backward reads, are neither written nor allocated (returned empty, [0]).
 template <bool Count>
 std::tuple<Tensor, Tensor, Tensor, Tensor> run_forward(const Tensor& means2d_, const Tensor& conics_,
                                                        const Tensor& colors_, const Tensor& opacities_, int64_t width,
                                                        int64_t height, int64_t tile_size, const Tensor& tile_offsets_,
-                                                       const Tensor& flatten_ids_, LaneCounts* counts) {
+                                                       const Tensor& flatten_ids_, LaneCounts* counts,
+                                                       bool keep_state = true) {
   const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
                                            tile_offsets_, flatten_ids_);
   const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
@@ -488,14 +493,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> run_forward(const Tensor& means2d_, c
   const auto opt = means2d.options();
   auto out_color = at::empty({g.C, g.H, g.W, g.D}, opt);
   auto out_alpha = at::empty({g.C, g.H, g.W, 1}, opt);
-  auto out_T = at::empty({g.C, g.H, g.W}, opt);
-  auto out_last = at::empty({g.C, g.H, g.W}, opt.dtype(at::kInt));
+  auto out_T = keep_state ? at::empty({g.C, g.H, g.W}, opt) : at::empty({0}, opt);
+  auto out_last = keep_state ? at::empty({g.C, g.H, g.W}, opt.dtype(at::kInt)) : at::empty({0}, opt.dtype(at::kInt));
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_rasterize_cpu", [&] {
     using T = scalar_t;
     rasterize_forward_kernel<T, Count>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
                                        opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
-                                       out_color.data_ptr<T>(), out_alpha.data_ptr<T>(), out_T.data_ptr<T>(),
-                                       out_last.data_ptr<int32_t>(), counts);
+                                       out_color.data_ptr<T>(), out_alpha.data_ptr<T>(),
+                                       keep_state ? out_T.data_ptr<T>() : nullptr,
+                                       keep_state ? out_last.data_ptr<int32_t>() : nullptr, counts);
   });
   return {out_color, out_alpha, out_T, out_last};
 }
@@ -504,9 +510,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d, 
                                                          const Tensor& colors, const Tensor& opacities, int64_t width,
                                                          int64_t height, int64_t tile_size, const Tensor& tile_offsets,
                                                          const Tensor& flatten_ids,
-                                                         bool /*absgrad: read by the backward*/) {
+                                                         bool /*absgrad: read by the backward*/, bool keep_state) {
   return run_forward<false>(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids,
-                            nullptr);
+                            nullptr, keep_state);
 }
 
 // The forward's counting twin: float64 [9] = threads that ran, tiles, tile-Gaussian pairs reaching a

@@ -255,7 +255,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d,
                                                           const Tensor& colors, const Tensor& opacities,
                                                           int64_t width, int64_t height, int64_t tile_size,
                                                           const Tensor& tile_offsets, const Tensor& flatten_ids,
-                                                          bool /*absgrad: read by the backward*/) {
+                                                          bool /*absgrad: read by the backward*/, bool keep_state) {
   check_raster(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids);
   const c10::cuda::CUDAGuard guard(means2d.device());
   const auto m2 = means2d.contiguous(), co = conics.contiguous(), col = colors.contiguous();
@@ -276,6 +276,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d,
     rasterize_forward<scalar_t>(p, stream);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (!keep_state) return {out_c, out_a, at::empty({0}, out_t.options()), at::empty({0}, out_l.options())};
   return {out_c, out_a, out_t, out_l};
 }
 

@@ -51,7 +51,9 @@ EXT_MARGIN = 1.1
 def ext_pixel_bytes(D: int, itemsize: int, backgrounds: bool, expected_depth: bool, grad: bool) -> int:
     """Bytes per camera pixel of the ``ext`` backend, for D output channels of ``itemsize`` bytes."""
     s = itemsize
-    n = (D + 2) * s + 4  # splat_rasterize's outputs: colours [D], alpha, final transmittance, last index int32
+    n = (D + 1) * s  # splat_rasterize's outputs: colours [D], alpha
+    if grad:
+        n += s + 4  # and for the backward: the final transmittance, the last index (int32)
     if expected_depth:
         n += (D + 2) * s  # depth / alpha.clamp_min: the clamp, the quotient and the concatenated colours
     if backgrounds:

@@ -96,13 +96,15 @@ def _register() -> None:
         )
 
     @torch.library.register_fake(lib + "splat_rasterize")
-    def _raster_fake(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, absgrad=False):  # noqa: ANN001, ANN202, E501
+    def _raster_fake(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids, absgrad=False,  # noqa: ANN001, ANN202, E501
+                     keep_state=True):  # noqa: ANN001  # fmt: skip
         C, D = colors.shape[0], colors.shape[2]
+        state = (C, height, width) if keep_state else (0,)  # below autograd: as the kernel returns it
         return (
             colors.new_empty(C, height, width, D),
             colors.new_empty(C, height, width, 1),
-            colors.new_empty(C, height, width),
-            colors.new_empty(C, height, width, dtype=torch.int32),
+            colors.new_empty(state),
+            colors.new_empty(state, dtype=torch.int32),
         )
 
     @torch.library.register_fake(lib + "splat_rasterize_lane_counts")
@@ -342,6 +344,7 @@ def rasterize_to_pixels(
         tile_offsets,
         flatten_ids,
         False,
+        False,  # keep_state: the transmittances and last contributors, unless a gradient needs them
     )
     return out[0], out[1]
 
