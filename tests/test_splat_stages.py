@@ -521,6 +521,7 @@ def test_opcheck_ext_ops(device: str) -> None:
     pa = _proj_args(s)
     proj = torch.ops.gsworkbench.splat_project
     torch.library.opcheck(proj, pa)
+    torch.library.opcheck(proj, (*pa, True))  # check_values
     radii, m2, depths, conics, comps = ops.project_gaussians(*pa)
     g = torch.Generator().manual_seed(0)
     v = [torch.randn(t.shape, generator=g, dtype=torch.float64).to(device) for t in (m2, depths, conics, comps)]
@@ -528,6 +529,7 @@ def test_opcheck_ext_ops(device: str) -> None:
     coeffs = torch.randn(30, 9, 3, dtype=torch.float64, device=device)
     dirs = torch.randn(2, 30, 3, dtype=torch.float64, device=device)
     torch.library.opcheck(torch.ops.gsworkbench.splat_sh_to_color, (coeffs, dirs, 2))
+    torch.library.opcheck(torch.ops.gsworkbench.splat_sh_to_color, (coeffs, dirs, 2, None, True))  # check_finite
     torch.library.opcheck(
         torch.ops.gsworkbench.splat_sh_to_color_backward,
         (torch.randn(2, 30, 3, dtype=torch.float64, device=device), coeffs, dirs, 2),
@@ -542,11 +544,42 @@ def test_opcheck_ext_ops(device: str) -> None:
     opac = torch.rand(2, 30, dtype=torch.float64, device=device)
     rargs = (m2, conics, colors, opac, 24, 20, 8, toff, fid)
     torch.library.opcheck(torch.ops.gsworkbench.splat_rasterize, rargs)
+    torch.library.opcheck(torch.ops.gsworkbench.splat_rasterize, (*rargs, False, False))  # keep_state=False
     out = torch.ops.gsworkbench.splat_rasterize(*rargs)
     torch.library.opcheck(
         torch.ops.gsworkbench.splat_rasterize_backward,
         (*rargs, out[2], out[3], torch.rand_like(out[0]), torch.rand_like(out[1])),
     )
+
+
+@requires_ext
+def test_rasterize_without_state_same_image(device: str) -> None:
+    """keep_state=False: the same colours and alphas to the bit, with empty transmittances and last
+    contributors; a call that records a gradient still returns the whole state, and its gradients are
+    those of the default call."""
+    from gsworkbench.splat import ops
+
+    s = to_device(random_scene(60, cameras=2, width=37, height=29), device)
+    pa = _proj_args(s)
+    radii, m2, depths, conics, _ = ops.project_gaussians(*pa)
+    _, _, fid, toff = ops.isect_tiles(m2, radii, depths, 8, 5, 4)
+    g = torch.Generator().manual_seed(1)
+    colors = torch.rand(2, 60, 3, generator=g, dtype=torch.float64).to(device)
+    opac = torch.rand(2, 60, generator=g, dtype=torch.float64).to(device)
+    args = (m2, conics, colors, opac, 37, 29, 8, toff, fid)
+    op = torch.ops.gsworkbench.splat_rasterize
+    full, lean = op(*args), op(*args, False, False)
+    assert torch.equal(full[0], lean[0]) and torch.equal(full[1], lean[1])
+    assert lean[2].shape == (0,) and lean[3].shape == (0,) and lean[3].dtype == torch.int32
+    assert bool((full[3] >= 0).any())  # the state it leaves out is not empty
+    grads = []
+    for keep in (True, False):
+        leaves = [t.detach().clone().requires_grad_() for t in args[:4]]
+        out = op(*leaves, *args[4:], False, keep)
+        assert out[2].shape == full[2].shape and torch.equal(out[3], full[3])
+        grads.append(torch.autograd.grad((out[0] * 1.5).sum() + out[1].sum(), leaves))
+    for a, b in zip(*grads, strict=True):
+        assert torch.equal(a, b)
 
 
 @requires_ext
