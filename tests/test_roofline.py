@@ -155,9 +155,11 @@ def test_render_work_hand_count() -> None:
     from gsworkbench.splat import ops
 
     # 2 intersections at 16x16 (one tile): at most 2 x 256 evaluations of 34 + 2 x 3 flops; records of
-    # 4 + 9 x 4 bytes, and 256 pixels of 3 colours, alpha, transmittance (4 bytes each) and a last id
+    # 4 + 9 x 4 bytes, and 256 pixels of 3 colours and alpha (4 bytes each); keeping the state for a
+    # backward, also a transmittance and a last id
     r = ops.rasterize_work(2, 16, 16)
-    assert r == {"flops_per_call": 40.0 * 512, "bytes_per_call": 2.0 * 40 + 256 * 24, "evaluations": 512.0}
+    assert r == {"flops_per_call": 40.0 * 512, "bytes_per_call": 2.0 * 40 + 256 * 16, "evaluations": 512.0}
+    assert ops.rasterize_work(2, 16, 16, keep_state=True)["bytes_per_call"] == 2.0 * 40 + 256 * 24
     assert ops.rasterize_work(2, 16, 16, evaluations=7)["flops_per_call"] == 40.0 * 7
     # degree 1: basis 3, K = 4: 24 products and sums, 3 for the clamp; 12 + 6 values of 4 bytes
     assert ops.sh_work(5, 1) == {"flops_per_call": 5.0 * 30, "bytes_per_call": 5.0 * 18 * 4}
@@ -176,7 +178,8 @@ def test_render_work_hand_count() -> None:
     fwd7 = ops.render_stage_work("forward", 3, 32, 16, 1, 10, evaluations=7)
     bwd7 = ops.rasterize_backward_work(3, 10, 32, 16, evaluations=7)
     assert both["flops_per_call"] == fwd7["flops_per_call"] + bwd7["flops_per_call"]
-    assert both["bytes_per_call"] == fwd7["bytes_per_call"] + bwd7["bytes_per_call"]
+    # the forward of a forward+backward also writes the state for the backward: 512 pixels' T and last id
+    assert both["bytes_per_call"] == fwd7["bytes_per_call"] + bwd7["bytes_per_call"] + 512 * 8
     assert math.isnan(ops.render_stage_work("backward", 3, 32, 16, 1, 10)["flops_per_call"])
 
 

@@ -450,7 +450,7 @@ def _raster_counts(n_isects: int, tile_size: int, channels: int, itemsize: int,
 
 def rasterize_work(
     n_isects: int, width: int, height: int, tile_size: int = 16, channels: int = 3, cameras: int = 1,
-    itemsize: int = 4, evaluations: int | None = None,
+    itemsize: int = 4, evaluations: int | None = None, keep_state: bool = False,
 ) -> dict[str, float]:  # fmt: skip
     """The work of one ``splat_rasterize`` forward call: ``flops_per_call``, ``bytes_per_call`` and
     ``evaluations`` (pixel-splat evaluations counted).
@@ -461,12 +461,12 @@ def rasterize_work(
     outputs, else the bound ``tile_size**2`` per tile intersection (every pixel of every listed tile; the
     kernel skips chunks outside a splat's support and stops saturated chunks, so a share from this
     bound can exceed 100%). Bytes: each intersection's Gaussian record read once (its index, 2D mean,
-    conic, colours, opacity) and each pixel's outputs written once (colours, alpha, transmittance, last
-    contributor). Left out: the tile offsets and the re-reads of records from cache by later chunks of
-    the same tile."""
+    conic, colours, opacity) and each pixel's outputs written once (colours, alpha; with ``keep_state``,
+    a call that records a gradient, also the transmittance and last contributor the backward reads).
+    Left out: the tile offsets and the re-reads of records from cache by later chunks of the same tile."""
     pixels = cameras * width * height
     evaluations, record, _ = _raster_counts(n_isects, tile_size, channels, itemsize, evaluations)
-    out = (channels + 2) * itemsize + 4
+    out = (channels + 1) * itemsize + (itemsize + 4 if keep_state else 0)
     return {"flops_per_call": float(rasterize_flops_per_evaluation(channels) * evaluations),
             "bytes_per_call": float(n_isects * record + pixels * out), "evaluations": float(evaluations)}  # fmt: skip
 
@@ -537,7 +537,8 @@ def render_stage_work(stage: str, num: int, width: int, height: int, sh_degree: 
         "project": lambda: project_work(num),
         "sh": lambda: sh_work(num, sh_degree),
         "isect": lambda: isect_work(num, n_isects, width, height, tile_size),
-        "rasterize": lambda: rasterize_work(n_isects, width, height, tile_size, evaluations=evaluations),
+        "rasterize": lambda: rasterize_work(n_isects, width, height, tile_size, evaluations=evaluations,
+                                            keep_state=stage == "forward+backward"),  # fmt: skip
     }
     if stage in parts:
         return parts[stage]()
