@@ -2,14 +2,17 @@
 
 Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/include/gsw/):
 
-- ``splat_project``: EWA projection -> radii, means2d, depths, conics, compensations;
+- ``splat_project``: EWA projection -> radii, means2d, depths, conics, compensations (``check_values``:
+  its inputs scanned as the CPU kernel reads them);
 - ``splat_view_dirs``: view directions (camera centre to mean) of the SH colours (device-agnostic ATen
   ops in csrc/splat_view_dirs.cpp, which also serve as its fake kernel);
-- ``splat_sh_to_color``: SH coefficients and view directions -> colours;
+- ``splat_sh_to_color``: SH coefficients and view directions -> colours (``check_finite``: the
+  coefficients scanned as the CPU kernel reads them);
 - ``splat_sh_colors_from_cameras``: the two above as one op (what ``rasterize`` calls: one autograd node);
 - ``splat_isect_tiles``: tile intersections sorted by tile then depth (no gradient);
 - ``splat_rasterize``: per-tile front-to-back compositing -> colours, alphas, final transmittance,
-  last contributor per pixel; ``splat_rasterize_lane_counts`` is its counting twin (CPU,
+  last contributor per pixel (the last two, the backward's state, empty with ``keep_state=False``
+  unless a gradient is recorded); ``splat_rasterize_lane_counts`` is its counting twin (CPU,
   :func:`rasterize_lane_counts`);
 - ``splat_composite_background``: the background behind a render, in one pass (CPU; its backward is
   registered here, as it is a single cheap elementwise op).
