@@ -73,21 +73,15 @@ void project_forward_kernel(const T* mu, const T* q, const T* s, const std::vect
         store_projected(ok, o, off + n, r, m2, d, co, cp);
       }
     };
-    // the first camera's pass also scans (with no camera, it only scans)
-    for (int64_t c = 0; c < std::max<int64_t>(C, scan != nullptr); ++c) {
-      if (c > 0 || scan == nullptr) {
-        project(c, share.begin, share.end);
-        continue;
-      }
-      for (int64_t n0 = share.begin; n0 < share.end; n0 += kProjScanBlock) {
-        const int64_t n1 = std::min(share.end, n0 + kProjScanBlock), k = n1 - n0;
-        fm = fm && all_finite(mu + 3 * n0, 3 * k);
-        fq = fq && all_finite(q + 4 * n0, 4 * k);
-        fs = fs && all_finite(s + 3 * n0, 3 * k);
-        nonneg = nonneg && min_value(s + 3 * n0, 3 * k) >= T(0);
-        if (C > 0) project(0, n0, n1);
-      }
-    }
+    const auto scan_block = [&](int64_t n0, int64_t n1) {
+      const int64_t k = n1 - n0;
+      const ValueStats sc = value_stats(s + 3 * n0, 3 * k);
+      fm = fm && value_stats(mu + 3 * n0, 3 * k).nonfinite == 0;
+      fq = fq && value_stats(q + 4 * n0, 4 * k).nonfinite == 0;
+      fs = fs && sc.nonfinite == 0;
+      nonneg = nonneg && sc.lo >= 0.0;
+    };
+    scan_then_compute(share, C, scan != nullptr, kProjScanBlock, scan_block, project);
   }
   if (scan != nullptr) *scan = {fm, fq, fs, nonneg};
 }

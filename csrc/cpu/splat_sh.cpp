@@ -210,20 +210,11 @@ void sh_forward_kernel(int64_t degree, ShRows<T> co, const T* d, T* o, int64_t C
         for (int64_t n = n0; n < n1; ++n)
           sh_to_color_forward<T>(deg, co.c0 + n * co.s0, co.cr + n * co.sr, dc + 3 * n, oc + 3 * n);
       };
-      const Range share = thread_range(N);
-      // the first camera's pass also scans (with no camera, it only scans)
-      for (int64_t c = 0; c < std::max<int64_t>(C, scan != nullptr); ++c) {
-        if (c > 0 || scan == nullptr) {
-          colours(c, share.begin, share.end);
-          continue;
-        }
-        for (int64_t n0 = share.begin; n0 < share.end; n0 += kScanBlock) {
-          const int64_t n1 = std::min(share.end, n0 + kScanBlock);
-          fa = fa && all_finite(scan->a + n0 * scan->sa, (n1 - n0) * scan->sa);
-          fb = fb && (scan->b == nullptr || all_finite(scan->b + n0 * scan->sb, (n1 - n0) * scan->sb));
-          if (C > 0) colours(0, n0, n1);
-        }
-      }
+      const auto scan_block = [&](int64_t n0, int64_t n1) {
+        fa = fa && value_stats(scan->a + n0 * scan->sa, (n1 - n0) * scan->sa).nonfinite == 0;
+        fb = fb && (scan->b == nullptr || value_stats(scan->b + n0 * scan->sb, (n1 - n0) * scan->sb).nonfinite == 0);
+      };
+      scan_then_compute(thread_range(N), C, scan != nullptr, kScanBlock, scan_block, colours);
     }
   });
   if (finite_a != nullptr) *finite_a = fa;

@@ -14,26 +14,12 @@
 #include <vector>
 
 #include "gsw/autograd_util.h"
+#include "scan_values.h"
 
 namespace gsw {
 namespace {
 
-struct Stats {
-  double nonfinite = 0, lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
-};
-
-template <typename T>
-Stats stats_range(const T* x, int64_t n) {
-  T bad = 0, lo = std::numeric_limits<T>::infinity(), hi = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(+ : bad) reduction(min : lo) reduction(max : hi)
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = x[i];
-    bad += (v - v == T(0)) ? T(0) : T(1);  // v - v is NaN exactly for NaN and +-Inf
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
-  }
-  return {double(bad), double(lo), double(hi)};
-}
+using Stats = ValueStats;
 
 template <typename T>
 Stats stats_of(const at::Tensor& t) {
@@ -41,7 +27,7 @@ Stats stats_of(const at::Tensor& t) {
   return at::parallel_reduce(
       int64_t(0), t.numel(), int64_t(1) << 18, Stats{},
       [&](int64_t b, int64_t e, Stats s) {
-        const Stats r = stats_range(x + b, e - b);
+        const Stats r = value_stats(x + b, e - b);
         return Stats{s.nonfinite + r.nonfinite, std::min(s.lo, r.lo), std::max(s.hi, r.hi)};
       },
       [](Stats a, Stats b) { return Stats{a.nonfinite + b.nonfinite, std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; });
