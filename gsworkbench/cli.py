@@ -13,7 +13,7 @@ gsworkbench reconstruct PHOTOS [--out DIR]      photos or a video to a posed sce
 gsworkbench env                                  the environment metadata every run records
 gsworkbench profile WORKLOAD [-p NAME VALUE]...  stages, op table, flamegraph, overheads
 gsworkbench profile diff BEFORE AFTER            what changed between two profiles
-gsworkbench export SPLATS.ply --to .spz|.splat|.html [-o OUT]  web formats and a standalone viewer page
+gsworkbench export SPLATS --to .spz|.splat|.html [-o OUT]  web formats and a standalone viewer page
 """
 
 from __future__ import annotations
@@ -232,11 +232,13 @@ EXPORT_FORMATS = (".spz", ".splat", ".html")
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from gsworkbench.io.ply import read_ply
+    from gsworkbench.io.read import splat_file
+    from gsworkbench.viewer.data import as_splats
 
-    splats = read_ply(args.ply)
-    out = args.out if args.out is not None else args.ply.with_suffix(args.to)
-    if out.resolve() == args.ply.resolve():
+    source = splat_file(args.splats)  # a run folder: its splats.ply
+    splats = as_splats(source)
+    out = args.out if args.out is not None else source.with_suffix(args.to)
+    if out.resolve() == source.resolve():
         raise ValueError(f"{out}: the output would overwrite the input")
     if args.to == ".spz":
         from gsworkbench.io.spz import write_spz
@@ -254,8 +256,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         except RuntimeError as err:  # the browser bundle was not built
             print(f"gsworkbench: error: {err}", file=sys.stderr)
             return 1
-    ply_size = args.ply.stat().st_size
-    print(f"written: {out} ({len(splats)} splats, {out.stat().st_size:,} bytes; the PLY: {ply_size:,} bytes)")
+    print(f"written: {out} ({len(splats)} splats, {out.stat().st_size:,} bytes; "
+          f"the input {source.name}: {source.stat().st_size:,} bytes)")  # fmt: skip
     return 0
 
 
@@ -394,11 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_profile_parser(sub)
 
-    p = sub.add_parser("export", help="write a splat PLY as .spz, .splat, or a standalone viewer page (.html)")
-    p.add_argument("ply", type=Path, help="an Inria 3DGS PLY file (e.g. a run's splats.ply)")
+    p = sub.add_parser("export", help="write splats as .spz, .splat, or a standalone viewer page (.html)")
+    p.add_argument("splats", type=Path,
+                   help="a splat file (.ply Inria 3DGS, .spz, .splat), or a run folder holding splats.ply")  # fmt: skip
     p.add_argument("--to", required=True, choices=EXPORT_FORMATS, help="the output format")
     p.add_argument("-o", "--out", type=Path, default=None,
-                   help="output file (default: the PLY's name with the new suffix)")  # fmt: skip
+                   help="output file (default: the input's name with the new suffix)")  # fmt: skip
     p.add_argument("--width", type=int, default=None, help=".html: page width in pixels (default 960)")
     p.add_argument("--height", type=int, default=None, help=".html: page height in pixels (default 540)")
     p.set_defaults(func=_cmd_export)
@@ -424,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     except NotebookKernelDied as err:  # one line: the cell, the signal, what was kept, how to go on
         print(f"gsworkbench: {err}", file=sys.stderr)
         return 1
-    except ValueError as err:  # bad parameters, missing files, an unusable --out: a message, not a traceback
+    except (ValueError, OSError) as err:  # bad parameters, missing files, an unusable --out: one line
         print(f"gsworkbench: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:  # one line: what stopped, what was kept (NotebookInterrupted says)

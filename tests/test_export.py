@@ -165,3 +165,84 @@ def test_export_command_refuses_bad_input(tmp_path: Path, capsys: pytest.Capture
     assert "no such file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["export", str(tmp_path / "none.ply"), "--to", ".xyz"])
+
+
+# ---- reading the web formats back (the viewer and `export` take them as inputs) ----------------------
+
+
+@pytest.mark.parametrize("degree", [0, 3])
+def test_read_spz_back_within_quantisation(tmp_path: Path, degree: int) -> None:
+    from gsworkbench.io.spz import read_spz
+
+    s = _scene(300, degree, seed=7 + degree)
+    back = read_spz(write_spz(tmp_path / "a.spz", s), dtype=torch.float64)
+    assert len(back) == len(s) and back.sh_degree == degree
+    assert (back.means - s.means.double()).abs().max() <= 2.0**-13 + 1e-9  # 12 fractional bits, rounded
+    assert (back.log_scales - s.log_scales.double()).abs().max() <= 1 / 32 + 1e-6
+    assert (back.opacities - s.opacities.double()).abs().max() <= 0.5 / 255 + 1e-6
+    assert (back.sh_dc - s.sh_dc.double()).abs().max() <= 0.5 / 38.25 + 1e-6
+    q, q0 = gaussians.quat_normalize(back.quats), gaussians.quat_normalize(s.quats.double())
+    assert torch.minimum((q - q0).abs().amax(1), (q + q0).abs().amax(1)).max() <= 2e-3  # q and -q: one rotation
+    if degree:
+        assert (back.sh_rest - s.sh_rest.double().clamp(-1, 127 / 128)).abs().max() <= 1 / 256 + 1e-6
+
+
+def test_read_splat_back_within_quantisation(tmp_path: Path) -> None:
+    from gsworkbench.io.dotsplat import read_splat
+
+    s = _scene(200, 0, seed=3)
+    back = read_splat(write_splat(tmp_path / "a.splat", s), dtype=torch.float64)
+    assert back.sh_degree == 0 and torch.equal(back.means, s.means.double())
+    assert torch.allclose(back.log_scales, s.log_scales.double(), atol=1e-6)
+    rgb = (0.5 + gaussians.SH_C0 * s.sh_dc.double()).clamp(0, 1)
+    assert ((0.5 + gaussians.SH_C0 * back.sh_dc) - rgb).abs().max() <= 0.5 / 255 + 1e-9
+    alpha = s.opacities.double().clamp(0.5 / 255, 254.5 / 255)
+    assert (back.opacities - alpha).abs().max() <= 0.5 / 255 + 1e-9 and torch.isfinite(back.opacity_logits).all()
+    q0 = gaussians.quat_normalize(s.quats.double())
+    assert torch.minimum((back.quats - q0).abs().amax(1), (back.quats + q0).abs().amax(1)).max() <= 1.5 / 128
+
+
+def test_read_splats_takes_each_format_and_a_run_folder(tmp_path: Path) -> None:
+    from gsworkbench.io.read import read_splats
+
+    s = _scene(50, 1, seed=2)
+    run = tmp_path / "run"
+    run.mkdir()
+    ply = write_ply(run / "splats.ply", s)
+    for path in (ply, run, write_spz(tmp_path / "a.spz", s), write_splat(tmp_path / "a.splat", s)):
+        assert len(read_splats(path)) == 50, path
+    with pytest.raises(FileNotFoundError, match="none.spz: no such file"):
+        read_splats(tmp_path / "none.spz")
+    with pytest.raises(FileNotFoundError, match="is a folder with no splats.ply"):
+        read_splats(tmp_path)
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(ValueError, match=r"notes.txt: not a splat file .*\.ply, \.spz, \.splat"):
+        read_splats(tmp_path / "notes.txt")
+    (tmp_path / "bad.splat").write_bytes(b"\0" * 33)
+    with pytest.raises(ValueError, match="bad.splat: not a .splat file"):
+        read_splats(tmp_path / "bad.splat")
+    (tmp_path / "bad.spz").write_bytes(b"not gzip at all")
+    with pytest.raises(ValueError, match="bad.spz: not a readable .spz file"):
+        read_splats(tmp_path / "bad.spz")
+
+
+def test_export_takes_a_run_folder_and_web_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = _scene(40, 2, seed=4)
+    run = tmp_path / "run"
+    run.mkdir()
+    write_ply(run / "splats.ply", s)
+    assert main(["export", str(run), "--to", ".splat"]) == 0
+    assert (run / "splats.splat").stat().st_size == 32 * 40
+    spz = write_spz(tmp_path / "b.spz", s)
+    assert main(["export", str(spz), "--to", ".splat"]) == 0 and (tmp_path / "b.splat").is_file()
+    capsys.readouterr()
+
+
+def test_export_refuses_empty_files_and_folders_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = write_ply(tmp_path / "empty.ply", synthetic_splats(0, 0))
+    assert main(["export", str(empty), "--to", ".spz"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "empty.ply: holds no splats" in err
+    assert main(["export", str(tmp_path), "--to", ".spz"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a folder with no splats.ply" in err

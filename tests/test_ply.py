@@ -112,8 +112,10 @@ def test_bad_files_give_clear_errors(tmp_path: Path) -> None:
     ply.write(str(tmp_path / "nan.ply"))
     with pytest.raises(ValueError, match="nan.ply: opacity_logits contains non-finite"):
         read_ply(tmp_path / "nan.ply")
-    with pytest.raises(ValueError, match="no such file"):
+    with pytest.raises(FileNotFoundError, match="missing.ply: no such file"):
         read_ply(tmp_path / "missing.ply")
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        read_ply(tmp_path)
 
 
 def test_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

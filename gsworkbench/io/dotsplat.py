@@ -25,6 +25,7 @@ import torch
 
 from gsworkbench import gaussians
 from gsworkbench.io.atomic import atomic_write_bytes
+from gsworkbench.io.input_file import check_input_file
 from gsworkbench.splats import SplatSet
 
 SPLAT_DTYPE = np.dtype([("position", "<f4", 3), ("scale", "<f4", 3), ("rgba", "u1", 4), ("rotation", "u1", 4)])
@@ -54,3 +55,26 @@ def encode_splat(splats: SplatSet) -> bytes:
 def write_splat(path: str | os.PathLike[str], splats: SplatSet) -> Path:
     """Writes ``splats`` as a ``.splat`` file (atomically); returns the path."""
     return atomic_write_bytes(path, encode_splat(splats))
+
+
+def read_splat(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32) -> SplatSet:
+    """Reads a ``.splat`` file into a SplatSet of ``dtype`` (SH degree 0; the quantisation of the module
+    docstring: an alpha of 0 or 255 is read as 0.5/255 or 254.5/255, so its logit is finite).
+    FileNotFoundError / IsADirectoryError, or ValueError when the size is not a whole number of records."""
+    path = check_input_file(path)
+    raw = path.read_bytes()
+    if len(raw) % SPLAT_DTYPE.itemsize:
+        raise ValueError(f"{path}: not a .splat file ({len(raw)} bytes is not a whole number of "
+                         f"{SPLAT_DTYPE.itemsize}-byte splats)")  # fmt: skip
+    rec = np.frombuffer(raw, dtype=SPLAT_DTYPE)
+    pos = torch.from_numpy(rec["position"].astype(np.float64))
+    scale = torch.from_numpy(rec["scale"].astype(np.float64))
+    if not (torch.isfinite(pos).all() and torch.isfinite(scale).all() and (scale > 0).all()):
+        raise ValueError(f"{path}: not a .splat file (positions must be finite and scales positive)")
+    rgba = torch.from_numpy(rec["rgba"].astype(np.float64)) / 255.0
+    alpha = rgba[:, 3].clamp(0.5 / 255.0, 254.5 / 255.0)
+    quats = (torch.from_numpy(rec["rotation"].astype(np.float64)) - 128.0) / 128.0
+    quats[quats.norm(dim=-1) == 0] = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    sh_dc = (rgba[:, :3] - 0.5) / gaussians.SH_C0
+    no_rest = torch.zeros(len(rec), 0, 3, dtype=torch.float64)
+    return SplatSet(pos, gaussians.quat_normalize(quats), scale.log(), torch.logit(alpha), sh_dc, no_rest).to(dtype)

@@ -33,6 +33,7 @@ from plyfile import PlyData, PlyElement
 
 from gsworkbench import gaussians
 from gsworkbench.io.atomic import atomic_writer
+from gsworkbench.io.input_file import check_input_file
 from gsworkbench.splats import SplatSet
 
 _REQUIRED = ["x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1", "scale_2",
@@ -59,11 +60,11 @@ def _numpy_dtype(dtype: torch.dtype | str | None) -> type:
 
 def read_ply(path: str | os.PathLike[str], dtype: torch.dtype | str = torch.float32) -> SplatSet:
     """Reads an Inria 3DGS PLY file into a :class:`SplatSet` of ``dtype`` (float32 or float64; see the
-    module docstring). Any unreadable input raises ValueError naming the file."""
+    module docstring). A missing file raises FileNotFoundError, a folder IsADirectoryError, and any
+    unreadable input ValueError, each naming the file."""
     np_dtype = _numpy_dtype(dtype)
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
+    check_input_file(path)
     try:
         return _read(path, np_dtype)
     except ValueError as err:

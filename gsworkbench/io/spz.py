@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from gsworkbench.io.atomic import atomic_write_bytes
+from gsworkbench.io.input_file import check_input_file
 from gsworkbench.splats import SplatSet
 
 # the workbench's axes to SPZ's RUB: a half turn about x (a proper rotation, so SH rotate exactly)
@@ -78,3 +79,21 @@ def encode_spz(splats: SplatSet) -> bytes:
 def write_spz(path: str | os.PathLike[str], splats: SplatSet) -> Path:
     """Writes ``splats`` as a ``.spz`` file (atomically); returns the path."""
     return atomic_write_bytes(path, encode_spz(splats))
+
+
+def read_spz(path: str | os.PathLike[str], dtype: torch.dtype = torch.float32) -> SplatSet:
+    """Reads a ``.spz`` file (gsply's reader: versions 1 to 3, and 4 where zstandard is installed) into a
+    SplatSet of ``dtype`` in the workbench's axes (the half turn of :func:`to_rub` undone), with the
+    quantisation of the module docstring. FileNotFoundError / IsADirectoryError, or ValueError for a
+    file that is not SPZ, each naming the file."""
+    from gsply import read_spz as gsply_read_spz
+
+    path = check_input_file(path)
+    try:
+        data = gsply_read_spz(path)
+    except Exception as err:  # gzip, struct and gsply's own errors for a file that is not SPZ
+        raise ValueError(f"{path}: not a readable .spz file ({type(err).__name__}: {err})") from err
+    sh_rest = np.asarray(data.shN, dtype=np.float64) if data.shN is not None else np.zeros((len(data.means), 0, 3))
+    rub = SplatSet(*(torch.from_numpy(np.array(a, dtype=np.float64)) for a in
+                     (data.means, data.quats, data.scales, data.opacities, data.sh0, sh_rest)))  # fmt: skip
+    return to_rub(rub).to(dtype)  # the half turn about x is its own inverse
