@@ -128,3 +128,71 @@ def test_the_live_viewer_shows_itself_once_then_follows_the_run(tmp_path) -> Non
     train(scene, preset("smoke", iterations=9, refine_start=1000), watch=live, watch_every=4)
     assert len(shown) == 1 and shown[0] is live.viewer
     assert live.viewer.status.startswith("step 8  PSNR ") and live.viewer.num_splats > 0
+
+
+def _ring_scene(up: torch.Tensor, background=(1.0, 1.0, 1.0)):  # noqa: ANN001, ANN202
+    """Six cameras on a ring about ``up``, looking at the origin from a little above, upright about it."""
+    from types import SimpleNamespace
+
+    up = up / up.norm()
+    side = torch.linalg.svd(torch.eye(3) - up[:, None] * up[None]).U[:, 0]  # a unit vector across up
+    other = torch.linalg.cross(up, side)
+    eyes = [2.0 * (np.cos(a) * side + np.sin(a) * other) + 0.8 * up for a in np.linspace(0, 5, 6)]
+    viewmats = torch.stack([look_at(e, (0.0, 0.0, 0.0), up) for e in eyes])
+    return SimpleNamespace(viewmats=viewmats, Ks=intrinsics_from_fov(48, 32, 50.0)[None].repeat(6, 1, 1),
+                           width=48, height=32, train_ids=torch.arange(5), test_ids=torch.tensor([5]),
+                           image_names=[], background=background)  # fmt: skip
+
+
+@pytest.mark.parametrize("up", [(0.0, 0.0, 1.0), (0.0, -1.0, 0.0), (0.3, 0.2, -0.9)])
+def test_the_orbit_axis_is_the_scenes_up(up: tuple[float, float, float]) -> None:
+    from gsworkbench.viewer.data import camera_up, scene_up
+
+    want = torch.tensor(up, dtype=torch.float64) / torch.tensor(up, dtype=torch.float64).norm()
+    scene = _ring_scene(torch.tensor(up))
+    assert np.allclose(scene_up(scene), want.numpy(), atol=1e-5)
+    w = SplatViewer(synthetic_splats(16, 0), scene=scene)
+    assert np.allclose(w.up, want.numpy(), atol=1e-5)
+    # the camera's up is its -y axis: tilted down at the object, so not the scene's
+    tilted = torch.tensor(camera_up(scene.viewmats[0]), dtype=torch.float64)
+    assert 0.8 < float(tilted @ want) < 0.999
+    # no scene: the given camera's up; nothing given: +z (the default view is upright about it)
+    assert np.allclose(SplatViewer(synthetic_splats(8, 0), viewmat=scene.viewmats[0], K=scene.Ks[0]).up, tilted)
+    assert SplatViewer(synthetic_splats(8, 0)).up == [0.0, 0.0, 1.0]
+    with pytest.raises(ValueError, match="up must be a nonzero"):
+        SplatViewer(synthetic_splats(8, 0), up=(0, 0, 0))
+
+
+def test_the_scene_gives_the_background_unless_one_is_given() -> None:
+    scene = _ring_scene(torch.tensor([0.0, 0.0, 1.0]), background=(1.0, 1.0, 1.0))
+    assert SplatViewer(synthetic_splats(8, 0), scene=scene).background == [1.0, 1.0, 1.0]
+    assert SplatViewer(synthetic_splats(8, 0), scene=scene, background=(0, 0.5, 0)).background == [0.0, 0.5, 0.0]
+    assert SplatViewer(synthetic_splats(8, 0)).background == [0.0, 0.0, 0.0]
+
+
+def test_rerunning_a_cell_closes_the_viewers_its_last_run_made() -> None:
+    from gsworkbench.viewer.widget import adopt
+
+    first = [SplatViewer(synthetic_splats(8, 0)) for _ in range(2)]
+    for w in first:  # one run of cell "c1" makes two viewers: both stay
+        adopt(w, ("c1", "run-1"))
+    other = SplatViewer(synthetic_splats(8, 0))
+    adopt(other, ("c2", "run-2"))
+    assert all(w.comm is not None for w in (*first, other))
+    again = SplatViewer(synthetic_splats(8, 0))
+    adopt(again, ("c1", "run-3"))  # the cell runs again: its last run's viewers close, other cells' stay
+    assert all(w.comm is None for w in first) and other.comm is not None and again.comm is not None
+    adopt(SplatViewer(synthetic_splats(8, 0)), None)  # outside a notebook cell: nothing to close
+
+
+def test_bad_splat_files_are_named_in_one_line(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    write_ply(run / "splats.ply", synthetic_splats(12, 1))
+    assert SplatViewer(run).num_splats == 12  # a run folder: its splats.ply
+    with pytest.raises(FileNotFoundError, match="gone.ply: no such file"):
+        SplatViewer(tmp_path / "gone.ply")
+    with pytest.raises(FileNotFoundError, match="is a folder with no splats.ply"):
+        SplatViewer(tmp_path)
+    with pytest.raises(ValueError, match="empty.ply: holds no splats"):
+        SplatViewer(write_ply(tmp_path / "empty.ply", synthetic_splats(0, 0)))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import os
 from pathlib import Path
 
@@ -226,7 +227,8 @@ def test_widget_camera_round_trip_through_the_browser(tmp_path: Path) -> None:
         state=json.dumps(state).replace("</", "<\\/"), buffer=base64.b64encode(bytes(buffers[0])).decode(),
         bundle=base64.b64encode(BUNDLE.read_bytes()).decode(),
     ))  # fmt: skip
-    with HeadlessChromium(W, H) as browser:
+    # a window tall enough that the widget (at most 70% of the window's height) shows the W x H image
+    with HeadlessChromium(W, math.ceil(H / 0.7)) as browser:
         browser.open(page)
         browser.evaluate("window.gswReady.then(() => new Promise((r) => setTimeout(r, 1500)))")
         assert browser.evaluate("window.saved.length") == 0  # nothing moved yet: nothing reported
@@ -242,13 +244,14 @@ def test_widget_camera_round_trip_through_the_browser(tmp_path: Path) -> None:
         widget.set_camera(viewmats[0])
         browser.evaluate(f"gswModel.set('camera', {json.dumps(widget.get_state()['camera'])})")
         png = browser.evaluate(_STEADY_CANVAS)
-        # a wider output area: the widget spans it at the image's aspect ratio, and its canvas follows
+        # a wider output area: the widget spans its width at the image's aspect ratio, up to 70% of the
+        # window's height (so its controls stay in view), and its canvas follows
         browser.resize(2 * W, 2 * H)
         size = browser.evaluate(
             "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))).then(() => "
             "[...['clientWidth', 'clientHeight'].map((k) => document.querySelector('canvas')[k])])"
         )
-        assert size == [2 * W, 2 * H]
+        assert size == [2 * W, int(0.7 * 2 * H)]
     img = np.asarray(Image.open(io.BytesIO(base64.b64decode(png.split(",", 1)[1]))).convert("RGB")) / 255.0
     want = projected(POINTS, VIEWMAT, K)
     for i, colour in enumerate(COLOURS.numpy()):
@@ -295,3 +298,72 @@ def test_the_page_follows_its_window_and_keeps_the_exact_camera(tmp_path: Path) 
     assert psnr(back, render(splats, VIEWMAT, K, W, H)) > 25.0
     np.testing.assert_allclose(np.array(camera["K"]).reshape(3, 3), K.double().numpy(), atol=1e-5)
     assert (camera["width"], camera["height"]) == (W, H)
+
+
+def _centre(camera: dict) -> np.ndarray:
+    """The camera's centre in world coordinates from its wire viewmat."""
+    v = np.array(camera["viewmat"]).reshape(4, 4)
+    return -v[:3, :3].T @ v[:3, 3]
+
+
+@pytest.mark.parametrize("up", [(0.0, 0.0, 1.0), (0.0, -1.0, 0.0)], ids=["z-up", "y-down"])
+def test_a_horizontal_drag_orbits_about_the_scenes_up_axis(tmp_path: Path, up: tuple[float, float, float]) -> None:
+    """A user drags 200 px sideways: the camera circles the scene about its up axis, so its height along
+    that axis stays put (the built-in scenes are z up; COLMAP's worlds are often y down)."""
+    u = np.array(up)
+    eye = np.array([0.7, -3.0, 1.1]) if up[2] else np.array([0.7, -1.1, -3.0])
+    viewmat = look_at(tuple(eye), (0.15, 0.0, 0.25), up)  # looking down at the splats: tilted about up
+    page = save_viewer_html(tmp_path / "page.html", few_splats(1), viewmat=viewmat, K=K, width=W, height=H,
+                            up=up, encoding="ply")  # fmt: skip
+    with HeadlessChromium(W, H) as browser:
+        browser.open(page)
+        browser.evaluate("window.gswReady.then((v) => v.settle(5))")
+        assert np.allclose(browser.evaluate("gswViewer.up"), u)
+        before = _centre(browser.evaluate("gswViewer.getCamera()"))
+        browser.drag((60, 120), (260, 120))
+        browser.evaluate("gswViewer.settle(2)")
+        after = _centre(browser.evaluate("gswViewer.getCamera()"))
+    assert abs(float((after - before) @ u)) < 1e-4, (before, after)  # the height along up: unchanged
+    flat = [c - (c @ u) * u for c in (before, after)]
+    turned = np.degrees(np.arccos(flat[0] @ flat[1] / np.linalg.norm(flat[0]) / np.linalg.norm(flat[1])))
+    assert turned > 20.0, f"the drag turned the camera by only {turned:.1f} degrees about up"
+
+
+def test_an_untouched_viewer_draws_nothing(tmp_path: Path) -> None:
+    """Once the data is drawn and Spark's sort is back, the page draws no frame until something changes
+    (an idle widget takes no CPU); a camera change draws again."""
+    import time
+
+    page = save_viewer_html(tmp_path / "page.html", few_splats(1), viewmat=VIEWMAT, K=K, width=W, height=H)
+    with HeadlessChromium(W, H) as browser:
+        browser.open(page)
+        browser.evaluate("window.gswReady.then((v) => v.settle(5))")
+        drawn = browser.evaluate("gswViewer.framesDrawn")
+        time.sleep(1.0)  # a second of animation frames the page could have drawn
+        assert browser.evaluate("new Promise((r) => requestAnimationFrame(() => r(gswViewer.framesDrawn)))") == drawn
+        moved = look_at((-2.5, 1.5, 1.2), (0.1, 0.0, 0.2))
+        browser.evaluate(f"gswViewer.setCamera({{viewmat: {moved.reshape(-1).tolist()}, K: {K.reshape(-1).tolist()}}})")
+        browser.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        assert browser.evaluate("gswViewer.framesDrawn") > drawn
+
+
+def test_a_lost_webgl_context_says_so_and_comes_back(tmp_path: Path) -> None:
+    """The browser takes the WebGL context away (as when its GPU process restarts): one line over the
+    canvas says so; when the context is restored the splats load again and the same picture comes
+    back, with no WebGL error."""
+    page = save_viewer_html(tmp_path / "page.html", few_splats(1), viewmat=VIEWMAT, K=K, width=W, height=H)
+    lose = "document.querySelector('canvas').getContext('webgl2').getExtension('WEBGL_lose_context')"
+    with HeadlessChromium(W, H) as browser:
+        browser.open(page)
+        browser.evaluate("window.gswReady.then((v) => v.settle(10))")
+        before = _image(browser.evaluate("gswViewer.snapshot()"))
+        browser.evaluate(f"(window.gswLose = {lose}).loseContext()")
+        browser.evaluate("new Promise((r) => setTimeout(r, 200))")
+        assert browser.evaluate("gswViewer.notice").startswith("WebGL context lost")
+        browser.evaluate("gswLose.restoreContext()")
+        browser.evaluate("new Promise((r) => setTimeout(r, 200)).then(() => gswViewer.settle(10))")
+        assert browser.evaluate("gswViewer.notice") == ""
+        after = _image(browser.evaluate("gswViewer.snapshot()"))
+        errors = [m for m in browser.console if "GL_INVALID" in m or "WebGL: INVALID" in m]
+    assert before.max() > 0.5  # the splats were drawn
+    assert psnr(before, after) > 40.0 and not errors, (psnr(before, after), errors)

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from gsworkbench.io.dotsplat import encode_splat
-from gsworkbench.io.ply import read_ply, write_ply
+from gsworkbench.io.ply import write_ply
+from gsworkbench.io.read import read_splats
 from gsworkbench.io.spz import encode_spz
 from gsworkbench.splat.cameras import intrinsics_from_fov, look_at
 from gsworkbench.splats import SplatSet
@@ -47,12 +48,17 @@ def bundle_source() -> str | None:
 
 
 def as_splats(source: Any) -> SplatSet:
-    """A SplatSet from a SplatSet, a PLY path, or a training result (anything with ``splats``: a
-    TrainResult's SplatSet, or a Trainer's ``splats()`` method)."""
+    """A SplatSet from a SplatSet, a splat file (``.ply``, ``.spz``, ``.splat``; a run folder: its
+    ``splats.ply``), or a training result (anything with ``splats``: a TrainResult's SplatSet, or a
+    Trainer's ``splats()`` method). A file with no splats is refused (ValueError naming it): there is
+    nothing to show."""
     if isinstance(source, SplatSet):
         return source
     if isinstance(source, (str, os.PathLike)):
-        return read_ply(source)
+        splats = read_splats(source)
+        if len(splats) == 0:
+            raise ValueError(f"{source}: holds no splats (0 vertices), nothing to show")
+        return splats
     splats = getattr(source, "splats", None)
     if callable(splats):
         splats = splats()
@@ -125,6 +131,48 @@ def default_camera(
     distance = radius / math.tan(math.radians(fov_x_deg) / 2 * min(1.0, height / width)) + radius
     eye = center + distance * torch.tensor([0.0, -math.cos(0.35), math.sin(0.35)], dtype=torch.float64)
     return look_at(eye, center), intrinsics_from_fov(width, height, fov_x_deg)
+
+
+def checked_rgb(background: Any) -> list[float]:
+    """``background`` as 3 floats in [0, 1]; ValueError otherwise."""
+    rgb = [float(c) for c in background]
+    if len(rgb) != 3 or not all(0.0 <= c <= 1.0 for c in rgb):
+        raise ValueError(f"background must be 3 numbers in [0, 1], got {background}")
+    return rgb
+
+
+def checked_up(up: Any) -> list[float]:
+    """``up`` as a unit 3-vector (the orbit's axis); ValueError for another shape, or a zero or
+    non-finite vector."""
+    v = torch.as_tensor(up, dtype=torch.float64).detach().cpu().reshape(-1)
+    if v.shape != (3,) or not torch.isfinite(v).all() or float(v.norm()) == 0.0:
+        raise ValueError(f"up must be a nonzero finite 3-vector, got {up}")
+    return (v / v.norm()).tolist()
+
+
+def camera_up(viewmat: Any) -> list[float]:
+    """A camera's up direction in world coordinates [3]: its -y axis (OpenCV axes: y points down)."""
+    v = torch.as_tensor(viewmat, dtype=torch.float64).detach().cpu()
+    return (-v[1, :3]).tolist()
+
+
+def scene_up(scene: Any) -> list[float]:
+    """The scene's up axis [3] (unit length, world coordinates), the orbit's axis. People hold cameras
+    upright (and the built-in scenes' cameras are upright about +z), so each camera's x axis is
+    horizontal however it tilts: the up axis is the direction closest to perpendicular to all of them
+    (least squares), on the side of the cameras' mean up. Where the x axes leave that direction open
+    (one camera, or all facing one way), the mean of the cameras' up directions."""
+    v = torch.as_tensor(scene.viewmats, dtype=torch.float64).detach().cpu()
+    mean_up = (-v[:, 1, :3]).mean(dim=0)
+    right = v[:, 0, :3]
+    values, vectors = torch.linalg.eigh(right.T @ right / len(right))
+    if float(values[1] - values[0]) > 0.1 * float(values[2]):
+        up = vectors[:, 0] * (1.0 if float(vectors[:, 0] @ mean_up) >= 0 else -1.0)
+    elif float(mean_up.norm()) > 1e-3:
+        up = mean_up
+    else:
+        up = -v[0, 1, :3]
+    return (up / up.norm()).tolist()
 
 
 def scene_views(scene: Any) -> list[dict[str, Any]]:

@@ -81,13 +81,14 @@ class HeadlessChromium:
         os.close(w_hi)
         self._buffer = b""
         self._next_id = 0
-        self.console: list[str] = []
+        self.console: list[str] = []  # the page's console messages and the browser's log entries
         targets = self._call("Target.getTargets")["targetInfos"]
         page = next(t for t in targets if t["type"] == "page")
         self._session = self._call("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
         self.resize(width, height)
         self._call("Runtime.enable", session=True)
         self._call("Page.enable", session=True)
+        self._call("Log.enable", session=True)  # the browser's own messages: WebGL errors, failed loads
 
     # ---- protocol ------------------------------------------------------------------------------
 
@@ -116,10 +117,17 @@ class HeadlessChromium:
             if reply.get("method") == "Runtime.consoleAPICalled":
                 args = reply["params"].get("args", [])
                 self.console.append(" ".join(str(a.get("value", a.get("description", ""))) for a in args))
+            elif reply.get("method") == "Log.entryAdded":
+                self.console.append(str(reply["params"]["entry"].get("text", "")))
             if reply.get("id") == self._next_id:
                 if "error" in reply:
                     raise BrowserError(f"{method}: {reply['error'].get('message')}")
                 return reply["result"]
+
+    @property
+    def pid(self) -> int:
+        """The browser's process id (its GPU, renderer and utility processes are its descendants)."""
+        return self._proc.pid
 
     # ---- pages ---------------------------------------------------------------------------------
 
@@ -142,6 +150,19 @@ class HeadlessChromium:
             text = details.get("exception", {}).get("description") or details.get("text")
             raise BrowserError(f"JavaScript threw: {text}")
         return result["result"].get("value")
+
+    def drag(self, start: tuple[float, float], end: tuple[float, float], steps: int = 20) -> None:
+        """A left-button mouse drag from ``start`` to ``end`` (CSS pixels in the page) in ``steps``
+        moves, as a user's: press, moves, release (pointer events in the page)."""
+        (x0, y0), (x1, y1) = start, end
+        self._mouse("mousePressed", x0, y0, buttons=1, clickCount=1)
+        for i in range(1, steps + 1):
+            t = i / steps
+            self._mouse("mouseMoved", x0 + t * (x1 - x0), y0 + t * (y1 - y0), buttons=1)
+        self._mouse("mouseReleased", x1, y1, buttons=0, clickCount=1)
+
+    def _mouse(self, kind: str, x: float, y: float, **params: Any) -> None:
+        self._call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", session=True, **params)
 
     def screenshot(self) -> np.ndarray:
         """The page as shown, [H,W,3] uint8 RGB."""

@@ -72,6 +72,63 @@ def splats_frame_intervals(
         return page_frame_intervals(page, width, height, frames, settle_frames=settle_frames, browser=browser)
 
 
+def process_tree_cpu_seconds(pid: int, proc: Path = Path("/proc")) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and every descendant still alive, from
+    ``/proc/<pid>/stat`` (Linux). Processes that end while it reads are skipped."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [p for p, pp in parents.items() if pp == parent and p not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(times.get(p, 0.0) for p in tree)
+
+
+def page_idle_cpu(
+    page: str | os.PathLike[str],
+    width: int,
+    height: int,
+    seconds: float,
+    *,
+    settle_frames: int = 10,
+    browser: BrowserFactory = HeadlessChromium,
+    cpu_seconds: Callable[[int], float] = process_tree_cpu_seconds,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+    timeout_s: float = 600.0,
+) -> dict[str, float]:
+    """What a viewer page costs with nothing moving: after the data loaded and ``settle_frames`` frames
+    were drawn, the browser's CPU seconds (all its processes: the page, the GPU process doing
+    SwiftShader's WebGL) over ``seconds`` of wall time. Returns ``idle_cpu_pct`` (percent of one core),
+    ``idle_s`` (the wall seconds measured) and ``idle_frames`` (frames the viewer drew meanwhile).
+    ``browser`` needs ``pid`` besides ``open`` and ``evaluate``; the clocks are arguments for tests."""
+    if not seconds > 0:
+        raise ValueError(f"seconds must be > 0, got {seconds!r}")
+    with browser(width, height, timeout_s=timeout_s) as b:
+        b.open(page)
+        b.evaluate(f"window.gswReady.then((v) => v.settle({int(settle_frames)}))")
+        frames0, cpu0, t0 = b.evaluate("gswViewer.framesDrawn"), cpu_seconds(b.pid), clock()
+        sleep(seconds)
+        frames1, cpu1, t1 = b.evaluate("gswViewer.framesDrawn"), cpu_seconds(b.pid), clock()
+    wall = t1 - t0
+    if not wall > 0:
+        raise RuntimeError(f"the clock did not advance over the idle window ({t0} -> {t1})")
+    return {"idle_cpu_pct": 100.0 * (cpu1 - cpu0) / wall, "idle_s": wall, "idle_frames": float(frames1 - frames0)}
+
+
 MODULE_KEYS = ("_esm", "_css")  # anywidget's front-end code and style: part of the state, sent at display
 
 

@@ -26,9 +26,13 @@ from gsworkbench.viewer.data import (
     as_splats,
     bundle_source,
     camera_dict,
+    camera_up,
+    checked_rgb,
+    checked_up,
     default_camera,
     encode_splats,
     scene_center,
+    scene_up,
 )
 
 # The bundle and the splats travel base64-encoded in inert <script type="application/octet-stream">
@@ -67,6 +71,7 @@ def viewer_html(
     width: int | None = None,
     height: int | None = None,
     background: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    up: Any = None,
     encoding: str = "spz",
     title: str = "gsworkbench splat viewer",
 ) -> str:
@@ -79,16 +84,16 @@ def viewer_html(
         k = [[float(x) for x in row] for row in (K.tolist() if hasattr(K, "tolist") else K)]
         width, height = round(2 * k[0][2]), round(2 * k[1][2])  # a centred principal point's image
     width, height = width or DEFAULT_SIZE[0], height or DEFAULT_SIZE[1]
+    if up is None:
+        up = camera_up(viewmat) if viewmat is not None else [0.0, 0.0, 1.0]
     if viewmat is None or K is None:
         dv, dk = default_camera(s, width, height)
         viewmat, K = dv if viewmat is None else viewmat, dk if K is None else K
-    rgb = [float(c) for c in background]
-    if len(rgb) != 3 or not all(0.0 <= c <= 1.0 for c in rgb):
-        raise ValueError(f"background must be 3 numbers in [0, 1], got {background}")
+    rgb = checked_rgb(background)
     options = {
         "width": width, "height": height, "layout": "page", "background": rgb,
-        "camera": camera_dict(viewmat, K, width, height), "center": scene_center(s), "fileType": encoding,
-        "numSplats": len(s), "views": [],
+        "camera": camera_dict(viewmat, K, width, height), "center": scene_center(s), "up": checked_up(up),
+        "fileType": encoding, "numSplats": len(s), "views": [],
     }  # fmt: skip
     data = base64.b64encode(encode_splats(s, encoding)).decode("ascii")
     return _PAGE.format(
@@ -109,6 +114,7 @@ def save_viewer_html(
     width: int | None = None,
     height: int | None = None,
     background: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    up: Any = None,
     encoding: str = "spz",
 ) -> Path:
     """Writes a standalone viewer page of ``splats`` (a SplatSet, a PLY path or a training result).
@@ -117,22 +123,25 @@ def save_viewer_html(
     page opens at that view of a ``width`` x ``height`` image (default: the image whose centre is K's
     principal point; without K, 960 x 540 and a view of the whole set), which a window of that size in
     CSS pixels shows exactly (a larger or smaller one: scaled to fit). ``background``: RGB in [0, 1].
+    ``up``: the world's up axis [3], which a horizontal drag orbits about (default: the given camera's
+    up; without a camera, +z, the axis the default view is upright about).
     ``encoding``: ``"spz"`` (compact, quantised as :mod:`gsworkbench.io.spz` states), ``"ply"``
     (float32, exact, about six times larger at SH degree 3) or ``"splat"`` (no view-dependent colour). Returns the
     path. RuntimeError when the browser bundle was not built (no Node.js at set-up).
     """
-    text = viewer_html(splats, viewmat=viewmat, K=K, width=width, height=height, background=background,
+    text = viewer_html(splats, viewmat=viewmat, K=K, width=width, height=height, background=background, up=up,
                        encoding=encoding)  # fmt: skip
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def save_result_page(path: str | os.PathLike[str], result: Any, scene: Any) -> Path | None:
     """The notebooks' viewer page: ``result``'s splats at ``scene``'s first test view (its first view
-    when it has none), over its background; None, with nothing written, where the bundle is not built."""
+    when it has none), over its background, orbiting about its up axis; None, with nothing written,
+    where the bundle is not built."""
     from gsworkbench.viewer.data import bundle_built
 
     if not bundle_built():
         return None
     i = int(scene.test_ids[0]) if len(scene.test_ids) else 0
     return save_viewer_html(path, result, viewmat=scene.viewmats[i], K=scene.Ks[i], width=scene.width,
-                            height=scene.height, background=scene.background)  # fmt: skip
+                            height=scene.height, background=scene.background, up=scene_up(scene))  # fmt: skip
