@@ -187,5 +187,5 @@ if page is not None:
 if headless():
     print("run headless: no live viewer; open the notebook in JupyterLab, or the viewer page in a browser")
 else:
-    viewer = SplatViewer(result, scene=data, background=data.background)
+    viewer = SplatViewer(result, scene=data)
     display(viewer)

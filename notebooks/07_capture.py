@@ -152,8 +152,10 @@ plt.show()
 # ## The splats
 #
 # `splats.ply` uses the Inria 3DGS layout, which splat viewers and `gsworkbench.io.read_ply` load;
-# `viewer.html` shows them in any browser with no server, at the first held-out photo's view. In
-# JupyterLab the viewer below orbits them (run headless, only the page is written).
+# `viewer.html` shows them in any browser with no server, at the first held-out photo's view; its link
+# opens it in a new browser tab. In JupyterLab the viewer below orbits them about the scene's up axis,
+# and `viewer.viewmat` and `viewer.K` are the view shown now, ready for `rasterize` (run headless, only
+# the page is written).
 
 # %%
 from gsworkbench.notebooks.display import headless
@@ -168,4 +170,5 @@ if page is not None:
 if headless():
     print("run headless: no live viewer; open the notebook in JupyterLab, or the viewer page in a browser")
 else:
-    display(SplatViewer(result, scene=data, background=data.background))
+    viewer = SplatViewer(result, scene=data)  # viewer.viewmat, viewer.K: the view shown now
+    display(viewer)

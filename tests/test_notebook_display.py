@@ -304,3 +304,21 @@ def test_fit_table_keeps_the_note_on_one_line():
     out = fit_table(fits).to_html()
     assert "white-space: nowrap" in out and "-0.50" in out and "+0" in out
     assert not math.isnan(fits.exponent[0])
+
+
+def test_html_pages_open_in_a_new_tab_through_the_servers_files_url(tmp_path, monkeypatch):
+    """JupyterLab's HTML viewer runs no script until "Trust HTML" is clicked, so the viewer page would
+    show blank: a page links to the server's files/ URL in a new browser tab; with no server found, a
+    relative link says what to click."""
+    run = tmp_path / "results" / "run 1"
+    run.mkdir(parents=True)
+    (run / "viewer.html").write_text("<html><script>1</script></html>")
+    monkeypatch.chdir(tmp_path)
+    link = display.result_link(run / "viewer.html", "", "viewer page", server=display.ServerRoot(tmp_path, "/user/me"))
+    assert link.kind == "page" and link.href == "/user/me/files/results/run%201/viewer.html"
+    out = link._repr_html_()
+    assert "target='_blank'" in out and "new browser tab" in out and "Trust HTML" not in out
+    monkeypatch.setenv(display.HEADLESS_ENV, "1")
+    plain = display.result_link(run / "viewer.html", "", "viewer page")
+    assert plain.kind == "page" and plain.href == "results/run 1/viewer.html"
+    assert "Trust HTML" in plain._repr_html_()

@@ -33,6 +33,8 @@ def test_the_cases_cover_the_issue_targets() -> None:
         (d, e) for d in (0, 3) for e in ("ply", "spz", "splat")
     }
     assert sorted(c.params["format"] for c in by_measure["files"]) == ["ply", "splat", "spz"]
+    (idle,) = by_measure["idle"]
+    assert idle.params["num"] == 1_000_000 and idle.params["seconds"] >= 10
     (live,) = by_measure["live"]
     assert live.params["watch_every"] == inspect.signature(train).parameters["watch_every"].default
     assert live.params["pairs"] >= 5
@@ -48,7 +50,7 @@ def test_without_chromium_only_the_browser_cases_skip_in_one_line(monkeypatch: p
     monkeypatch.setattr(headless, "find_chromium", lambda: None)
     cases = get_suite("viewer").cases(True)
     skipped = [c for c in cases if c.skip]
-    assert {c.params["measure"] for c in skipped} == {"fps"}
+    assert {c.params["measure"] for c in skipped} == {"fps", "idle"}
     for case in skipped:
         assert "Chromium" in case.skip and "\n" not in case.skip
     table = run_cases(skipped, threads=1, progress=False)
@@ -93,6 +95,52 @@ def test_frame_intervals_come_from_the_pages_counter(tmp_path: Path) -> None:
     FakeBrowser.intervals_ms = [20.0, 0.0, 25.0, 50.0]
     with pytest.raises(RuntimeError, match="not positive"):
         page_frame_intervals(page, 320, 240, 4, browser=FakeBrowser)
+
+
+class IdleBrowser(FakeBrowser):
+    """A FakeBrowser with a process id, whose viewer reports its count of frames drawn."""
+
+    pid = 4242
+    frames: list[int] = []
+
+    def evaluate(self, expression: str) -> object:
+        FakeBrowser.calls.append(expression)
+        return IdleBrowser.frames.pop(0) if expression == "gswViewer.framesDrawn" else None
+
+
+def test_idle_cpu_share_from_the_browsers_process_times(tmp_path: Path) -> None:
+    from fake_clock import FakeClock
+
+    from gsworkbench.viewer.measure import page_idle_cpu
+
+    page = tmp_path / "page.html"
+    page.write_text("<html></html>")
+    clock, cpu = FakeClock(jitter=0.0), iter([3.0, 3.25])  # 0.25 CPU seconds over 10 s: 2.5% of a core
+    FakeBrowser.calls, IdleBrowser.frames = [], [40, 41]
+    row = page_idle_cpu(page, 96, 64, 10.0, settle_frames=4, browser=IdleBrowser, clock=clock, sleep=clock.work,
+                        cpu_seconds=lambda pid: next(cpu) if pid == 4242 else -1.0)  # fmt: skip
+    assert row == {"idle_cpu_pct": pytest.approx(2.5), "idle_s": pytest.approx(10.0), "idle_frames": 1.0}
+    assert FakeBrowser.calls[:2] == ["open 96x64", "window.gswReady.then((v) => v.settle(4))"]
+    with pytest.raises(ValueError, match="seconds must be > 0"):
+        page_idle_cpu(page, 96, 64, 0.0, browser=IdleBrowser)
+
+
+def test_process_tree_cpu_seconds_sums_the_descendants(tmp_path: Path) -> None:
+    """A made-up /proc: the browser (10), its GPU process (11, a child), a renderer (12, a grandchild)
+    and an unrelated process (13); times in clock ticks, a command name with spaces and parentheses."""
+    import os
+
+    from gsworkbench.viewer.measure import process_tree_cpu_seconds
+
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid, ppid, utime, stime, name in ((10, 1, 100, 20, "chromium"), (11, 10, 300, 50, "chromium (gpu)"),
+                                         (12, 11, 7, 3, "render) x"), (13, 1, 999, 999, "other")):  # fmt: skip
+        (tmp_path / str(pid)).mkdir()
+        rest = ["S", str(ppid)] + ["0"] * 9 + [str(utime), str(stime)] + ["0"] * 5
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({name}) " + " ".join(rest))
+    (tmp_path / "self").mkdir()  # not a process id: passed over
+    assert process_tree_cpu_seconds(10, proc=tmp_path) == pytest.approx((120 + 350 + 10) / tick)
+    assert process_tree_cpu_seconds(11, proc=tmp_path) == pytest.approx(360 / tick)
 
 
 def test_frame_row_statistics() -> None:

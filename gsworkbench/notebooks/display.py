@@ -6,9 +6,12 @@ shows it and opens the file in a tab with the viewer its type has, or in the tex
 a folder ("is a directory") and a binary file ("is not UTF-8 encoded"). So a link is one of three kinds
 (:class:`ResultLink`): a file JupyterLab can show (text, images, PDF) gets a plain relative link; any
 other file a download link (the ``download`` attribute: JupyterLab lets the browser fetch it from the
-server's files URL); a folder a link to ``lab/tree/<path>`` that points the file browser there, which
-needs the path relative to the Jupyter server's root (:func:`jupyter_server_root`, from the running
-server's record); with no server found, the folder is named without a link. A notebook run by hand in
+server's files URL); an HTML page (the viewer page: its scripts must run) a link to the server's
+``files/<path>`` URL in a new browser tab, since JupyterLab's own HTML viewer runs no script until the
+user clicks "Trust HTML"; a folder a link to ``lab/tree/<path>`` that points the file browser there.
+The last two need the path relative to the Jupyter server's root (:func:`jupyter_server_root`, from
+the running server's record); with no server found, a page gets a relative link and the words of what
+to click, and a folder is named without a link. A notebook run by hand in
 JupyterLab lives in ``notebooks/`` (the kernel's working folder); one run by ``gsworkbench run`` /
 papermill is saved in its ``results_dir``. :func:`result_link` takes the notebook's ``results_dir``
 parameter to pick the right one; as text (papermill's log, a terminal) a link is the absolute path.
@@ -36,7 +39,9 @@ HEADLESS_ENV = "GSW_HEADLESS"
 
 # files JupyterLab shows with a viewer of their own though they are not UTF-8 text
 VIEWABLE_BINARY_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".pdf"}
-LinkKind = Literal["file", "download", "folder", "name"]
+LinkKind = Literal["file", "download", "folder", "name", "page"]
+PAGE_SUFFIXES = {".html", ".htm"}
+TRUST_HINT = "in JupyterLab's HTML viewer, click \"Trust HTML\" in its toolbar so that the page's scripts run"
 
 
 def headless() -> bool:
@@ -51,7 +56,9 @@ class ResultLink:
     """A link to a file or folder of results. ``kind``: "file" (``href`` relative to the showing
     notebook's folder; JupyterLab opens it in a tab), "download" (the same, downloaded), "folder"
     (``href`` is the server's ``lab/tree/...`` URL and ``tree_path`` the folder relative to the server's
-    root, for the file browser) or "name" (a folder with no server to link into: shown as text)."""
+    root, for the file browser), "page" (an HTML page with scripts: ``href`` is the server's ``files/...``
+    URL, opened in a new browser tab, or relative with the words of what to click where no server was
+    found) or "name" (a folder with no server to link into: shown as text)."""
 
     path: Path
     href: str
@@ -64,6 +71,10 @@ class ResultLink:
         shown, href = html.escape(str(self.path)), html.escape(self.href)
         if self.kind == "name":
             return f"{prefix}<code>{shown}</code> (folder; open it from the file browser)"
+        if self.kind == "page":
+            if self.href.startswith("/") or "://" in self.href:
+                return f"{prefix}<a href='{href}' target='_blank'>{shown}</a> (opens in a new browser tab)"
+            return f"{prefix}<a href='{href}' target='_blank'>{shown}</a> ({html.escape(TRUST_HINT)})"
         if self.kind == "download":
             return f"{prefix}<a href='{href}' download>{shown}</a> (download)"
         if self.kind == "folder":
@@ -137,11 +148,18 @@ def result_link(
     server: ServerRoot | None = None,
 ) -> ResultLink:  # fmt: skip
     """A :class:`ResultLink` to ``path`` for a notebook whose ``results_dir`` parameter is given: a
-    link JupyterLab opens (text, images), a download link (other files), or for a folder a link that
-    points the file browser there (``server``: the Jupyter server, default :func:`jupyter_server_root`;
+    link JupyterLab opens (text, images), a download link (other files), for an HTML page a link that
+    opens it in a new browser tab with its scripts running, or for a folder a link that points the
+    file browser there (``server``: the Jupyter server, default :func:`jupyter_server_root`;
     without one, the folder is named without a link)."""
     target = Path(path).resolve()
     href = Path(os.path.relpath(target, link_base(results_dir))).as_posix()
+    if target.is_file() and target.suffix.lower() in PAGE_SUFFIXES:
+        server = server if server is not None else jupyter_server_root(target)
+        if server is None or not target.is_relative_to(server.root_dir):
+            return ResultLink(target, href, label, "page")
+        base = server.base_url if server.base_url.endswith("/") else server.base_url + "/"
+        return ResultLink(target, f"{base}files/{quote(target.relative_to(server.root_dir).as_posix())}", label, "page")
     if target.is_dir():
         server = server if server is not None else jupyter_server_root(target)
         if server is None or not target.is_relative_to(server.root_dir):

@@ -9,6 +9,10 @@ Cases (each measures itself: the runner times nothing, the row is the case's own
   frame, ``samples_s`` every one), ``fps`` (1 / the median) and ``fps_iqr``. The camera stands still.
   A floor: SwiftShader on a few cores is far slower than a laptop's GPU; headless Chromium draws at most
   60 frames a second. Skipped, with a one-line reason, without Chromium or the browser bundle.
+- ``viewer/idle/n<N>/<W>x<H>``: the same page left alone after it settled: the browser's CPU time (all
+  its processes, SwiftShader's WebGL included) over :data:`IDLE_SECONDS` of wall time, as
+  ``idle_cpu_pct`` (percent of one core), with ``idle_frames``, the frames the viewer drew meanwhile
+  (it draws only when something changes: 0 expected).
 - ``viewer/wire/sh<D>/<encoding>``: the bytes a :class:`~gsworkbench.viewer.SplatViewer` sends to the
   browser for N splats of SH degree D: ``binary_bytes`` (the splats' buffer, sent again at each
   update), ``module_bytes`` (the browser bundle, once per widget shown), ``state_bytes`` (the rest of
@@ -48,6 +52,7 @@ SETTLE_FRAMES = 10
 # frames timed per case, by splat count: fewer where a frame takes seconds (SwiftShader, 1M splats)
 FRAMES = {100_000: 60, 1_000_000: 20}
 QUICK_FRAMES = 10
+IDLE_SECONDS, QUICK_IDLE_SECONDS = 10.0, 2.0  # the idle window: long against the browser's timers
 WATCH_EVERY = 100  # train()'s default watch_every
 FILE_FORMATS = ("ply", "spz", "splat")
 
@@ -106,6 +111,32 @@ def fps_setup(params: dict[str, Any], quick: bool, browser: Callable[[int, int],
                                                encoding=params["encoding"], settle_frames=SETTLE_FRAMES,
                                                **options)  # fmt: skip
             extras.update(frame_row(intervals))
+            return True
+
+        return Prepared(run, lambda: extras)
+
+    return setup
+
+
+def idle_setup(params: dict[str, Any], quick: bool, browser: Callable[..., Any] | None = None):  # noqa: ANN201
+    """An idle case's setup; ``browser(width, height, timeout_s=...)``: the browser (default headless Chromium)."""
+
+    def setup() -> Prepared:
+        from gsworkbench.bench.scene_splats import object_scene, view_camera
+        from gsworkbench.viewer.measure import page_idle_cpu
+        from gsworkbench.viewer.page import save_viewer_html
+
+        w, h = params["width"], params["height"]
+        splats = stand_in_splats(params["num"], params["sh_degree"], quick)
+        viewmat, Ks = view_camera(object_scene(*_scene_size(quick)), w, h)
+        extras: dict[str, Any] = {}
+        options = {} if browser is None else {"browser": browser}
+
+        def run() -> bool:
+            with tempfile.TemporaryDirectory(prefix="gsw-viewer-idle-") as tmp:
+                page = save_viewer_html(Path(tmp) / "page.html", splats, viewmat=viewmat[0], K=Ks[0], width=w,
+                                        height=h, encoding=params["encoding"])  # fmt: skip
+                extras.update(page_idle_cpu(page, w, h, params["seconds"], settle_frames=SETTLE_FRAMES, **options))
             return True
 
         return Prepared(run, lambda: extras)
@@ -245,6 +276,11 @@ def cases(quick: bool) -> list[Case]:
                   "frames": count, "encoding": "spz"}  # fmt: skip
         out.append(Case(f"viewer/fps/n{num}/{size[0]}x{size[1]}", params, fps_setup(params, quick), missing,
                         measured=True))  # fmt: skip
+    idle_num = max(frames)
+    params = {"measure": "idle", "num": idle_num, "sh_degree": 3, "width": size[0], "height": size[1],
+              "seconds": QUICK_IDLE_SECONDS if quick else IDLE_SECONDS, "encoding": "spz"}  # fmt: skip
+    out.append(Case(f"viewer/idle/n{idle_num}/{size[0]}x{size[1]}", params, idle_setup(params, quick), missing,
+                    measured=True))  # fmt: skip
     wire_num = 2_000 if quick else 100_000
     for deg in (0, 3):
         for encoding in ("ply", "spz", "splat"):
@@ -262,7 +298,7 @@ def cases(quick: bool) -> list[Case]:
 
 INT_COLUMNS = (
     "num", "sh_degree", "width", "height", "frames", "binary_bytes", "module_bytes", "state_bytes", "gaussians",
-    "bytes", "watch_every", "pairs", "steps_per_slice", "gaussians_start", "gaussians_end",
+    "bytes", "watch_every", "pairs", "steps_per_slice", "gaussians_start", "gaussians_end", "idle_frames",
 )  # fmt: skip
 
 
