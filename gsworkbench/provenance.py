@@ -30,6 +30,15 @@ def git_output(*args: str) -> str | None:
     return out.stdout.strip()
 
 
+def short_commit() -> str:
+    """The package checkout's short commit hash, with ``-dirty`` when tracked files differ from it, or
+    ``unknown`` without git: the code that a table's rows were measured on."""
+    commit = git_output("rev-parse", "--short", "HEAD")
+    if not commit:
+        return "unknown"
+    return commit + ("-dirty" if git_output("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo on Linux, sysctl on macOS), else the architecture."""
     try:

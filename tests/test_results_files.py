@@ -13,7 +13,7 @@ import torch
 
 from gsworkbench.io import read_ply, write_ply
 from gsworkbench.io.atomic import atomic_path, atomic_write_text
-from gsworkbench.provenance import environment
+from gsworkbench.provenance import environment, short_commit
 from gsworkbench.splats import synthetic_splats
 
 
@@ -59,6 +59,16 @@ def test_float64_ply_warns_or_keeps_double(tmp_path):
     assert read_ply(tmp_path / "b.ply").means.dtype == torch.float32  # default stays float32
     with pytest.raises(ValueError, match="dtype must be float32 or float64"):
         write_ply(tmp_path / "d.ply", s64, dtype=torch.float16)
+
+
+def test_short_commit_names_the_commit_and_dirty_flag_of_the_environment():
+    env = environment()
+    short = short_commit()
+    if env["git_commit"] is None:
+        assert short == "unknown"
+    else:
+        assert env["git_commit"].startswith(short.removesuffix("-dirty")) and len(short.removesuffix("-dirty")) >= 7
+        assert short.endswith("-dirty") == env["git_dirty"]
 
 
 def test_metadata_names_cpu_and_compiler():

@@ -28,6 +28,8 @@ from typing import Any
 
 import pandas as pd
 
+from gsworkbench.provenance import short_commit
+
 
 @dataclass(frozen=True)
 class MemoryCase:
@@ -137,13 +139,14 @@ def measure(case: MemoryCase, timeout_s: float = 600.0) -> dict[str, Any]:
 
 def memory_table(cases: tuple[MemoryCase, ...] = TABLE_CASES) -> pd.DataFrame:
     """One row per case, measured one at a time: sizes, intersections, measured peak and estimate (MiB),
-    and their ratio (estimate / measured)."""
+    their ratio (estimate / measured) and the commit measured (:func:`~gsworkbench.provenance.short_commit`)."""
     rows = [measure(c) for c in cases]
     df = pd.DataFrame(rows)
     df["peak_mib"] = (df.pop("peak_bytes") / 2**20).round(1)
     df["estimate_mib"] = (df.pop("estimate_bytes") / 2**20).round(1)
     df["estimate_over_peak"] = (df["estimate_mib"] / df["peak_mib"]).round(2)
     df["sh_degree"] = df["sh_degree"].astype("Int64")
+    df["commit"] = short_commit()
     return df
 
 

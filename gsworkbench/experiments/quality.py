@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from gsworkbench.io.atomic import write_table
+from gsworkbench.provenance import short_commit
 from gsworkbench.runs import new_run_dir, write_metadata
 
 
@@ -142,7 +143,7 @@ def run_quality(name: str, out: Path) -> dict[str, Any]:
         "steps": m["iterations"],
         "minutes": round((time.perf_counter() - t0) / 60, 2), "gaussians": m["num_gaussians"],
         "psnr_db": round(m["psnr_db"], 2), "ssim": round(m["ssim"], 4), "lpips": m["lpips"],
-        "scene_sha256": m["scene_sha256"], **scene.source.get("reconstruction", {}),
+        "scene_sha256": m["scene_sha256"], "commit": short_commit(), **scene.source.get("reconstruction", {}),
     }  # fmt: skip
 
 
