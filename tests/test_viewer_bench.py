@@ -120,7 +120,8 @@ def test_idle_cpu_share_from_the_browsers_process_times(tmp_path: Path) -> None:
     row = page_idle_cpu(page, 96, 64, 10.0, settle_frames=4, browser=IdleBrowser, clock=clock, sleep=clock.work,
                         cpu_seconds=lambda pid: next(cpu) if pid == 4242 else -1.0)  # fmt: skip
     assert row == {"idle_cpu_pct": pytest.approx(2.5), "idle_s": pytest.approx(10.0), "idle_frames": 1.0}
-    assert FakeBrowser.calls[:2] == ["open 96x64", "window.gswReady.then((v) => v.settle(4))"]
+    assert FakeBrowser.calls[:3] == ["open 96x64", "window.gswReady.then((v) => v.settle(4))", "gswViewer.finish()"]
+    assert clock.now == pytest.approx(3.0 + 10.0)  # the quiet time, then the window
     with pytest.raises(ValueError, match="seconds must be > 0"):
         page_idle_cpu(page, 96, 64, 0.0, browser=IdleBrowser)
 

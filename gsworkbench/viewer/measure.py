@@ -104,15 +104,17 @@ def page_idle_cpu(
     seconds: float,
     *,
     settle_frames: int = 10,
+    quiet_s: float = 3.0,
     browser: BrowserFactory = HeadlessChromium,
     cpu_seconds: Callable[[int], float] = process_tree_cpu_seconds,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
     timeout_s: float = 600.0,
 ) -> dict[str, float]:
-    """What a viewer page costs with nothing moving: after the data loaded and ``settle_frames`` frames
-    were drawn, the browser's CPU seconds (all its processes: the page, the GPU process doing
-    SwiftShader's WebGL) over ``seconds`` of wall time. Returns ``idle_cpu_pct`` (percent of one core),
+    """What a viewer page costs with nothing moving: after the data loaded, ``settle_frames`` frames
+    were drawn, the GPU finished them (``finish``: a software GPU lags the page by seconds) and
+    ``quiet_s`` more seconds passed (the sort worker's last pass), the browser's CPU seconds (all its
+    processes: the page, the GPU process doing SwiftShader's WebGL) over ``seconds`` of wall time. Returns ``idle_cpu_pct`` (percent of one core),
     ``idle_s`` (the wall seconds measured) and ``idle_frames`` (frames the viewer drew meanwhile).
     ``browser`` needs ``pid`` besides ``open`` and ``evaluate``; the clocks are arguments for tests."""
     if not seconds > 0:
@@ -120,6 +122,8 @@ def page_idle_cpu(
     with browser(width, height, timeout_s=timeout_s) as b:
         b.open(page)
         b.evaluate(f"window.gswReady.then((v) => v.settle({int(settle_frames)}))")
+        b.evaluate("gswViewer.finish()")
+        sleep(quiet_s)
         frames0, cpu0, t0 = b.evaluate("gswViewer.framesDrawn"), cpu_seconds(b.pid), clock()
         sleep(seconds)
         frames1, cpu1, t1 = b.evaluate("gswViewer.framesDrawn"), cpu_seconds(b.pid), clock()

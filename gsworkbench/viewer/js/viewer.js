@@ -464,6 +464,12 @@ export function mount(el, opts) {
         continuous -= 1;
       }
     },
+    /** Waits until the GPU has done every command sent so far (a one-pixel read back): drawing is
+     * asynchronous, and a software GPU can lag the page by seconds. */
+    finish() {
+      const gl = renderer.getContext();
+      gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, new Uint8Array(4));
+    },
     /** The canvas as a PNG data URL, drawn now at the current camera. */
     snapshot() {
       renderer.render(scene, camera);
