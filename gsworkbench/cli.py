@@ -321,8 +321,10 @@ def _add_reconstruct_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("photos", type=Path, help="a folder of JPEG/PNG photos, or a video file")
     p.add_argument("--out", type=Path, default=None, help="scene folder (default: results/<run-id>/scene)")
     p.add_argument("--camera", choices=CAMERA_MODES, default=d.camera,
-                   help=f"cameras shared per image size, by all, or one per image (default {d.camera})")  # fmt: skip
-    p.add_argument("--camera-model", choices=CAMERA_MODELS, default=d.camera_model, help="COLMAP's lens model")
+                   help=f"cameras shared per lens (sizes a few px apart cropped to one), per image size, by all, "
+                        f"or one per image (default {d.camera})")  # fmt: skip
+    p.add_argument("--camera-model", choices=CAMERA_MODELS, default=d.camera_model,
+                   help="COLMAP's lens model; auto: OPENCV for a camera of 10+ photos, else SIMPLE_RADIAL")  # fmt: skip
     p.add_argument("--max-size", type=int, default=d.max_size,
                    help=f"long side of the working images (default {d.max_size})")  # fmt: skip
     p.add_argument("--matcher", choices=MATCHERS, default=d.matcher,

@@ -4,13 +4,18 @@ The stages, each with a progress bar and a time in the report:
 
 1. **photos**: a folder's JPEG/PNG files made upright (EXIF orientation) and scaled to a working size
    (:mod:`gsworkbench.scenes.photos`); a video's sharpest frames first (:mod:`gsworkbench.scenes.video`);
-2. **features**: SIFT on the CPU. Cameras: one per image size (``camera="per_size"``, the default: COLMAP
-   refuses one camera over images of different sizes, and a handheld set is mostly of one size), one for
-   all (``"single"``) or one per image (``"per_image"``), with a distortion model (OPENCV by default, the
-   3DGS repository's ``convert.py`` choice; SIMPLE_RADIAL for a short lens);
+2. **features**: SIFT on the CPU. Cameras: one per lens (``camera="per_lens"``, the default: the EXIF
+   lens, sizes within a few pixels cropped to one; :mod:`gsworkbench.scenes.registration`), one per
+   image size (``"per_size"``: COLMAP refuses one camera over images of different sizes), one for all
+   (``"single"``) or one per image (``"per_image"``), with a distortion model chosen by the photos
+   that constrain it (``camera_model="auto"``: OPENCV, the 3DGS repository's ``convert.py`` choice,
+   for a camera of many photos; SIMPLE_RADIAL for a few) or given;
 3. **matching**: exhaustive for up to ``exhaustive_max`` images, sequential (``overlap`` neighbours,
    quadratic) beyond and for videos, each pair geometrically verified;
-4. **mapping**: COLMAP's incremental mapper; the model with the most registered images is kept;
+4. **mapping**: COLMAP's incremental mapper; while fewer than ``target_registered`` of the photos are
+   in its largest model, the strategies of :mod:`gsworkbench.scenes.registration` in turn (a simpler
+   lens, relaxed inlier minimums, the leftovers against the best model, the global mapper); the model
+   with the most registered photos is kept;
 5. **undistort**: images resampled to pinholes, in COLMAP's undistorted layout.
 
 The output folder holds ``images/`` and ``sparse/0/`` (PINHOLE cameras, the poses, the sparse points),
@@ -37,10 +42,20 @@ from typing import Any
 
 from gsworkbench.scenes.colmap_run import Cancelled, cancellable, colmap_log_level
 from gsworkbench.scenes.photos import VIDEO_SUFFIXES, Photo, is_video, list_photos, prepare_photos
+from gsworkbench.scenes.registration import (
+    Mapping,
+    best_model,
+    camera_model_for,
+    crop_to_common_size,
+    incremental,
+    lens_groups,
+    recover,
+    why_unregistered,
+)
 from gsworkbench.scenes.sfm_report import sfm_report
 
-CAMERA_MODES = ("per_size", "single", "per_image")
-CAMERA_MODELS = ("OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE", "SIMPLE_PINHOLE", "OPENCV_FISHEYE")
+CAMERA_MODES = ("per_lens", "per_size", "single", "per_image")
+CAMERA_MODELS = ("auto", "OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE", "SIMPLE_PINHOLE", "OPENCV_FISHEYE")
 MATCHERS = ("auto", "exhaustive", "sequential")
 STATE = "reconstruct.json"
 REPORT = "report.json"
@@ -60,17 +75,19 @@ class ReconstructionFailed(ValueError):  # noqa: N818 (a ValueError: the CLI pri
 class ReconstructOptions:
     """What :func:`reconstruct` does (every field is recorded in ``reconstruct.json``).
 
-    camera: "per_size" | "single" | "per_image" (see the module docstring). camera_model: COLMAP's name.
+    camera: "per_lens" | "per_size" | "single" | "per_image" (see the module docstring). camera_model:
+    "auto" (by the photos per camera) or COLMAP's name.
     max_size: the long side of the working images in pixels (None: as given). matcher: "auto" |
     "exhaustive" | "sequential"; exhaustive_max: the most images "auto" matches exhaustively; overlap:
     sequential neighbours. video_frames: frames kept of a video at most. min_images: fewer photos are
-    refused; min_registered: the share of them that must register. min_inliers: "auto", or the
+    refused; min_registered: the share of them that must register; target_registered: the share under
+    which the recovery strategies are tried. min_inliers: "auto", or the
     mapper's inlier minimum for the initial pair (a registered image needs half of it).
     num_threads: -1 for all cores. seed: the mapper's random seed.
     """
 
-    camera: str = "per_size"
-    camera_model: str = "OPENCV"
+    camera: str = "per_lens"
+    camera_model: str = "auto"
     max_size: int | None = 1600
     matcher: str = "auto"
     exhaustive_max: int = 60
@@ -78,6 +95,7 @@ class ReconstructOptions:
     video_frames: int = 100
     min_images: int = 3
     min_registered: float = 0.5
+    target_registered: float = 0.95
     min_inliers: int | str = "auto"
     num_threads: int = -1
     seed: int = 0
@@ -95,8 +113,9 @@ class ReconstructOptions:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-        if not 0.0 < float(self.min_registered) <= 1.0:
-            raise ValueError(f"min_registered must be in (0, 1], got {self.min_registered!r}")
+        for name in ("min_registered", "target_registered"):
+            if not 0.0 < float(getattr(self, name)) <= 1.0:
+                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)!r}")
         if self.min_inliers != "auto" and (not isinstance(self.min_inliers, int) or self.min_inliers < 8):
             raise ValueError(f"min_inliers must be 'auto' or an int >= 8, got {self.min_inliers!r}")
 
@@ -221,6 +240,9 @@ def _reconstruct(
         )
     with _bar(n_given, "photos", progress) as bar:
         prepared = prepare_photos(prep_src, photo_dir, opts.max_size, on_photo=lambda: bar.update(1))
+    if opts.camera == "per_lens":  # a lens's photos cropped to one size, so that they share a camera
+        cropped = {p.name: p for g in lens_groups(prepared) for p in crop_to_common_size(photo_dir, g)}
+        prepared = [cropped[p.name] for p in prepared]
     if not state.done("photos"):
         sizes = sorted({p.size for p in prepared})
         state.finish(
@@ -245,21 +267,26 @@ def _reconstruct(
     sparse = work / "sparse"
     if not state.done("mapping"):
         t = time.perf_counter()
-        thresholds = _map(db, photo_dir, sparse, opts, len(prepared), progress)
-        state.finish("mapping", time.perf_counter() - t, mapper_thresholds=thresholds)
+        thresholds, attempts = _map(db, photo_dir, sparse, opts, len(prepared), progress, say)
+        state.finish("mapping", time.perf_counter() - t, mapper_thresholds=thresholds, attempts=attempts)
     import pycolmap
 
-    best = _largest_model(sparse)
+    best, registered = best_model(sparse)
+    if best is None:
+        raise ReconstructionFailed(
+            f"the mapper found no initial pair of images in {photo_dir}: too few matches between any two photos "
+            f"(tried: {', '.join(a['strategy'] for a in state.data['notes'].get('attempts', []))}; more overlap "
+            "between photos, more texture, or larger images help)"
+        )
     rec = pycolmap.Reconstruction(str(best))
-    registered = {im.name for im in rec.images.values() if im.has_pose}
     rate = len(registered) / len(prepared)
     if rate < opts.min_registered:
-        missing = sorted({p.name for p in prepared} - registered)
-        named = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-        hint = f"; these match no other image: {', '.join(unmatched[:5])}" if unmatched else ""
+        why = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched)
+        named = "; ".join(f"{n} ({r})" for n, r in list(why.items())[:6]) + (" ..." if len(why) > 6 else "")
+        tried = ", ".join(a["strategy"] for a in state.data["notes"].get("attempts", []))
         raise ReconstructionFailed(
             f"only {len(registered)} of {len(prepared)} images registered ({rate:.0%} < {opts.min_registered:.0%}) "
-            f"in {prep_src}; not registered: {named}{hint}"
+            f"in {prep_src} after every strategy ({tried}); not registered: {named}"
         )
     # 5. undistort
     if not state.done("undistort"):
@@ -267,6 +294,8 @@ def _reconstruct(
         _undistort(out, best, photo_dir, sorted(registered), progress)
         state.finish("undistort", time.perf_counter() - t)
     report = sfm_report(rec, len(prepared), state.data["stages"], unmatched=unmatched, cameras=state.data["notes"])
+    report["attempts"] = state.data["notes"].get("attempts", [])
+    report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched)
     from gsworkbench.io.atomic import write_json
     from gsworkbench.scenes.sfm_report import format_report
 
@@ -276,7 +305,10 @@ def _reconstruct(
 
 
 def _groups(prepared: list[Photo], camera: str) -> list[list[Photo]]:
-    """The photos that share a camera: by size, all together or one each."""
+    """The photos that share a camera: by lens (then by size: a lens's sizes were cropped to one), by
+    size, all together or one each."""
+    if camera == "per_lens":
+        return [g for lens in lens_groups(prepared) for g in _groups(lens, "per_size")]
     if camera == "per_image":
         return [[p] for p in prepared]
     if camera == "single":
@@ -303,14 +335,17 @@ def _extract(db: Path, photo_dir: Path, prepared: list[Photo], opts: Reconstruct
     extraction.max_image_size = -1 if opts.max_size is None else max(opts.max_size, max(max(p.size) for p in prepared))
     with pycolmap.Database.open(str(db)) as d:  # photos already extracted by an interrupted run
         have = {im.name for im in d.read_all_images() if d.exists_keypoints(im.image_id)}
+    models = []
     with _bar(len(prepared), "features (images)", progress) as bar:
         bar.update(sum(p.name in have for p in prepared))
         for group in groups:
+            model = camera_model_for(len(group), opts.camera_model)
+            models.append(model)
             todo = [p.name for p in group if p.name not in have]
             if not todo:
                 continue
             reader = pycolmap.ImageReaderOptions()
-            reader.camera_model = opts.camera_model
+            reader.camera_model = model
             mode = pycolmap.CameraMode.PER_IMAGE if opts.camera == "per_image" else pycolmap.CameraMode.SINGLE
             first, rest = todo[:1], todo[1:]
             cancellable(pycolmap.extract_features, str(db), str(photo_dir), image_names=first, camera_mode=mode,
@@ -330,7 +365,8 @@ def _extract(db: Path, photo_dir: Path, prepared: list[Photo], opts: Reconstruct
         n_cams = d.num_cameras()
     if missing:
         raise ValueError(f"COLMAP could not read {len(missing)} photo(s), e.g. {photo_dir / missing[0]}")
-    return {"camera_mode": opts.camera, "camera_model": opts.camera_model, "num_cameras": n_cams}
+    return {"camera_mode": opts.camera, "camera_model": opts.camera_model, "num_cameras": n_cams,
+            "camera_models": sorted(set(models))}  # fmt: skip
 
 
 def _has_image(d: Any, name: str) -> bool:
@@ -407,59 +443,44 @@ def _median_keypoints(db: Path) -> float:
     return float(np.median(counts)) if counts else 0.0
 
 
-def _map(db: Path, photo_dir: Path, sparse: Path, opts: ReconstructOptions, n: int, progress: bool) -> dict:
-    """COLMAP's incremental mapper into ``sparse/<k>``; returns the inlier thresholds it used."""
+def _map(
+    db: Path, photo_dir: Path, sparse: Path, opts: ReconstructOptions, n: int, progress: bool,
+    say: Callable[[str], object],
+) -> tuple[dict, list[dict]]:  # fmt: skip
+    """COLMAP's incremental mapper into ``sparse/incremental-<k>``, then the recovery strategies while
+    fewer than ``opts.target_registered`` of the photos register; returns the inlier minimums of the
+    first mapping and the record of every try."""
     import pycolmap
 
     shutil.rmtree(sparse, ignore_errors=True)
     sparse.mkdir(parents=True)
-    options = pycolmap.IncrementalPipelineOptions()
-    options.num_threads = opts.num_threads
-    options.random_seed = opts.seed
-    options.min_model_size = min(options.min_model_size, max(3, n // 4))
+    defaults = pycolmap.IncrementalPipelineOptions().mapper
     if opts.min_inliers == "auto":
         small = _median_keypoints(db) < FEW_FEATURES
-        init = SMALL_INIT_INLIERS if small else options.mapper.init_min_num_inliers
-        absolute = SMALL_ABS_POSE_INLIERS if small else options.mapper.abs_pose_min_num_inliers
+        init = SMALL_INIT_INLIERS if small else defaults.init_min_num_inliers
+        absolute = SMALL_ABS_POSE_INLIERS if small else defaults.abs_pose_min_num_inliers
     else:
         init, absolute = int(opts.min_inliers), max(8, int(opts.min_inliers) // 2)
-    options.mapper.init_min_num_inliers = init
-    options.mapper.abs_pose_min_num_inliers = absolute
     with _bar(n, "mapping (images registered)", progress) as bar:
-        state = {"n": 0}
+        count = {"n": 0}
 
         def registered() -> None:  # called from the mapper's thread: the bar is refreshed from ours
-            state["n"] += 1
+            count["n"] += 1
 
         def tick() -> None:
-            if state["n"] > bar.n:
-                bar.update(min(state["n"], n) - bar.n)
+            if count["n"] > bar.n:
+                bar.update(min(count["n"], n) - bar.n)
 
-        cancellable(pycolmap.incremental_mapping, str(db), str(photo_dir), str(sparse), options,
-                    initial_image_pair_callback=lambda: state.__setitem__("n", state["n"] + 2),
-                    next_image_callback=registered, on_tick=tick)  # fmt: skip
+        m = Mapping(db, photo_dir, sparse, n, opts.num_threads, opts.seed, on_tick=tick, on_registered=registered)
+        t = time.perf_counter()
+        incremental(m, "incremental", (init, absolute))
+        first = len(best_model(sparse)[1])
+        attempts = [{"strategy": "incremental", "registered": first, "seconds": round(time.perf_counter() - t, 2),
+                     "kept": first > 0}]  # fmt: skip
+        m.on_registered = None  # the bar shows the first mapping; the strategies report in the log
+        attempts += recover(m, opts.target_registered, (init, absolute), say)
         tick()
-    return {"init_min_num_inliers": init, "abs_pose_min_num_inliers": absolute}
-
-
-def _largest_model(sparse: Path) -> Path:
-    """The mapper's model folder with the most registered images; ReconstructionFailed when none."""
-    import pycolmap
-
-    best, best_n = None, 0
-    for d in sorted(p for p in sparse.iterdir() if p.is_dir()) if sparse.is_dir() else []:
-        try:
-            n = pycolmap.Reconstruction(str(d)).num_reg_images()
-        except (ValueError, RuntimeError):
-            continue
-        if n > best_n:
-            best, best_n = d, n
-    if best is None:
-        raise ReconstructionFailed(
-            f"the mapper found no initial pair of images in {sparse.parent / 'photos'}: too few matches between "
-            "any two photos (more overlap between photos, more texture, or larger images help)"
-        )
-    return best
+    return {"init_min_num_inliers": init, "abs_pose_min_num_inliers": absolute}, attempts
 
 
 def _undistort(out: Path, model: Path, photo_dir: Path, names: list[str], progress: bool) -> None:

@@ -107,6 +107,14 @@ def format_report(report: Mapping[str, Any]) -> str:
         )
         rows.append(("focal length", f"{focal} px{more}"))
         rows.append((f"distortion ({c['model']})", dist))
+    tries = report.get("attempts", [])
+    if len(tries) > 1:
+        rows.append(("strategies tried", ", ".join(
+            f"{a['strategy']} {a['registered']}" + (" (kept)" if a.get("kept") else "") for a in tries)))  # fmt: skip
+    lost = report.get("not_registered") or {}
+    if lost:
+        rows.append(("not registered", "; ".join(f"{n} ({why})" for n, why in list(lost.items())[:5])
+                                       + (" ..." if len(lost) > 5 else "")))  # fmt: skip
     if report.get("unmatched"):
         rows.append(
             ("match nothing", ", ".join(report["unmatched"][:5]) + (" ..." if len(report["unmatched"]) > 5 else ""))

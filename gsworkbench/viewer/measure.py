@@ -114,8 +114,9 @@ def page_idle_cpu(
     """What a viewer page costs with nothing moving: after the data loaded, ``settle_frames`` frames
     were drawn, the GPU finished them (``finish``: a software GPU lags the page by seconds) and
     ``quiet_s`` more seconds passed (the sort worker's last pass), the browser's CPU seconds (all its
-    processes: the page, the GPU process doing SwiftShader's WebGL) over ``seconds`` of wall time. Returns ``idle_cpu_pct`` (percent of one core),
-    ``idle_s`` (the wall seconds measured) and ``idle_frames`` (frames the viewer drew meanwhile).
+    processes: the page, the GPU process doing SwiftShader's WebGL) over ``seconds`` of wall time.
+    Returns ``idle_cpu_pct`` (percent of one core), ``idle_s`` (the wall seconds measured) and
+    ``idle_frames`` (frames the viewer drew meanwhile).
     ``browser`` needs ``pid`` besides ``open`` and ``evaluate``; the clocks are arguments for tests."""
     if not seconds > 0:
         raise ValueError(f"seconds must be > 0, got {seconds!r}")
