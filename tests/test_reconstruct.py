@@ -188,6 +188,30 @@ def test_a_mapping_that_leaves_photos_out_tries_the_next_strategy(photos, tmp_pa
     assert e["rotation_median_deg"] < 1.0, e
 
 
+def test_the_leftover_and_global_strategies_register_the_photos(reconstructed: Path, photos, tmp_path: Path) -> None:
+    """The two strategies the ladder reaches last, run on their own on the fixture's database: the
+    leftovers put back photos taken out of a model, and the global mapper poses the set from scratch."""
+    from gsworkbench.scenes.registration import Mapping, global_mapping, incremental, registered_names
+
+    work = reconstructed / "work"
+    model, names = best_model(work / "sparse")
+    rec = pycolmap.Reconstruction(str(model))
+    for frame_id in sorted(rec.reg_frame_ids())[-3:]:  # three photos taken out
+        rec.deregister_frame(frame_id)
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    rec.write(str(partial))
+    assert len(registered_names(partial)) == len(names) - 3
+    m = Mapping(work / "database.db", work / "photos", tmp_path / "sparse", 12)
+    incremental(m, "leftovers", (15, 10), input_model=partial)
+    assert registered_names(tmp_path / "sparse" / "leftovers-0") == names
+    global_mapping(m, "global")
+    glob = pycolmap.Reconstruction(str(tmp_path / "sparse" / "global-0"))
+    assert len(registered_names(tmp_path / "sparse" / "global-0")) >= 11
+    e = pose_errors(model_poses(glob), photos[1]).summary()
+    assert e["rotation_median_deg"] < 1.0, e
+
+
 def test_exif_orientation_is_applied(tmp_path: Path) -> None:
     g = np.random.default_rng(0)
     upright = (g.uniform(0, 1, (6, 10, 3)) * 255).astype(np.uint8).repeat(16, 0).repeat(16, 1)  # 96 x 160

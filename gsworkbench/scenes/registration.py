@@ -152,7 +152,13 @@ class Mapping:
 
 
 def _collect(tmp: Path, sparse: Path, label: str) -> None:
-    """Moves the models a mapper wrote into ``tmp/<k>`` to ``sparse/<label>-<k>``."""
+    """Moves the models a mapper wrote into ``tmp/<k>`` to ``sparse/<label>-<k>`` (a mapper that
+    continued a model writes it into ``tmp`` itself: that is ``<label>-0``)."""
+    if any((tmp / f"cameras.{ext}").is_file() for ext in ("bin", "txt")):
+        dest = sparse / f"{label}-0"
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.replace(dest)
+        return
     for model in sorted(p for p in tmp.iterdir() if p.is_dir()) if tmp.is_dir() else []:
         dest = sparse / f"{label}-{model.name}"
         shutil.rmtree(dest, ignore_errors=True)
