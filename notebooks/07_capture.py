@@ -41,9 +41,10 @@ guard = ParameterGuard(
     capture_height={"ge": 48, "le": 4096, "help": "built-in photos: height in pixels"},
     capture_views={"ge": 6, "help": "built-in photos: how many"},
     capture_spp={"ge": 1, "help": "built-in photos: Mitsuba samples per pixel"},
-    camera={"choices": ["per_size", "single", "per_image"],
-            "help": "cameras shared per image size, by all, or one each"},
-    camera_model={"choices": ["OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE"], "help": "COLMAP's lens model"},
+    camera={"choices": ["per_lens", "per_size", "single", "per_image"],
+            "help": "cameras shared per lens (sizes a few px apart cropped), per image size, by all, or one each"},
+    camera_model={"choices": ["auto", "OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE"],
+                  "help": "COLMAP's lens model; auto: OPENCV for a camera of 10+ photos, else SIMPLE_RADIAL"},
     max_size={"ge": 64, "help": "long side of the working images (pixels)"},
     preset={"choices": ["capture", "short", "smoke"], "help": "training schedule"},
     iterations={"ge": 0, "help": "0 = the preset's"},
@@ -56,8 +57,8 @@ capture_width = 320
 capture_height = 240
 capture_views = 28
 capture_spp = 64
-camera = "per_size"
-camera_model = "OPENCV"
+camera = "per_lens"
+camera_model = "auto"
 max_size = 1600
 preset = "capture"
 iterations = 0
