@@ -113,7 +113,7 @@ def plot_history(history: pd.DataFrame, max_cases: int = 12, footer: str | None 
         ax.set_visible(False)
     fig.tight_layout()
     if footer:
-        from gsworkbench.figures import add_footer
+        from gsworkbench.core.figures import add_footer
 
         add_footer(fig, text=footer)  # the one footer (save_figure does not add a second)
     return fig

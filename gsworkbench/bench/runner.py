@@ -92,7 +92,7 @@ def time_blocks(
     call after the warm-up (at least one call per block). There are ``rounds`` rounds, fewer (down to
     one) when the slowest single call exceeds ``min_run_time / rounds``; a call slower than
     ``min_run_time`` gets no further warm-up. ``samples_s`` lists every round's seconds per call (the
-    block's time over its calls), in round order: what :mod:`gsworkbench.stats` tests. ``alternate``:
+    block's time over its calls), in round order: what :mod:`gsworkbench.bench.significance` tests. ``alternate``:
     every other round runs the timers in reverse order (ABBA), so that a drift hits the first and the
     last alike.
     """

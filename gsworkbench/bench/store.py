@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 
 from gsworkbench.bench.ceilings import MachineCeilings
-from gsworkbench.io.atomic import write_table
-from gsworkbench.runs import new_run_dir, write_metadata
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.runs import new_run_dir, write_metadata
 
 SAMPLES = "samples_s"
 
@@ -115,7 +115,7 @@ def load_bench_run(run_dir: str | os.PathLike[str]) -> BenchRun:
 
 def find_bench_runs(suite: str, root: str | os.PathLike[str] | None = None) -> list[BenchRun]:
     """Every readable run of ``suite`` under ``root`` (default ``results/``), oldest first."""
-    from gsworkbench.project import results_root
+    from gsworkbench.core.project import results_root
 
     base = Path(root) if root is not None else results_root()
     runs = []

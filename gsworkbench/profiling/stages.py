@@ -108,7 +108,7 @@ def plot_stages(tables: Mapping[str, pd.DataFrame], title: str = "time per run",
     ``other`` in grey, the wall median written beside each bar; the legend sits outside the axes."""
     import matplotlib.pyplot as plt
 
-    from gsworkbench.figures import add_footer, stage_colors
+    from gsworkbench.core.figures import add_footer, stage_colors
 
     labels = list(tables)
     stages: list[str] = []

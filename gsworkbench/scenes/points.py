@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsworkbench.io.atomic import atomic_write_bytes
+from gsworkbench.core.atomic import atomic_write_bytes
 
 
 def write_points_ply(path: str | os.PathLike[str], points: np.ndarray, colors: np.ndarray) -> Path:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from gsworkbench._ext import has_ext, has_kernel, require_ext, require_kernel
-from gsworkbench.compile import data_dependent_size
+from gsworkbench.core.compile import data_dependent_size
 
 _ops = None
 

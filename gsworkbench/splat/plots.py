@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench.figures import STAGE_NAMES
+from gsworkbench.core.figures import STAGE_NAMES
 
 
 def _count(n: float) -> str:
@@ -90,7 +90,7 @@ def stage_breakdown(bench: pd.DataFrame, backends: list[str], sh_degree: int) ->
     import torch
     from matplotlib.ticker import NullFormatter
 
-    from gsworkbench.provenance import cpu_model
+    from gsworkbench.core.provenance import cpu_model
 
     order = [s for s in STAGE_NAMES if s in set(bench.stage)]
     tables = {}

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench.interrupt import deferred_interrupt, signal_name
-from gsworkbench.io.atomic import remove_stale_temps
-from gsworkbench.runs import new_run_dir
-from gsworkbench.splats import SplatSet
+from gsworkbench.core.atomic import remove_stale_temps
+from gsworkbench.core.interrupt import deferred_interrupt, signal_name
+from gsworkbench.core.runs import new_run_dir
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.divergence import TrainingDiverged
 from gsworkbench.train.evaluate import LPIPS_NOTE

@@ -7,10 +7,10 @@ from typing import Any
 import torch
 
 from gsworkbench._ext import has_ext, has_kernel, require_kernel
-from gsworkbench.splats import SplatSet
+from gsworkbench.core.splats import SplatSet
+from gsworkbench.core.validation import check_choice
 from gsworkbench.transforms import _numba_impl
 from gsworkbench.transforms.frames import Frames, make_frames
-from gsworkbench.validation import check_choice
 
 BACKENDS = ("auto", "numpy", "numba", "torch", "ext")
 _FIELDS = ("means", "quats", "log_scales", "sh_rest")
@@ -134,7 +134,7 @@ def transform(
     ``A Sigma A^T`` and is re-decomposed into a unit quaternion and log-scales (per-Gaussian SVD).
     SH bands l >= 1 are rotated by the rotation part of A (the orthogonal factor of its polar
     decomposition, one rotation per frame), in the 3DGS real-SH basis of
-    :func:`gsworkbench.gaussians.sh_basis`, so a splat seen from a camera moved by the same rigid
+    :func:`gsworkbench.core.gaussians.sh_basis`, so a splat seen from a camera moved by the same rigid
     transform has the same colour.
     """
     if not isinstance(splats, SplatSet):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.splats import SplatSet
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.viewer.headless import HeadlessChromium
 
 # (width, height, timeout_s=seconds) -> a context manager with open(path) and evaluate(expression)

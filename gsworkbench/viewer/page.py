@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.io.atomic import atomic_write_bytes
+from gsworkbench.core.atomic import atomic_write_bytes
 from gsworkbench.viewer.data import (
     BUNDLE_MISSING,
     DEFAULT_SIZE,

@@ -1,0 +1,10 @@
+"""The benchmark suites: each module registers one suite with
+:func:`~gsworkbench.bench.registry.register_suite`, and importing this package registers them all.
+
+``gsworkbench bench NAME`` runs one; the listing of ``gsworkbench bench --help`` reads each module's first
+docstring line without importing it.
+"""
+
+from gsworkbench.studies.suites import adam, converge, field, overhead, reconstruct, render, train, transforms, viewer
+
+__all__ = ["adam", "converge", "field", "overhead", "reconstruct", "render", "train", "transforms", "viewer"]
