@@ -250,11 +250,6 @@ def make_workload(spec: str | Workload | Callable[..., Any], params: Mapping[str
     raise ValueError(f"unknown workload {spec!r}; workloads: {describe_workloads()}")
 
 
-def null_stage(name: str) -> AbstractContextManager[Any]:
-    """A stage hook that does nothing (for runs outside a profile)."""
-    return contextlib.nullcontext()
-
-
 def workload_spec(
     workload: str, preset: str, backend: str, device: str = "cpu", iterations: int = 0
 ) -> tuple[str, dict]:

@@ -32,8 +32,6 @@ import torch
 from gsworkbench._ext import has_ext, has_kernel, require_ext, require_kernel
 from gsworkbench.core.compile import data_dependent_size
 
-_ops = None
-
 
 def _register() -> None:
     lib = "gsworkbench::"

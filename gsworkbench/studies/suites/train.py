@@ -27,7 +27,7 @@ import pandas as pd
 
 from gsworkbench.bench.registry import Case, Prepared, register_suite
 from gsworkbench.core.limits import retained_freed_memory
-from gsworkbench.studies.scene_splats import object_scene, surface_splats
+from gsworkbench.studies.scene_splats import object_scene
 
 NUMS = (10_000, 100_000)
 SIZES = ((245, 136), (400, 400), (800, 800))
@@ -41,7 +41,6 @@ LARGE = (
     ("trained", 100_000, (800, 800)),
 )
 QUICK_SKIP = "real-size case: runs in the full grid only (skipped in --quick)"
-bench_splats = surface_splats  # the name this suite's splats had before the kinds
 
 
 class TrainStep:
