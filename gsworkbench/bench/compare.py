@@ -26,6 +26,7 @@ import pandas as pd
 from gsworkbench.bench import significance
 from gsworkbench.bench.significance import ALPHA, THRESHOLD, bootstrap_ratio_ci, min_p_value, rule_text
 from gsworkbench.bench.store import SAMPLES, BenchRun, load_bench_run
+from gsworkbench.core.atomic import atomic_write_text, write_table
 
 __all__ = ["ALPHA", "THRESHOLD", "Comparison", "bootstrap_ratio_ci", "compare_bench_runs", "compare_runs",
            "compare_samples", "environment_warnings", "interleaved_pair", "min_p_value", "rule_text",
@@ -142,8 +143,6 @@ class Comparison:
 
     def write(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
         """Writes ``compare.csv`` (full precision) and ``compare.md`` atomically into ``out_dir``."""
-        from gsworkbench.core.atomic import atomic_write_text, write_table
-
         out = Path(out_dir)
         return {
             "csv": write_table(out / "compare.csv", self.table),

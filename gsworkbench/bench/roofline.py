@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from gsworkbench.bench.ceilings import MachineCeilings
+from gsworkbench.core.figures import add_footer
 
 WORK_COLUMNS = ("flops_per_call", "bytes_per_call")
 ROOFLINE_COLUMNS = ("gflops", "gbs", "intensity", "pct_of_peak")
@@ -84,7 +85,5 @@ def plot_roofline(
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
     if footer:
-        from gsworkbench.core.figures import add_footer
-
         add_footer(fig, text=footer)
     return fig

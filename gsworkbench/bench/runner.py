@@ -31,7 +31,9 @@ import pandas as pd
 import torch
 from torch.utils import benchmark
 
+from gsworkbench.bench.ceilings import run_ceilings
 from gsworkbench.bench.registry import Case, get_suite, prepared
+from gsworkbench.bench.roofline import add_roofline_columns
 
 ROUNDS = 10
 COUNT_COLUMNS = ("threads", "runs", "calls_per_run")
@@ -232,9 +234,6 @@ def run_suite(
     (:func:`gsworkbench.bench.roofline.add_roofline_columns`, against the run's ceilings:
     :func:`gsworkbench.bench.ceilings.run_ceilings`, measured once per process and thread count)."""
     import re
-
-    from gsworkbench.bench.ceilings import run_ceilings
-    from gsworkbench.bench.roofline import add_roofline_columns
 
     suite = get_suite(name)
     selected = suite.cases(quick)

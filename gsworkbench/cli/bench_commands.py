@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# Imports inside the commands, as in gsworkbench.cli.main: a command loads what it runs when it runs.
+
 
 def compare_command(args: argparse.Namespace) -> int:
     """Two run folders, or two git revisions timed interleaved; prints and writes the table; exit 1 on

@@ -26,6 +26,9 @@ import signal
 import sys
 from pathlib import Path
 
+# Each command imports what it runs inside its function, so a command loads only its own machinery (the
+# notebook runner, the benchmark suites, pycolmap, the viewer), not every other command's.
+
 DESCRIPTION = "gsworkbench: run the workbench's notebooks and benchmarks from the command line."
 EPILOG = """\
 examples (times on a 2-core laptop-class CPU):

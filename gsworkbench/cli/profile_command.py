@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+# Imports inside the command, as in gsworkbench.cli.main: profiling loads when a profile runs.
+
 USAGE = "gsworkbench profile WORKLOAD [-p NAME VALUE]...  |  gsworkbench profile diff BEFORE AFTER"
 
 

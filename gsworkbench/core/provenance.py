@@ -82,6 +82,7 @@ def environment() -> dict[str, Any]:
         except _md.PackageNotFoundError:
             versions[name] = None
     status = git_output("status", "--porcelain", "--untracked-files=no")
+    # here, not at the top: _ext loads torch, which the light importers of this module do without
     from gsworkbench._ext import has_cuda_kernels, has_ext
 
     return {

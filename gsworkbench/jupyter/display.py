@@ -30,6 +30,8 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
+from gsworkbench.profiling.flamegraph import inline_svg
+
 HEADLESS_ENV = "GSW_HEADLESS"
 """Set to ``1`` in the environment of a kernel that no frontend shows: the headless runner's kernels
 (``gsworkbench run``, ``run-all``) and ``make test``'s nbval run."""
@@ -263,8 +265,6 @@ class InlineSVG:
     link: ResultLink | None = None
 
     def _repr_html_(self) -> str:
-        from gsworkbench.profiling.flamegraph import inline_svg
-
         parts = [f"<div style='width: 100%; overflow: hidden'>{inline_svg(self.svg)}</div>"]
         if self.link is not None:
             parts.append(f"<div style='margin-top: 4px'>{self.link._repr_html_()}</div>")

@@ -18,6 +18,7 @@ from typing import Any
 
 import nbformat
 
+from gsworkbench.core.atomic import atomic_write_text
 from gsworkbench.core.project import notebook_dir
 from gsworkbench.jupyter.parameters import ParameterError, parse_parameters_source, parse_rules_source
 
@@ -191,8 +192,6 @@ def sync_notebooks(directory: str | os.PathLike[str] | None = None, *, check: bo
     Returns the problems found (with ``check``) or the files written: a notebook without its script,
     a missing notebook, or one whose inputs differ from its script's.
     """
-    from gsworkbench.core.atomic import atomic_write_text
-
     directory = Path(directory if directory is not None else notebook_dir())
     report = []
     for nb_path in sorted(directory.glob(PATTERN + ".ipynb")):

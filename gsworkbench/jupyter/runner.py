@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gsworkbench.core.interrupt import deferred_interrupt, signal_name
-from gsworkbench.core.runs import LOCK_NAME, new_run_dir, run_lock
+from gsworkbench.core.runs import LOCK_NAME, new_run_dir, run_lock, write_metadata
 from gsworkbench.jupyter.files import (
     list_notebooks,
     load_notebook,
@@ -208,8 +208,6 @@ def run_all(
     smoke: bool = False, root: str | os.PathLike[str] | None = None, notebooks: list[Path] | None = None
 ) -> tuple[Path, list[tuple[Path, str]]]:
     """Runs every notebook into one run folder; returns it and (notebook, status) pairs."""
-    from gsworkbench.core.runs import write_metadata
-
     run_dir = new_run_dir("suite-smoke" if smoke else "suite", root)
     statuses: list[tuple[Path, str]] = []
     chosen = notebooks if notebooks is not None else list_notebooks()

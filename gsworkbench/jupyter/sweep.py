@@ -94,7 +94,8 @@ def notebook_task(notebook: str | os.PathLike[str]) -> Task:
 
 
 def _run_notebook(notebook: str, params: dict[str, Any], run_dir: Path) -> None:
-    from gsworkbench.jupyter import run_notebook
+    # a task imports what it runs in its worker, after execute_run set the run's thread count
+    from gsworkbench.jupyter.runner import run_notebook
 
     run_notebook(notebook, params, run_dir)
 
@@ -111,6 +112,7 @@ def suite_task(suite: str, quick: bool = False, min_run_time: float = 0.2, **fix
 def _run_suite_cases(
     suite: str, quick: bool, min_run_time: float, fixed: dict[str, Any], params: dict[str, Any], run_dir: Path
 ) -> pd.DataFrame:
+    # in the worker, after execute_run set the run's thread count (torch reads it once, when it loads)
     import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
     from gsworkbench.bench import get_suite, run_cases
 

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from gsworkbench.bench import significance
+from gsworkbench.bench.compare import environment_warnings
 from gsworkbench.core.atomic import atomic_write_text, write_json, write_table
 from gsworkbench.core.runs import new_run_dir
 from gsworkbench.profiling import flamegraph, stages
@@ -73,8 +74,6 @@ def check_comparable(before: ProfileRun, after: ProfileRun) -> list[str]:
     diffs = [f"{k}: before {pb[k]!r}, after {pa[k]!r}" for k in shared if pb[k] != pa[k]]
     if diffs:
         raise ValueError(f"the two profiles of {before.workload} differ in parameters: " + "; ".join(diffs))
-    from gsworkbench.bench.compare import environment_warnings
-
     # the machine, threads, versions and extension as `gsworkbench compare` checks them; then the profile's own
     warnings = environment_warnings(before.metadata, after.metadata, ("before", "after"))
     for side, mine, other in (("before", pb, pa), ("after", pa, pb)):

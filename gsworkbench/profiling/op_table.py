@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity
 
+from gsworkbench.core.atomic import atomic_path
 from gsworkbench.profiling.workloads import RunFn
 from gsworkbench.train.timers import StageTimer
 
@@ -73,8 +74,6 @@ def profile_ops(
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     if trace_path is not None:
-        from gsworkbench.core.atomic import atomic_path
-
         with atomic_path(trace_path) as tmp:
             prof.export_chrome_trace(str(tmp))
     return op_table(prof, record_shapes), wall

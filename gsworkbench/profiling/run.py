@@ -41,6 +41,7 @@ from gsworkbench.core.figures import save_figure
 from gsworkbench.core.provenance import machine_summary
 from gsworkbench.core.runs import new_run_dir, write_metadata
 from gsworkbench.profiling import flamegraph, op_table, pyspy, quiet, stages
+from gsworkbench.profiling.counters import hardware_counters_status
 from gsworkbench.profiling.workloads import Workload, make_workload
 
 KIND = "gsworkbench-profile-v1"
@@ -196,8 +197,6 @@ def profile(
 
     plt.close(fig)
     cov = stages.coverage(reps)
-    from gsworkbench.profiling.counters import hardware_counters_status
-
     meta.update(status="done", pyspy=pyspy_status, coverage_min=float(cov.min()), finished=time.time(),
                 hardware_counters=hardware_counters_status()[1])  # fmt: skip
     write_metadata(run_dir, wl.params, **meta)

@@ -53,6 +53,8 @@ class Workload:
 
 def describe_workloads() -> str:
     """One line naming the workload specs this module accepts."""
+    # each workload imports what it runs (train, splat, field) when it is set up: importing profiling
+    # loads none of them
     from gsworkbench.train import PRESETS
 
     return f"train:<preset> (presets: {', '.join(PRESETS)}), render, field"

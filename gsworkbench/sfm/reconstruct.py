@@ -35,9 +35,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from gsworkbench.core.atomic import write_json
 from gsworkbench.sfm.colmap_run import Cancelled, cancellable, colmap_log_level
 from gsworkbench.sfm.photos import VIDEO_SUFFIXES, Photo, is_video, list_photos, prepare_photos
-from gsworkbench.sfm.sfm_report import sfm_report
+from gsworkbench.sfm.sfm_report import format_report, sfm_report
+from gsworkbench.sfm.video import extract_frames
 
 CAMERA_MODES = ("per_size", "single", "per_image")
 CAMERA_MODELS = ("OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE", "SIMPLE_PINHOLE", "OPENCV_FISHEYE")
@@ -141,8 +143,6 @@ class _State:
         self.save()
 
     def save(self) -> None:
-        from gsworkbench.core.atomic import write_json
-
         write_json(self.path, self.data)
 
 
@@ -201,8 +201,6 @@ def _reconstruct(
     photo_dir = work / "photos"
     notes: dict[str, Any] = {}
     if is_video(source):
-        from gsworkbench.sfm.video import extract_frames
-
         frames_dir = work / "frames"
         if not state.done("photos"):
             shutil.rmtree(frames_dir, ignore_errors=True)
@@ -267,9 +265,6 @@ def _reconstruct(
         _undistort(out, best, photo_dir, sorted(registered), progress)
         state.finish("undistort", time.perf_counter() - t)
     report = sfm_report(rec, len(prepared), state.data["stages"], unmatched=unmatched, cameras=state.data["notes"])
-    from gsworkbench.core.atomic import write_json
-    from gsworkbench.sfm.sfm_report import format_report
-
     write_json(out / REPORT, report)
     say(format_report(report))
     return out

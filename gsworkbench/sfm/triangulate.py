@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gsworkbench.core.atomic import atomic_write_bytes
 from gsworkbench.scenes.cache import scene_cache_dir
 from gsworkbench.sfm.colmap_run import cancellable, colmap_log_level
 
@@ -77,8 +78,6 @@ def triangulate_views(
         return pts, cols, {"num": len(pts), "views": len(images), "cached": True}
     with colmap_log_level(2), tempfile.TemporaryDirectory(prefix="gsw-triangulate-") as tmp:
         pts, cols, pairs = _triangulate(Path(tmp), u8, vm.numpy(), K.numpy())
-    from gsworkbench.core.atomic import atomic_write_bytes
-
     buf = io.BytesIO()
     np.savez(buf, points=pts.numpy(), colors=cols.numpy())
     atomic_write_bytes(cache, buf.getvalue())

@@ -41,7 +41,10 @@ from typing import Any
 
 import torch
 
+from gsworkbench.core.figures import add_footer
 from gsworkbench.core.limits import retained_freed_memory
+from gsworkbench.train.background import over_background
+from gsworkbench.train.losses import psnr
 
 
 def target_label(target_db: float) -> str:
@@ -90,8 +93,6 @@ class ConvergeRun:
         targets = [float(targets_db)] if isinstance(targets_db, (int, float)) else [float(t) for t in targets_db]
         if not targets or not all(math.isfinite(t) for t in targets):
             raise ValueError(f"targets_db must be one or more finite numbers (dB), got {targets_db!r}")
-        from gsworkbench.train.background import over_background
-
         self.trainer = trainer
         self.targets = sorted(set(targets))
         self.eval_every, self.max_steps, self.max_seconds = eval_every, max_steps, float(max_seconds)
@@ -118,8 +119,6 @@ class ConvergeRun:
 
     def view_psnrs(self, views: Sequence[int]) -> list[float]:
         """The PSNR (dB) of each of ``views`` (scene indices), rendered at full resolution."""
-        from gsworkbench.train.losses import psnr
-
         t = self.trainer
         with torch.no_grad():
             return [psnr(t.render([v], background=t.eval_bg)[0][0].clamp(0, 1), self.refs[v]) for v in views]
@@ -269,8 +268,6 @@ def plot_converge_curves(table: Any, footer: str | None = None) -> Any:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     if footer:
-        from gsworkbench.core.figures import add_footer
-
         add_footer(fig, text=footer)
     return fig
 

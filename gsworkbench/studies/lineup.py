@@ -25,6 +25,10 @@ from typing import Any
 
 import torch
 
+from gsworkbench.core import cameras
+from gsworkbench.core.splats import synthetic_splats
+from gsworkbench.splat import rasterize
+
 OPS = ("rasterize",)
 CHECK_SCENE = {"num": 2_000, "width": 128, "height": 96}
 CHECK_TOL = 1e-4
@@ -57,10 +61,6 @@ def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def check_rasterize(name: str, fn: Callable[..., Any]) -> str | None:
     """None when ``fn`` matches the torch reference on :data:`CHECK_SCENE` (SH degree 0 and 3), else why not."""
-    from gsworkbench.core import cameras
-    from gsworkbench.core.splats import synthetic_splats
-    from gsworkbench.splat import rasterize
-
     key = ("rasterize", name, id(fn))
     if key in _CHECKED:
         return _CHECKED[key]

@@ -45,6 +45,7 @@ def _capture(twin: bool, cloud: bool = True) -> Callable[[], Any]:
     tracker gives it)."""
 
     def build() -> Any:
+        # a run imports what it needs when it runs: the command line reads RUNS to build its parser
         from gsworkbench.scenes import load_scene
         from gsworkbench.synthetic.generate import generate_scene, read_manifest
         from gsworkbench.synthetic.simulated_capture import pinhole_twin

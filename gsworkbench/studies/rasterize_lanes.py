@@ -33,6 +33,12 @@ from typing import Any
 import pandas as pd
 import torch
 
+from gsworkbench.bench.ceilings import run_ceilings
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.provenance import cpu_model, git_output
+from gsworkbench.splat import ops
+from gsworkbench.studies.tile_cover_table import build_splats
+
 COMMAND = "python -m gsworkbench.studies.rasterize_lanes docs/tables/rasterize_lanes.csv"
 KINDS = (("trained", 100_000), ("volumetric", 100_000), ("dense", 100_000))
 SIZE = 800
@@ -40,8 +46,6 @@ SIZE = 800
 
 def kind_row(kind: str, d: dict[str, torch.Tensor], size: int, reps: int, peak_gflops: float) -> dict[str, Any]:
     """One kind's row: counts from the counting forward, the plain forward's median time, the shares."""
-    from gsworkbench.splat import ops
-
     ts, tiles = 16, (size + 15) // 16
     radii, m2, depths, conics, _ = ops.project_gaussians(
         d["means"], d["quats"], d["scales"], d["viewmats"], d["Ks"], size, size, 0.3, 0.01, 1e10
@@ -88,9 +92,6 @@ def kind_row(kind: str, d: dict[str, torch.Tensor], size: int, reps: int, peak_g
 def lanes_table(splats: dict[str, dict[str, torch.Tensor]], reps: int = 20, size: int = SIZE,
                 peak_gflops: float | None = None) -> pd.DataFrame:  # fmt: skip
     """One row per kind (see the module's docstring); ``peak_gflops``: measured here when not given."""
-    from gsworkbench.bench.ceilings import run_ceilings
-    from gsworkbench.core.provenance import cpu_model, git_output
-
     threads = torch.get_num_threads()
     bandwidth = math.nan
     if peak_gflops is None:
@@ -122,9 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20, help="timings of the plain forward per kind (default 20)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from gsworkbench.core.atomic import write_table
-    from gsworkbench.studies.tile_cover_table import build_splats
-
     table = lanes_table(build_splats(KINDS, SIZE), args.reps)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_table(args.out, table)

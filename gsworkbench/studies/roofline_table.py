@@ -16,8 +16,13 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.bench.ceilings import MachineCeilings
+from gsworkbench.bench.ceilings import MachineCeilings, ceilings_enabled, highest_ceilings, measure_ceilings
+from gsworkbench.bench.registry import get_suite
 from gsworkbench.bench.roofline import add_roofline_columns
+from gsworkbench.bench.runner import run_cases
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.provenance import cpu_model, git_output
+from gsworkbench.studies.suites import render, transforms
 
 COMMAND = "python -m gsworkbench.studies.roofline_table docs/tables/roofline.csv"
 DEFAULT_THREADS = 2
@@ -38,9 +43,6 @@ def headline_cases(tiny: bool = False) -> list[Any]:
     1M-splat ext transform (SH degrees 0 and 3, preallocated ``out``) and the fused Adam step at 1M Gaussians;
     the field and the transform also as their numba peers (:data:`PEER`).
     ``tiny``: the same kernels at toy sizes (for tests)."""
-    from gsworkbench.bench.registry import get_suite
-    from gsworkbench.studies.suites import render, transforms
-
     N, B = (100, 200) if tiny else (4096, 65536)
     size, scene_size = ((64, 48), (64, 64)) if tiny else ((800, 800), (800, 800))
     scenes = tuple((kind, 2_000 if tiny else num) for kind, num in HEADLINE_SCENES)
@@ -79,10 +81,6 @@ def roofline_table(threads: int, tiny: bool = False, min_run_time: float = DEFAU
     the rounds' medians filters them), intensity, achieved GFLOP/s and GB/s, % of the roof, the median
     over the rounds of each round's ext/numba ratio, the ceilings, commit, CPU and threads.
     ``ceilings``: the run's; when not given, measured once a pass and the highest of them kept."""
-    from gsworkbench.bench.ceilings import ceilings_enabled, highest_ceilings, measure_ceilings
-    from gsworkbench.bench.runner import run_cases
-    from gsworkbench.core.provenance import cpu_model, git_output
-
     measured = []
     frames = []
     for r in range(rounds):
@@ -134,8 +132,6 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"passes over every case; each keeps its quietest (default {DEFAULT_ROUNDS})")
     parser.add_argument("--tiny", action="store_true", help="toy sizes (a check that the command works)")
     args = parser.parse_args(argv)
-    from gsworkbench.core.atomic import write_table
-
     table = roofline_table(args.threads, args.tiny, args.min_run_time, rounds=args.rounds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_table(args.out, table)

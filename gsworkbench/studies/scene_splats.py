@@ -68,6 +68,8 @@ VOLUMETRIC_OPACITY = 0.5
 @functools.lru_cache(maxsize=2)
 def object_scene(width: int, height: int) -> Any:
     """The built-in object scene at ``width`` x ``height`` with 4 train views and 1 test view (cached)."""
+    # each builder imports what it runs (synthetic, train) when it builds: the suites import this module
+    # when they register
     from gsworkbench.synthetic import builtin_scene
 
     return builtin_scene("object", width=width, height=height, n_train=4, n_test=1)

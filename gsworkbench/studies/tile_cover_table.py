@@ -29,6 +29,12 @@ from typing import Any
 import pandas as pd
 import torch
 
+from gsworkbench.core import gaussians
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.provenance import cpu_model, git_output
+from gsworkbench.splat import _torch_impl, ops
+from gsworkbench.studies.scene_splats import kind_camera, object_scene, scene_splats
+
 COMMAND = "python -m gsworkbench.studies.tile_cover_table"
 KINDS = (("trained", 100_000), ("volumetric", 100_000), ("dense", 100_000), ("surface", 300_000))
 SIZE = 800
@@ -37,10 +43,6 @@ SIZE = 800
 def build_splats(kinds: tuple[tuple[str, int], ...] = KINDS, size: int = SIZE) -> dict[str, dict[str, torch.Tensor]]:
     """Each kind's splats as rasterizer inputs (means, quats, linear scales, opacities, colours [N,3] at
     the camera) and its camera (viewmats [1,4,4], Ks [1,3,3]), built as the render suite builds them."""
-    from gsworkbench.core import gaussians
-    from gsworkbench.splat import _torch_impl
-    from gsworkbench.studies.scene_splats import kind_camera, object_scene, scene_splats
-
     out = {}
     for kind, num in kinds:
         scene = object_scene(size, size)
@@ -69,8 +71,6 @@ def _quartiles(fn: Callable[[], Any], sync: Callable[[], None], reps: int) -> tu
 def _kind_rows(kind: str, d: dict[str, torch.Tensor], sync: Callable[[], None], reps: int,
                size: int) -> list[dict[str, Any]]:  # fmt: skip
     """The three rows (``box``, ``cover``, ``saturated``) of one kind's splats ``d`` (on the device already)."""
-    from gsworkbench.splat import ops
-
     ts, tiles = 16, (size + 15) // 16
     radii, m2, depths, conics, _ = ops.project_gaussians(
         d["means"], d["quats"], d["scales"], d["viewmats"], d["Ks"], size, size, 0.3, 0.01, 1e10
@@ -116,8 +116,6 @@ def cover_table(splats: dict[str, dict[str, torch.Tensor]], device: str = "cpu",
                 size: int = SIZE) -> pd.DataFrame:  # fmt: skip
     """One row per kind and list (``box``, ``cover``, ``saturated``): intersections, those read, stage
     medians and quartiles (ms), and ``images_equal`` (the list's image against the box's, to the bit)."""
-    from gsworkbench.core.provenance import cpu_model, git_output
-
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     rows = []
     with torch.no_grad():
@@ -150,8 +148,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         parser.error("give the CSV to write (or --save-splats)")
     splats = torch.load(args.splats, weights_only=True) if args.splats is not None else build_splats()
-    from gsworkbench.core.atomic import write_table
-
     table = cover_table(splats, args.device, args.reps)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_table(args.out, table)

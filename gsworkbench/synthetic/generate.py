@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gsworkbench._libz import check_import_order
 from gsworkbench.core.atomic import write_json
 from gsworkbench.scenes.blender import GL_TO_CV, POINTS_FILE, load_blender
 from gsworkbench.scenes.cache import scene_cache_dir
@@ -46,6 +47,7 @@ from gsworkbench.synthetic.mitsuba_render import (
     to_straight_srgba,
 )
 from gsworkbench.synthetic.mitsuba_scenes import SYNTHETIC_SCENES
+from gsworkbench.synthetic.simulated_capture import write_capture
 from gsworkbench.synthetic.surface_points import sample_surface_points, stage_seconds
 
 GENERATOR_VERSION = 2
@@ -100,8 +102,6 @@ def _save_png(path: Path, rgba: np.ndarray) -> None:
 def _write_scene(folder: Path, p: GeneratorParams) -> dict[str, Any]:
     """Renders and writes every file of a generated scene into ``folder``; returns the manifest."""
     if p.name == "capture":  # its own layout: gsworkbench/synthetic/simulated_capture.py
-        from gsworkbench.synthetic.simulated_capture import write_capture
-
         manifest = {"params": asdict(p), "generator_version": GENERATOR_VERSION,
                     "samples_per_pixel": stratified_spp(p.spp), **write_capture(folder, p)}  # fmt: skip
         write_json(folder / MANIFEST, manifest)
@@ -200,8 +200,6 @@ def generate_scene(
         return final
     root.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(root)
-    from gsworkbench._libz import check_import_order
-
     check_import_order()  # a RuntimeError now, not an abort at the first PNG write
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{p.folder_name()}.tmp-"))
     try:

@@ -38,6 +38,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gsworkbench.sfm.triangulate import triangulate_views
+from gsworkbench.train.init_splats import init_splats
+
 INIT_RULES = ("auto", "points", "sfm", "hull", "frustum", "cube")
 SFM_MIN_POINTS = 100  # fewer triangulated points than this: "sfm" falls back to "frustum"
 SFM_MIN_VIEWS = 3
@@ -141,8 +144,6 @@ def pick_rule(scene: Any, requested: str, triangulate: bool = True) -> str:
 
 def sfm_points(scene: Any) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """Points [P,3] and colours [P,3] triangulated from ``scene``'s train views (cached), and the record."""
-    from gsworkbench.sfm.triangulate import triangulate_views
-
     ids = scene.train_ids.cpu()
     return triangulate_views(scene.images[ids.to(scene.images.device)], scene.viewmats[ids.to(scene.viewmats.device)],
                              scene.Ks[ids.to(scene.Ks.device)])  # fmt: skip
@@ -307,8 +308,6 @@ def initial_points(
 def initial_splats(scene: Any, cfg: Any, gen: torch.Generator) -> tuple[Any, dict[str, Any]]:
     """The splats training starts from (:func:`gsworkbench.train.init_splats.init_splats` at
     :func:`initial_points`) and the record of the init rule used."""
-    from gsworkbench.train.init_splats import init_splats
-
     pts, rgb, info = initial_points(scene, cfg, gen)
     splats = init_splats(
         pts,

@@ -14,6 +14,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from gsworkbench.train import fused_losses
+
 SSIM_WINDOW = 11
 SSIM_SIGMA = 1.5
 _C1 = 0.01**2
@@ -50,8 +52,6 @@ def ssim(img: torch.Tensor, ref: torch.Tensor, backend: str = "ext") -> torch.Te
     """
     _check(img, ref)
     if backend == "ext" and _one_pair(img, ref):
-        from gsworkbench.train import fused_losses
-
         if fused_losses.has_fused_ssim(img):
             return fused_losses.ssim(img, ref)
     return ssim_torch(img, ref)
@@ -97,8 +97,6 @@ def photometric_loss(
     (:func:`gsworkbench.train.fused_losses.photometric_terms`) for single CPU images [H,W,C]; ``"torch"`` (and
     anything the kernel does not serve) uses :func:`l1` and :func:`ssim`.
     """
-    from gsworkbench.train import fused_losses
-
     if backend == "ext" and ssim_lambda != 0 and _one_pair(img, ref) and fused_losses.has_photometric_terms(img):
         terms = fused_losses.photometric_terms(img, ref)
         l, s = terms[0], terms[1]

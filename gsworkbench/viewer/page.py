@@ -24,6 +24,7 @@ from gsworkbench.viewer.data import (
     BUNDLE_MISSING,
     DEFAULT_SIZE,
     as_splats,
+    bundle_built,
     bundle_source,
     camera_dict,
     default_camera,
@@ -129,8 +130,6 @@ def save_viewer_html(
 def save_result_page(path: str | os.PathLike[str], result: Any, scene: Any) -> Path | None:
     """The notebooks' viewer page: ``result``'s splats at ``scene``'s first test view (its first view
     when it has none), over its background; None, with nothing written, where the bundle is not built."""
-    from gsworkbench.viewer.data import bundle_built
-
     if not bundle_built():
         return None
     i = int(scene.test_ids[0]) if len(scene.test_ids) else 0

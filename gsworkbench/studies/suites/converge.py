@@ -51,6 +51,7 @@ from typing import Any
 import pandas as pd
 
 from gsworkbench.bench.registry import Case, Prepared, register_suite
+from gsworkbench.studies.converge import ConvergeRun, stderr_log
 
 SCHEDULE = "500:4,1000:2"  # the coarse-to-fine schedule the full grid compares with full size throughout
 QUICK_SCHEDULE = "40:4,80:2"
@@ -87,7 +88,6 @@ def converge_scene(downsample: int, quick: bool, name: str = "object") -> Any:
 
 def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: str) -> Callable[[], Prepared]:
     def setup() -> Prepared:
-        from gsworkbench.studies.converge import ConvergeRun, stderr_log
         from gsworkbench.studies.scene_splats import random_init_splats
         from gsworkbench.train import Trainer, preset
 
