@@ -1,7 +1,9 @@
 """gsworkbench: a CPU-first research workbench for Gaussian-splatting performance work.
 
-Capabilities live in sub-packages (``field``, ``bench``, ...). The shared Gaussian parameter math
-(quaternions, covariances, activations, SH) lives in :mod:`gsworkbench.gaussians`.
+Sub-packages, one per layer, each importing only those below it (docs/design.md has the table):
+``core`` (foundations), ``transforms``, ``splat``, ``field``, ``io``, ``scenes``, ``sfm``, ``synthetic``,
+``train``, ``viewer``, ``bench``, ``profiling``, ``studies``, ``jupyter``, ``cli``. The root holds only
+this file, the extension's loader (``_ext``) and the libz preload (``_libz``).
 """
 
 import os as _os
@@ -19,12 +21,3 @@ if _libz.libz_bound_to_pycolmap():
     _warnings.warn(_libz.IMPORT_ORDER_HINT, RuntimeWarning, stacklevel=2)
 
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str) -> object:
-    """``gsworkbench.compile_step`` without importing torch at package import."""
-    if name == "compile_step":
-        from gsworkbench.compile import compile_step
-
-        return compile_step
-    raise AttributeError(f"module 'gsworkbench' has no attribute {name!r}")

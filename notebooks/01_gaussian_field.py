@@ -27,7 +27,7 @@
 # slices and the time per training iteration of each backend. Tables and plots go to `results/`.
 
 # %%
-from gsworkbench.notebooks import ParameterGuard
+from gsworkbench.jupyter import ParameterGuard
 
 guard = ParameterGuard(
     num_gaussians={"ge": 1, "help": "Gaussians in the field"},
@@ -63,13 +63,13 @@ import torch
 
 from gsworkbench import field
 from gsworkbench.bench import run_cases
-from gsworkbench.bench.suites.field import summarize as summarize_field_bench
-from gsworkbench.bench.suites.field import train_step_cases
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.figures import save_figure
 from gsworkbench.field.plots import field_slices
-from gsworkbench.figures import save_figure
-from gsworkbench.io.atomic import write_table
-from gsworkbench.notebooks.display import readable
-from gsworkbench.notebooks.start import start_run
+from gsworkbench.jupyter.display import readable
+from gsworkbench.jupyter.start import start_run
+from gsworkbench.studies.suites.field import summarize as summarize_field_bench
+from gsworkbench.studies.suites.field import train_step_cases
 
 run_dir = start_run("01_gaussian_field", params, seed=seed)
 print("threads:", torch.get_num_threads())

@@ -30,7 +30,7 @@
 # SSIM. Tables, plots, the checkpoint and the exported PLY go to `results/`.
 
 # %%
-from gsworkbench.notebooks import ParameterGuard
+from gsworkbench.jupyter import ParameterGuard
 
 guard = ParameterGuard(
     preset={"choices": ["smoke", "micro", "short", "nerf_synthetic", "nerf_synthetic_400",
@@ -75,12 +75,13 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
-from gsworkbench.figures import save_figure
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.figures import save_figure
 from gsworkbench.io import read_ply
-from gsworkbench.io.atomic import write_table
-from gsworkbench.notebooks.display import metrics_table, result_link
-from gsworkbench.notebooks.start import start_run
-from gsworkbench.scenes import builtin_scene, load_scene
+from gsworkbench.jupyter.display import metrics_table, result_link
+from gsworkbench.jupyter.start import start_run
+from gsworkbench.scenes import load_scene
+from gsworkbench.synthetic import builtin_scene
 from gsworkbench.train import preset as train_preset
 from gsworkbench.train import preset_scene, train
 from gsworkbench.train.plots import dataset_views, stage_bars, stage_table, test_views, training_curves
@@ -120,7 +121,7 @@ plt.show()
 # the splats in the results folder; `resume` set to that folder goes on from there.
 
 # %%
-from gsworkbench.notebooks.display import headless
+from gsworkbench.jupyter.display import headless
 from gsworkbench.viewer import LiveViewer
 
 live = None if headless() or not live_every else LiveViewer(data, background=data.background)

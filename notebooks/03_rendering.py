@@ -35,7 +35,7 @@
 # headless, it renders its default view once. Tables and plots go to `results/`.
 
 # %%
-from gsworkbench.notebooks import ParameterGuard
+from gsworkbench.jupyter import ParameterGuard
 
 guard = ParameterGuard(
     num_gaussians={"ge": 1},
@@ -81,14 +81,14 @@ import torch
 from IPython.display import display
 
 from gsworkbench.bench import run_cases
-from gsworkbench.bench.suites.render import STAGES, render_cases, summarize_render
-from gsworkbench.figures import save_figure
-from gsworkbench.io.atomic import write_table
-from gsworkbench.notebooks.display import headless
-from gsworkbench.notebooks.start import start_run
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.figures import save_figure
+from gsworkbench.core.splats import synthetic_splats
+from gsworkbench.jupyter.display import headless
+from gsworkbench.jupyter.start import start_run
 from gsworkbench.splat import orbit_cameras, rasterize
 from gsworkbench.splat.plots import depth_alpha, fps_plot, spread_views, stage_breakdown
-from gsworkbench.splats import synthetic_splats
+from gsworkbench.studies.suites.render import STAGES, render_cases, summarize_render
 
 run_dir = start_run("03_rendering", params, seed=seed)
 print("threads:", torch.get_num_threads())

@@ -31,7 +31,7 @@
 # Timings on a shared or busy machine are indicative only.
 
 # %%
-from gsworkbench.notebooks import ParameterGuard
+from gsworkbench.jupyter import ParameterGuard
 
 guard = ParameterGuard(
     workload={"choices": ["train", "render", "field"], "help": "what to profile"},
@@ -62,14 +62,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from gsworkbench.figures import save_figure
-from gsworkbench.notebooks.display import readable, result_link, svg_view
-from gsworkbench.notebooks.start import start_run
+from gsworkbench.core.figures import save_figure
+from gsworkbench.core.provenance import machine_summary
+from gsworkbench.jupyter.display import readable, result_link, svg_view
+from gsworkbench.jupyter.start import start_run
 from gsworkbench.profiling import diff, plot_stages, profile
 from gsworkbench.profiling.compare import frames_view, ops_view, stages_view
-from gsworkbench.profiling.ops import top_ops
+from gsworkbench.profiling.op_table import top_ops
 from gsworkbench.profiling.workloads import workload_spec
-from gsworkbench.provenance import machine_summary
 
 run_dir = start_run("04_profiling", params)
 

@@ -30,7 +30,7 @@
 # bytes. Tables and plots go to `results/`.
 
 # %%
-from gsworkbench.notebooks import ParameterGuard
+from gsworkbench.jupyter import ParameterGuard
 
 guard = ParameterGuard(
     num_splats={"ge": 1},
@@ -63,15 +63,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from gsworkbench import gaussians
 from gsworkbench._ext import has_ext
 from gsworkbench.bench import get_suite, run_cases
-from gsworkbench.bench.suites.transforms import sweep_cases
-from gsworkbench.figures import save_figure
+from gsworkbench.core import gaussians
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.figures import save_figure
+from gsworkbench.core.splats import synthetic_splats
 from gsworkbench.io import read_ply, write_ply
-from gsworkbench.io.atomic import write_table
-from gsworkbench.notebooks.start import start_run
-from gsworkbench.splats import synthetic_splats
+from gsworkbench.jupyter.start import start_run
+from gsworkbench.studies.suites.transforms import sweep_cases
 from gsworkbench.transforms import compose, inverse, make_frames, transform
 from gsworkbench.transforms.plots import throughput
 

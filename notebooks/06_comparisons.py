@@ -31,7 +31,7 @@
 # as good as the interleaving makes them: read the verdict column, not the third digit.
 
 # %%
-from gsworkbench.notebooks import ParameterGuard
+from gsworkbench.jupyter import ParameterGuard
 
 guard = ParameterGuard(
     suite={"choices": ["field", "transforms", "render"], "help": "the benchmark suite to compare"},
@@ -65,17 +65,18 @@ import matplotlib.pyplot as plt
 import torch
 from IPython.display import display
 
+import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
 from gsworkbench.bench import run_suite, save_run
 from gsworkbench.bench.compare import compare_runs
 from gsworkbench.bench.history import history_table, plot_history
 from gsworkbench.bench.scaling import SPECS, fit_table, plot_scaling
 from gsworkbench.bench.store import find_bench_runs, load_bench_run
-from gsworkbench.experiments.converge import plot_converge_curves
-from gsworkbench.experiments.sweep import run_sweep, suite_task
-from gsworkbench.figures import add_footer, save_figure
-from gsworkbench.io.atomic import write_table
-from gsworkbench.notebooks.start import start_run
-from gsworkbench.provenance import machine_summary
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.figures import add_footer, save_figure
+from gsworkbench.core.provenance import machine_summary
+from gsworkbench.jupyter.start import start_run
+from gsworkbench.jupyter.sweep import run_sweep, suite_task
+from gsworkbench.studies.converge import plot_converge_curves
 
 run_dir = start_run("06_comparisons", params)
 threads = torch.get_num_threads()

@@ -23,7 +23,7 @@
 # # 07 · From photos to splats
 #
 # A folder of photos (or a video) with no poses becomes a trained splat scene, all on the CPU:
-# `gsworkbench.scenes.reconstruct` runs COLMAP through pycolmap (SIFT features, matching, incremental
+# `gsworkbench.sfm.reconstruct` runs COLMAP through pycolmap (SIFT features, matching, incremental
 # mapping, undistortion), the report says whether the poses can be trusted, and `train` fits Gaussians
 # from the SfM points with the `capture` preset. Held-out photos (every 8th) give PSNR and SSIM, and the
 # splats are written as `splats.ply`. With `photos` empty, the input is the built-in capture scene's
@@ -33,7 +33,7 @@
 # `gsworkbench run notebooks/07_capture.ipynb -p photos PHOTOS`.
 
 # %%
-from gsworkbench.notebooks import ParameterGuard
+from gsworkbench.jupyter import ParameterGuard
 
 guard = ParameterGuard(
     photos={"help": "a folder of JPEG/PNG photos or a video file; '' = the built-in capture scene's photos"},
@@ -75,12 +75,13 @@ import pycolmap
 import torch
 from IPython.display import display
 
-from gsworkbench.figures import save_figure
-from gsworkbench.notebooks.display import metrics_table, result_link
-from gsworkbench.notebooks.start import start_run
-from gsworkbench.scenes import generate_scene, load_scene
-from gsworkbench.scenes.reconstruct import reconstruct
-from gsworkbench.scenes.sfm_report import format_report, plot_cameras, read_report
+from gsworkbench.core.figures import save_figure
+from gsworkbench.jupyter.display import metrics_table, result_link
+from gsworkbench.jupyter.start import start_run
+from gsworkbench.scenes import load_scene
+from gsworkbench.sfm.reconstruct import reconstruct
+from gsworkbench.sfm.sfm_report import format_report, plot_cameras, read_report
+from gsworkbench.synthetic import generate_scene
 from gsworkbench.train import preset as train_preset
 from gsworkbench.train import train
 from gsworkbench.train.plots import test_views, training_curves
@@ -159,7 +160,7 @@ plt.show()
 # the page is written).
 
 # %%
-from gsworkbench.notebooks.display import headless
+from gsworkbench.jupyter.display import headless
 from gsworkbench.viewer import SplatViewer, save_result_page
 
 ply = result.files["ply"]

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gsworkbench.bench.memory import peak_rss_increase_mib, rss_measurable
+from gsworkbench.bench.peak_rss import peak_rss_increase_mib, rss_measurable
 
 pytestmark = pytest.mark.skipif(not rss_measurable(), reason="needs Linux /proc and glibc")
 
@@ -37,7 +37,7 @@ def test_a_call_that_allocates_nothing_reads_near_zero():
 
 
 def test_unmeasurable_is_nan_not_zero(monkeypatch):
-    from gsworkbench.bench import memory
+    from gsworkbench.bench import peak_rss
 
-    monkeypatch.setattr(memory, "_reset_high_water_mark", lambda: False)
-    assert math.isnan(memory.peak_rss_increase_mib(lambda: None))
+    monkeypatch.setattr(peak_rss, "_reset_high_water_mark", lambda: False)
+    assert math.isnan(peak_rss.peak_rss_increase_mib(lambda: None))

@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from gsworkbench import __version__, cli
+from gsworkbench import __version__
+from gsworkbench.cli import main as cli
 
 
 def _run(capsys, *argv):
@@ -29,6 +30,7 @@ def test_top_level_help_is_plain_text(capsys):
 
 
 def test_bench_help_lists_every_suite_and_all(capsys):
+    import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
     from gsworkbench.bench import list_suites
 
     assert set(cli.suite_summaries()) == set(list_suites())  # the fast listing matches the registry
@@ -65,7 +67,7 @@ def test_thread_count_accepts_the_cores_here():
 
 
 def test_params_lists_types_defaults_and_allowed_values(capsys):
-    from gsworkbench.notebooks import list_notebooks
+    from gsworkbench.jupyter import list_notebooks
 
     nb = next(p for p in list_notebooks() if p.name.startswith("01_"))
     assert cli.main(["params", str(nb)]) == 0
@@ -78,6 +80,7 @@ def test_params_lists_types_defaults_and_allowed_values(capsys):
 
 
 def test_bench_cases_selects_by_name_and_refuses_no_match(capsys, tmp_path, monkeypatch):
+    import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
     from gsworkbench.bench import run_suite
 
     table = run_suite("field", quick=True, min_run_time=0.01, progress=False, cases=r"/ext/.*forward\+backward$")

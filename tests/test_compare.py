@@ -75,7 +75,7 @@ def test_injected_20_percent_delay_is_flagged_and_exits_1(tmp_path):
 
 
 def test_cli_compare_exit_codes(tmp_path, capsys):
-    from gsworkbench.cli import main
+    from gsworkbench.cli.main import main
 
     base, cand = paired_runs(tmp_path, 0.02, 0.024)
     assert main(["compare", str(base), str(cand), "--out", str(tmp_path / "c1")]) == 1
@@ -160,17 +160,22 @@ def cases(quick):
 """
 
 
+SUITES = "gsworkbench.studies.suites"  # the fake repository's module that registers its suite
+
+
 def test_compare_two_git_revisions_in_worktrees(tmp_path):
     """The revisions path end to end on a small repository (no extension to build): each revision in
     its own worktree and worker process, interleaved, each run stored with its samples and commit."""
     repo = tmp_path / "repo"
-    suites = repo / "gsworkbench" / "bench" / "suites"
+    suites = repo / "gsworkbench" / "studies" / "suites"
     suites.mkdir(parents=True)
+    (repo / "gsworkbench" / "bench").mkdir()
     from gsworkbench.bench import registry
 
     (repo / "gsworkbench" / "bench" / "registry.py").write_text(open(registry.__file__).read())
-    for init in (repo / "gsworkbench", repo / "gsworkbench" / "bench", suites):
+    for init in (repo / "gsworkbench", repo / "gsworkbench" / "bench", repo / "gsworkbench" / "studies"):
         (init / "__init__.py").write_text("")
+    (suites / "__init__.py").write_text("from gsworkbench.studies.suites import tiny  # noqa: F401\n")
 
     def git(*args):
         subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
@@ -181,8 +186,9 @@ def test_compare_two_git_revisions_in_worktrees(tmp_path):
         git("add", "-A")
         git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", msg)
     base_dir, cand_dir = compare_revisions(
-        "HEAD~1", "HEAD", "tiny", min_run_time=0.5, build=False, repo=repo, root=tmp_path / "results", progress=False
-    )
+        "HEAD~1", "HEAD", "tiny", suites_module=SUITES, min_run_time=0.5, build=False, repo=repo,
+        root=tmp_path / "results", progress=False,
+    )  # fmt: skip
     cmp = compare_runs(base_dir, cand_dir)
     # real clocks in the workers: only the structure is asserted (the verdict depends on the machine's
     # load; the FakeClock tests above check the statistics), and that no sample beats its sleep
@@ -208,14 +214,16 @@ def test_compare_two_git_revisions_in_worktrees(tmp_path):
             assert y.pct_of_peak == pytest.approx(100 * y.gbs / run.metadata["ceilings"]["bandwidth_gbs"])
     assert "baseline % of roof" in cmp.display_table() or "skipped" in base.metadata["ceilings"]
     # --cases: only the matching cases are timed; a pattern matching none is refused
-    base_dir, cand_dir = compare_revisions("HEAD~1", "HEAD", "tiny", min_run_time=0.1, build=False, repo=repo,
-                                           root=tmp_path / "results", progress=False, cases="/y$")  # fmt: skip
+    base_dir, cand_dir = compare_revisions("HEAD~1", "HEAD", "tiny", suites_module=SUITES, min_run_time=0.1,
+                                           build=False, repo=repo, root=tmp_path / "results", progress=False,
+                                           cases="/y$")  # fmt: skip
     assert list(compare_runs(base_dir, cand_dir).table.case) == ["tiny/y"]
     with pytest.raises(ValueError, match="matches no case"):
-        compare_revisions("HEAD~1", "HEAD", "tiny", build=False, repo=repo, root=tmp_path / "results",
-                          progress=False, cases="nothing")  # fmt: skip
+        compare_revisions("HEAD~1", "HEAD", "tiny", suites_module=SUITES, build=False, repo=repo,
+                          root=tmp_path / "results", progress=False, cases="nothing")  # fmt: skip
     with pytest.raises(ValueError, match="unknown git revision 'nope'"):
-        compare_revisions("nope", "HEAD", "tiny", build=False, repo=repo, root=tmp_path / "results")
+        compare_revisions("nope", "HEAD", "tiny", suites_module=SUITES, build=False, repo=repo,
+                          root=tmp_path / "results")  # fmt: skip
 
 
 def test_two_backends_of_one_run(tmp_path):
@@ -238,40 +246,40 @@ def test_two_backends_of_one_run(tmp_path):
         select_backend(load_bench_run(run), "nope")
 
 
-# ---- the one statistics rule (gsworkbench.stats), as both commands apply it -----------------------
+# ---- the one statistics rule (gsworkbench.bench.significance), as both commands apply it -----------------------
 
 FIXED_BEFORE = [1.00, 1.02, 0.99, 1.01, 0.98, 1.03, 1.005, 0.97, 1.015, 1.025]  # seconds, 2% spread, no ties
 
 
 def test_the_rule_finds_a_clear_difference_and_not_identical_samples():
-    from gsworkbench import stats
+    from gsworkbench.bench import significance
 
     after = [1.3 * x for x in FIXED_BEFORE]
-    slower = stats.compare_samples(FIXED_BEFORE, after)
-    assert slower["verdict"] == stats.SLOWER and slower["p_value"] < stats.ALPHA
+    slower = significance.compare_samples(FIXED_BEFORE, after)
+    assert slower["verdict"] == significance.SLOWER and slower["p_value"] < significance.ALPHA
     assert slower["ratio"] == pytest.approx(1.3) and slower["ratio_ci_low"] <= 1.3 <= slower["ratio_ci_high"]
-    assert stats.compare_samples(after, FIXED_BEFORE)["verdict"] == stats.FASTER
-    same = stats.compare_samples(FIXED_BEFORE, list(reversed(FIXED_BEFORE)))
-    assert same["verdict"] == stats.NO_CHANGE and same["p_value"] == 1.0 and same["ratio"] == 1.0
+    assert significance.compare_samples(after, FIXED_BEFORE)["verdict"] == significance.FASTER
+    same = significance.compare_samples(FIXED_BEFORE, list(reversed(FIXED_BEFORE)))
+    assert same["verdict"] == significance.NO_CHANGE and same["p_value"] == 1.0 and same["ratio"] == 1.0
     # a shifted copy whose sets interleave: the medians differ by 1%, within the threshold and the noise
-    close = stats.compare_samples(FIXED_BEFORE, [x + 0.01 for x in FIXED_BEFORE])
-    assert close["verdict"] == stats.NO_CHANGE
+    close = significance.compare_samples(FIXED_BEFORE, [x + 0.01 for x in FIXED_BEFORE])
+    assert close["verdict"] == significance.NO_CHANGE
     # 7 a side is the least that can reach p < 0.002; 6 cannot, whatever the samples
-    assert stats.min_samples() == 7
-    assert stats.compare_samples(FIXED_BEFORE[:6], after[:6])["verdict"] == "too few samples (6 vs 6)"
-    assert stats.compare_samples(FIXED_BEFORE[:7], after[:7])["verdict"] == stats.SLOWER
+    assert significance.min_samples() == 7
+    assert significance.compare_samples(FIXED_BEFORE[:6], after[:6])["verdict"] == "too few samples (6 vs 6)"
+    assert significance.compare_samples(FIXED_BEFORE[:7], after[:7])["verdict"] == significance.SLOWER
     with pytest.raises(ValueError, match="samples on both sides"):
-        stats.compare_samples([], after)
+        significance.compare_samples([], after)
 
 
 def test_the_rule_text_names_test_level_and_counts():
-    from gsworkbench import stats
+    from gsworkbench.bench import significance
 
-    text = stats.rule_text(counts=[10, 10])
+    text = significance.rule_text(counts=[10, 10])
     assert text.startswith("Mann-Whitney U (two-sided), p < 0.002, n=10,") and "5%" in text
-    paired = stats.rule_text(counts=[10, 10], paired=True)
+    paired = significance.rule_text(counts=[10, 10], paired=True)
     assert paired.startswith("Wilcoxon signed-rank (two-sided)") and "n=10" in paired and "rounds resampled" in paired
-    assert "n=3-10" in stats.rule_text(counts=[3, 10]) and "p < 0.01" in stats.rule_text(alpha=0.01)
+    assert "n=3-10" in significance.rule_text(counts=[3, 10]) and "p < 0.01" in significance.rule_text(alpha=0.01)
 
 
 # a machine slowing down and speeding up over ten rounds (factors up to 1.6): both samples of a round
@@ -280,35 +288,35 @@ DRIFT = [1.0, 1.25, 1.6, 1.1, 1.45, 1.05, 1.3, 1.55, 1.15, 1.4]
 
 
 def test_the_paired_rule_sees_through_drift_that_hides_a_change_from_the_unpaired_one():
-    from gsworkbench import stats
+    from gsworkbench.bench import significance
 
     before = [b * d for b, d in zip(FIXED_BEFORE, DRIFT)]
     after = [0.93 * b * d * (1 + 0.004 * (i % 3 - 1)) for i, (b, d) in enumerate(zip(FIXED_BEFORE, DRIFT))]
-    assert stats.compare_samples(before, after)["verdict"] == stats.NO_CHANGE  # the drift hides 7%
-    faster = stats.compare_paired(before, after)
-    assert faster["verdict"] == stats.FASTER and faster["p_value"] == pytest.approx(2 / 2**10)
+    assert significance.compare_samples(before, after)["verdict"] == significance.NO_CHANGE  # the drift hides 7%
+    faster = significance.compare_paired(before, after)
+    assert faster["verdict"] == significance.FASTER and faster["p_value"] == pytest.approx(2 / 2**10)
     assert faster["ratio"] == pytest.approx(0.93, abs=0.005)
     assert faster["ratio_ci_low"] <= faster["ratio"] <= faster["ratio_ci_high"] < 1
-    assert stats.compare_paired(after, before)["verdict"] == stats.SLOWER
+    assert significance.compare_paired(after, before)["verdict"] == significance.SLOWER
     # one round against the rest: not significant; a 2% change in every round: below the threshold
     mixed = [a if i else 1.2 * b for i, (a, b) in enumerate(zip(after, before))]
-    assert stats.compare_paired(before, mixed)["verdict"] == stats.NO_CHANGE
-    small = stats.compare_paired(before, [1.02 * b for b in before])
-    assert small["p_value"] < stats.ALPHA and small["verdict"] == stats.NO_CHANGE
-    same = stats.compare_paired(before, before)
-    assert same["p_value"] == 1.0 and same["ratio"] == 1.0 and same["verdict"] == stats.NO_CHANGE
+    assert significance.compare_paired(before, mixed)["verdict"] == significance.NO_CHANGE
+    small = significance.compare_paired(before, [1.02 * b for b in before])
+    assert small["p_value"] < significance.ALPHA and small["verdict"] == significance.NO_CHANGE
+    same = significance.compare_paired(before, before)
+    assert same["p_value"] == 1.0 and same["ratio"] == 1.0 and same["verdict"] == significance.NO_CHANGE
     # 10 rounds are the fewest that can reach p < 0.002
-    assert stats.min_paired_p_value(10) < stats.ALPHA <= stats.min_paired_p_value(9)
-    assert stats.compare_paired(before[:9], after[:9])["verdict"] == "too few samples (9 rounds)"
+    assert significance.min_paired_p_value(10) < significance.ALPHA <= significance.min_paired_p_value(9)
+    assert significance.compare_paired(before[:9], after[:9])["verdict"] == "too few samples (9 rounds)"
     with pytest.raises(ValueError, match="one sample a side per round"):
-        stats.compare_paired(before, after[:9])
+        significance.compare_paired(before, after[:9])
     with pytest.raises(ValueError, match="positive samples"):
-        stats.compare_paired(before, [0.0, *after[1:]])
+        significance.compare_paired(before, [0.0, *after[1:]])
 
 
 def test_interleaved_runs_are_judged_paired(tmp_path, capsys):
     from gsworkbench.bench.compare import interleaved_pair
-    from gsworkbench.cli import main
+    from gsworkbench.cli.main import main
 
     base, cand = paired_runs(tmp_path, 0.02, 0.024)
     for run, role in ((base, "baseline"), (cand, "candidate")):
@@ -328,7 +336,7 @@ def test_interleaved_runs_are_judged_paired(tmp_path, capsys):
 
 
 def test_compare_command_names_the_rule(tmp_path, capsys):
-    from gsworkbench.cli import main
+    from gsworkbench.cli.main import main
 
     base, cand = paired_runs(tmp_path, 0.001, 0.0013)
     assert main(["compare", str(base), str(cand)]) == 1  # 30% slower: the gate fails
@@ -340,7 +348,7 @@ def test_compare_command_names_the_rule(tmp_path, capsys):
 def test_profile_diff_names_the_same_rule(tmp_path, capsys):
     """``profile diff`` judges the stages with the rule of ``compare`` (fixed repeats: 8 a side)."""
     from gsworkbench import profiling
-    from gsworkbench.cli import main
+    from gsworkbench.cli.main import main
 
     def workload(stage) -> None:  # noqa: ANN001
         with stage("a"):

@@ -2,7 +2,7 @@
 
 User-style functions that call ``rasterize``, ``evaluate`` and ``transform`` go through plain
 ``torch.compile`` (with and without ``fullgraph``) and torch._dynamo's default config: the ops need no
-flags (see :func:`gsworkbench.compile.data_dependent_size`). No test here depends on timing.
+flags (see :func:`gsworkbench.core.compile.data_dependent_size`). No test here depends on timing.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from conftest import rel_err, requires_ext
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 
-from gsworkbench.compile import compile_step
+from gsworkbench.core import cameras
+from gsworkbench.core.compile import compile_step
+from gsworkbench.core.splats import SplatSet, synthetic_splats
 from gsworkbench.field import FieldTrainConfig, GaussianField, evaluate, make_target, train_field
-from gsworkbench.splat import _torch_impl, cameras, rasterize
-from gsworkbench.splats import SplatSet, synthetic_splats
+from gsworkbench.splat import _torch_impl, rasterize
 from gsworkbench.transforms import transform
 from gsworkbench.transforms.frames import make_frames
 

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from conftest import ext_built
 
-from gsworkbench.experiments import quality as q
-from gsworkbench.scenes import SYNTHETIC_SCENES
+from gsworkbench.studies import quality as q
+from gsworkbench.synthetic import SYNTHETIC_SCENES
 from gsworkbench.train import PRESETS, preset, preset_scene
 
 

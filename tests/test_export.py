@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from gsworkbench import gaussians
-from gsworkbench.cli import main
+from gsworkbench.cli.main import main
+from gsworkbench.core import gaussians
+from gsworkbench.core.splats import SplatSet, synthetic_splats
 from gsworkbench.io import read_ply, write_ply, write_splat, write_spz
 from gsworkbench.io.spz import encode_spz
-from gsworkbench.splats import SplatSet, synthetic_splats
 
 
 def _scene(n: int, degree: int, seed: int) -> SplatSet:

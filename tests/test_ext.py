@@ -22,7 +22,7 @@ def test_every_ext_backend_checks_its_kernel_for_the_inputs_device(monkeypatch):
     """With the CPU kernels taken out of the table, the field, the rasterizer and the transforms each
     refuse CPU inputs with the same ValueError (as CUDA inputs are refused by a CPU-only build)."""
     from gsworkbench import field, splat
-    from gsworkbench.splats import synthetic_splats
+    from gsworkbench.core.splats import synthetic_splats
     from gsworkbench.transforms import transform
 
     monkeypatch.setattr(_ext, "_KERNELS", frozenset(k for k in _ext._KERNELS if k[1] != "cpu"))

@@ -167,7 +167,7 @@ def test_train_step_cases_time_the_trainers_step():
     case's callable leave the model exactly where train_field's first three iterations do."""
     from gsworkbench.bench import run_cases
     from gsworkbench.bench.registry import prepared
-    from gsworkbench.bench.suites.field import summarize, train_step_cases
+    from gsworkbench.studies.suites.field import summarize, train_step_cases
 
     tgt = make_target("shell")
     (case,) = train_step_cases(tgt, 8, "full", 64, ["torch"], seed=3)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import rel_err
 
-from gsworkbench import gaussians as G
+from gsworkbench.core import gaussians as G
 
 
 def test_quaternion_rotation_round_trip(seed):

@@ -82,8 +82,10 @@ def test_history_marks_significant_changes(tmp_path):
 
 
 def test_external_rasterizer_in_the_render_lineup():
-    from gsworkbench.bench import get_suite, lineup
+    import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
+    from gsworkbench.bench import get_suite
     from gsworkbench.splat import rasterize
+    from gsworkbench.studies import lineup
 
     def mine(*args, **kw):
         return rasterize(*args, backend="torch", **kw)

@@ -1,4 +1,4 @@
-"""gsworkbench.memory.retained_freed_memory: inside it, a freed block of a few MiB is reused by the next
+"""gsworkbench.core.limits.retained_freed_memory: inside it, a freed block of a few MiB is reused by the next
 allocation of that size (its pages are not faulted in again); on exit both malloc thresholds go back to
 what was in effect before; a trainer's run() holds it and constructing a trainer leaves the policy
 alone. Page faults are counted by getrusage (a count of events, not a timing); the thresholds, which
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from gsworkbench import memory
+from gsworkbench.core import limits
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 SIZES = (16 * 2**20, 8 * 2**20, 4 * 2**20)  # bytes: under the 32 MiB mmap threshold retention sets
@@ -34,15 +34,15 @@ class FakeLibc:
         self.calls.append(("malloc_trim", (pad,)))
         return 1
 
-    def policy(self) -> memory.MallocPolicy:
-        return memory.MallocPolicy(self.thresholds[memory._M_TRIM_THRESHOLD], self.thresholds[memory._M_MMAP_THRESHOLD])
+    def policy(self) -> limits.MallocPolicy:
+        return limits.MallocPolicy(self.thresholds[limits._M_TRIM_THRESHOLD], self.thresholds[limits._M_MMAP_THRESHOLD])
 
 
 @pytest.fixture
 def fake_libc(monkeypatch):
     lib = FakeLibc()
-    monkeypatch.setattr(memory, "_glibc", lambda: lib)
-    monkeypatch.setattr(memory, "_policy_in_effect", memory.GLIBC_POLICY)
+    monkeypatch.setattr(limits, "_glibc", lambda: lib)
+    monkeypatch.setattr(limits, "_policy_in_effect", limits.GLIBC_POLICY)
     monkeypatch.delenv("GSW_RETAIN_MEMORY", raising=False)
     return lib
 
@@ -51,7 +51,7 @@ def fake_libc(monkeypatch):
 # block with a small allocation and so grow the heap by a block a round whatever the policy.
 _ROUNDS = """
 import json, resource, torch
-from gsworkbench import memory
+from gsworkbench.core import limits
 SIZES = (16 * 2**20, 8 * 2**20, 4 * 2**20)
 
 def round_faults():
@@ -63,12 +63,12 @@ def round_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 out = {}
-with memory.retained_freed_memory() as retained:
+with limits.retained_freed_memory() as retained:
     out["retained"] = retained
     for _ in range(4):  # the heap grows to hold a round (posix_memalign's slack splits some blocks)
         round_faults()
     out["with"] = [round_faults() for _ in range(4)]
-out["policy_after"] = memory.malloc_policy_in_effect() == memory.GLIBC_POLICY
+out["policy_after"] = limits.malloc_policy_in_effect() == limits.GLIBC_POLICY
 out["without"] = [round_faults() for _ in range(4)]
 print(json.dumps(out))
 """
@@ -88,57 +88,57 @@ def test_retained_blocks_are_reused_without_new_page_faults(monkeypatch):
     assert sum(out["with"]) < pages // 2, out
     assert sum(out["without"]) > 2 * sum(out["with"]), out  # the policy is what saves the faults
     monkeypatch.setenv("GSW_RETAIN_MEMORY", "0")
-    with memory.retained_freed_memory() as retained:
+    with limits.retained_freed_memory() as retained:
         assert not retained
 
 
 def test_off_glibc_the_context_changes_nothing(monkeypatch):
-    monkeypatch.setattr(memory, "_glibc", lambda: None)
-    with memory.retained_freed_memory() as retained:
+    monkeypatch.setattr(limits, "_glibc", lambda: None)
+    with limits.retained_freed_memory() as retained:
         assert retained is False
-        assert memory.malloc_policy_in_effect() == memory.GLIBC_POLICY
+        assert limits.malloc_policy_in_effect() == limits.GLIBC_POLICY
 
 
 def test_the_context_sets_both_thresholds_and_restores_them(fake_libc):
-    with memory.retained_freed_memory() as retained:
-        assert retained and fake_libc.policy() == memory.RETAIN_POLICY == memory.malloc_policy_in_effect()
+    with limits.retained_freed_memory() as retained:
+        assert retained and fake_libc.policy() == limits.RETAIN_POLICY == limits.malloc_policy_in_effect()
         fake_libc.calls.clear()
     # both thresholds back to glibc's defaults (the mmap one too), then the free heap returned
-    assert fake_libc.policy() == memory.GLIBC_POLICY == memory.malloc_policy_in_effect()
+    assert fake_libc.policy() == limits.GLIBC_POLICY == limits.malloc_policy_in_effect()
     assert fake_libc.calls[-1] == ("malloc_trim", (0,))
     params = {c[1][0] for c in fake_libc.calls if c[0] == "mallopt"}
-    assert params == {memory._M_TRIM_THRESHOLD, memory._M_MMAP_THRESHOLD}
+    assert params == {limits._M_TRIM_THRESHOLD, limits._M_MMAP_THRESHOLD}
 
 
 def test_the_context_restores_on_an_exception_and_when_nested(fake_libc):
-    with pytest.raises(RuntimeError, match="boom"), memory.retained_freed_memory():
+    with pytest.raises(RuntimeError, match="boom"), limits.retained_freed_memory():
         raise RuntimeError("boom")
-    assert fake_libc.policy() == memory.GLIBC_POLICY
+    assert fake_libc.policy() == limits.GLIBC_POLICY
     fake_libc.calls.clear()
-    with memory.retained_freed_memory():
-        with memory.retained_freed_memory():
+    with limits.retained_freed_memory():
+        with limits.retained_freed_memory():
             pass
         # the inner exit leaves the outer's policy, and its heap (no trim)
-        assert fake_libc.policy() == memory.RETAIN_POLICY
+        assert fake_libc.policy() == limits.RETAIN_POLICY
         assert ("malloc_trim", (0,)) not in fake_libc.calls
-    assert fake_libc.policy() == memory.GLIBC_POLICY and fake_libc.calls[-1] == ("malloc_trim", (0,))
+    assert fake_libc.policy() == limits.GLIBC_POLICY and fake_libc.calls[-1] == ("malloc_trim", (0,))
 
 
 def test_switched_off_by_the_environment(fake_libc, monkeypatch):
     monkeypatch.setenv("GSW_RETAIN_MEMORY", "0")
-    with memory.retained_freed_memory() as retained:
+    with limits.retained_freed_memory() as retained:
         assert retained is False
     assert fake_libc.calls == []
 
 
 def test_a_trainer_retains_only_while_its_run_steps(fake_libc, tmp_path):
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import Trainer, preset
 
     scene = builtin_scene("object", width=32, height=32, n_train=4, n_test=1, cache_dir=tmp_path)
     trainer = Trainer(scene, preset("smoke", iterations=2, progress=False))
     assert fake_libc.calls == []  # constructing a trainer leaves the process's malloc alone
-    during: list[memory.MallocPolicy] = []
+    during: list[limits.MallocPolicy] = []
     trainer.run(stop=lambda: during.append(fake_libc.policy()) and False)
-    assert during == [memory.RETAIN_POLICY] * 2
-    assert fake_libc.policy() == memory.GLIBC_POLICY and fake_libc.calls[-1] == ("malloc_trim", (0,))
+    assert during == [limits.RETAIN_POLICY] * 2
+    assert fake_libc.policy() == limits.GLIBC_POLICY and fake_libc.calls[-1] == ("malloc_trim", (0,))

@@ -16,7 +16,7 @@ import pytest
 matplotlib.use("Agg")
 
 from gsworkbench.bench.scaling import SPECS, fit_table, plot_scaling, scaling_fits, series_columns  # noqa: E402
-from gsworkbench.notebooks import display  # noqa: E402
+from gsworkbench.jupyter import display  # noqa: E402
 from gsworkbench.profiling import flamegraph, quiet  # noqa: E402
 
 FOLDED = {"main (a.py:1);f (a.py:3)": 6, "main (a.py:1);h (a.py:9);kernel (csrc/cpu/x.cpp:3)": 4}

@@ -18,9 +18,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gsworkbench import notebooks as nbs
-from gsworkbench.notebooks import files
-from gsworkbench.project import PACKAGE_CHECKOUT
+from gsworkbench import jupyter as nbs
+from gsworkbench.core.project import PACKAGE_CHECKOUT
+from gsworkbench.jupyter import files
 
 pytest.importorskip("jupyter_server")
 jupytext = pytest.importorskip("jupytext")
@@ -72,7 +72,7 @@ def test_the_project_pairs_the_notebooks_through_jupytext_toml():
     assert find_jupytext_configuration_file(str(files.notebook_dir())) == str(PACKAGE_CHECKOUT / "jupytext.toml")
     config = load_jupytext_config(str(SCRIPTS[0]))
     assert config.default_formats(f"notebooks/{SCRIPTS[0].name}") == "notebooks///ipynb,notebooks///py:percent"
-    assert config.default_formats("gsworkbench/figures.py") is None  # the package's modules are not paired
+    assert config.default_formats("gsworkbench/core/figures.py") is None  # the package's modules are not paired
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -173,7 +173,7 @@ def test_generated_notebooks_carry_the_kernels_language_info():
     carry it, and the paired script leaves it out."""
     from ipykernel.ipkernel import IPythonKernel
 
-    from gsworkbench.notebooks.files import list_scripts, notebook_from_script
+    from gsworkbench.jupyter.files import list_scripts, notebook_from_script
 
     for script in list_scripts():
         nb = notebook_from_script(script)

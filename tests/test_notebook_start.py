@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from gsworkbench.notebooks.start import start_run
+from gsworkbench.jupyter.start import start_run
 
 
 def test_start_run_into_a_given_folder_records_params_and_seeds(tmp_path):

@@ -10,7 +10,7 @@ import textwrap
 import nbformat
 import pytest
 
-from gsworkbench import notebooks as nbs
+from gsworkbench import jupyter as nbs
 from tests.conftest import ext_built
 
 HANG_GUARD_S = 600  # far beyond any healthy run: only a hung client gets there
@@ -45,10 +45,10 @@ def test_the_camera_cell_runs_headless_many_times(tmp_path):
         from pathlib import Path
         import matplotlib.pyplot as plt
         import torch
-        from gsworkbench.notebooks.display import headless
-        from gsworkbench.figures import save_figure
+        from gsworkbench.jupyter.display import headless
+        from gsworkbench.core.figures import save_figure
         from gsworkbench.splat import rasterize
-        from gsworkbench.splats import synthetic_splats
+        from gsworkbench.core.splats import synthetic_splats
         width, height, sh_degree, backend = 32, 24, 1, {backend!r}
         scene = synthetic_splats(200, sh_degree, seed=0)
         run_dir = Path(results_dir)
@@ -61,7 +61,7 @@ def test_the_camera_cell_runs_headless_many_times(tmp_path):
     nb.cells = [params, nbformat.v4.new_code_cell(setup)] + [nbformat.v4.new_code_cell(camera) for _ in range(repeats)]
     path = tmp_path / "95_widgets.ipynb"
     nbformat.write(nb, path)
-    out = _run(f"from gsworkbench.notebooks import run_notebook; run_notebook({str(path)!r}, {{}}, "
+    out = _run(f"from gsworkbench.jupyter import run_notebook; run_notebook({str(path)!r}, {{}}, "
                f"{str(tmp_path / 'run')!r}, progress=True)")  # fmt: skip
     assert out.returncode == 0, out.stderr
     executed = nbformat.read(tmp_path / "run" / path.name, as_version=4)
@@ -78,7 +78,7 @@ def test_the_camera_cell_runs_headless_many_times(tmp_path):
 LOSING_CLIENT = """\
 import sys
 from nbclient.util import run_sync
-from gsworkbench.notebooks import progress, run_notebook
+from gsworkbench.jupyter import progress, run_notebook
 
 class LosingClient(progress.WatchedClient):
     reply_grace = 0.5

@@ -8,7 +8,7 @@ import sys
 import nbformat
 import pytest
 
-from gsworkbench import notebooks as nbs
+from gsworkbench import jupyter as nbs
 
 SOURCE = 'num = 4\nrate = 0.5\nname = "torus"\nflag = False\nresults_dir = ""\n# comment\nx: int = 3\n'
 
@@ -126,7 +126,7 @@ def test_every_notebook_follows_the_conventions(script):
 def tiny_notebook(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    guard = nbformat.v4.new_code_cell("from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard()")
+    guard = nbformat.v4.new_code_cell("from gsworkbench.jupyter import ParameterGuard\nguard = ParameterGuard()")
     params = nbformat.v4.new_code_cell('n = 3\nresults_dir = ""')
     params.metadata["tags"] = ["parameters"]
     check = nbformat.v4.new_code_cell("params = guard.check(globals())\nprint('n is', params['n'])")
@@ -158,7 +158,7 @@ def test_a_bad_parameter_in_a_kernel_shows_one_internal_frame(tiny_notebook, tmp
     from papermill.exceptions import strip_color
 
     nb = nbformat.read(tiny_notebook, as_version=4)
-    nb.cells[0].source = 'from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard(n={"ge": 1})'
+    nb.cells[0].source = 'from gsworkbench.jupyter import ParameterGuard\nguard = ParameterGuard(n={"ge": 1})'
     nbformat.write(nb, tiny_notebook)
     with pytest.raises(pm.PapermillExecutionError) as info:
         pm.execute_notebook(str(tiny_notebook), str(tmp_path / "bad.ipynb"), parameters={"n": 0}, kernel_name="python3")
@@ -170,7 +170,8 @@ def test_a_bad_parameter_in_a_kernel_shows_one_internal_frame(tiny_notebook, tmp
 
 def test_cli_rejects_bad_parameters_before_running(tmp_path):
     nb = nbs.list_notebooks()[0]
-    cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(nb), "-p", "no_such_param", "1", "--out", str(tmp_path)]
+    cmd = [sys.executable, "-m", "gsworkbench.cli.main", "run", str(nb), "-p", "no_such_param", "1",
+           "--out", str(tmp_path)]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "unknown notebook parameter(s): no_such_param" in out.stderr
@@ -239,7 +240,7 @@ def failing_notebook(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     guard = nbformat.v4.new_code_cell(
-        'from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard(n={"ge": 1})'
+        'from gsworkbench.jupyter import ParameterGuard\nguard = ParameterGuard(n={"ge": 1})'
     )
     params = nbformat.v4.new_code_cell('n = 3\nresults_dir = ""')
     params.metadata["tags"] = ["parameters"]
@@ -252,8 +253,8 @@ def failing_notebook(tmp_path):
 
 
 def _cli(*args, timeout=180):
-    return subprocess.run([sys.executable, "-m", "gsworkbench.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "gsworkbench.cli.main", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
 
 
 def test_failing_notebook_gives_one_short_block(failing_notebook, tmp_path):
@@ -324,7 +325,7 @@ def test_a_second_run_into_a_held_folder_is_refused_naming_the_holder(tmp_path):
     """Two runs into the same --out both succeeded, and the folder ended with the second run's files."""
     _writing_notebook(tmp_path / "92_writes.ipynb")
     out = tmp_path / "out"
-    hold = ("import sys\nfrom gsworkbench.runs import run_lock\nwith run_lock(sys.argv[1], 'the first run'):\n"
+    hold = ("import sys\nfrom gsworkbench.core.runs import run_lock\nwith run_lock(sys.argv[1], 'the first run'):\n"
             "    print('held', flush=True)\n    sys.stdin.readline()\n")  # fmt: skip
     holder = subprocess.Popen([sys.executable, "-c", hold, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)  # fmt: skip
@@ -351,7 +352,7 @@ def test_an_unusable_out_is_one_line(tmp_path, monkeypatch, capsys):
     import errno
     import os
 
-    from gsworkbench import cli
+    from gsworkbench.cli import main as cli
 
     _writing_notebook(tmp_path / "91_writes.ipynb")
     (tmp_path / "a_file").write_text("x")
@@ -387,7 +388,7 @@ def test_a_killed_kernel_is_one_line_with_the_cell_signal_what_was_kept_and_how_
     keep = nbformat.v4.new_code_cell("from pathlib import Path\n(Path(results_dir) / 'checkpoint.pt').write_text('x')")
     die = nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
     after = nbformat.v4.new_code_cell("print('not reached')")
-    guard = nbformat.v4.new_code_cell('from gsworkbench.notebooks import ParameterGuard\nguard = ParameterGuard('
+    guard = nbformat.v4.new_code_cell('from gsworkbench.jupyter import ParameterGuard\nguard = ParameterGuard('
                                       'resume={"path": "dir"})')  # fmt: skip
     nb.cells = [guard, params, keep, die, after]
     path = tmp_path / "90_dies.ipynb"

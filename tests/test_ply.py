@@ -9,9 +9,9 @@ import pytest
 import torch
 from plyfile import PlyData, PlyElement
 
+from gsworkbench.core.splats import SplatSet, synthetic_splats
 from gsworkbench.io import read_ply, write_ply
 from gsworkbench.io.ply import ply_properties
-from gsworkbench.splats import SplatSet, synthetic_splats
 
 FIELDS = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")
 

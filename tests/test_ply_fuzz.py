@@ -13,8 +13,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gsworkbench.core.splats import SplatSet, synthetic_splats
 from gsworkbench.io import read_ply, write_ply
-from gsworkbench.splats import SplatSet, synthetic_splats
 
 FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip

@@ -16,7 +16,7 @@ import torch
 from conftest import ext_built, requires_ext
 
 from gsworkbench import profiling
-from gsworkbench.cli import main
+from gsworkbench.cli.main import main
 from gsworkbench.profiling import compare, flamegraph, pyspy, stages
 from gsworkbench.profiling.run import load_profile, profile
 

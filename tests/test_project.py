@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gsworkbench import project, runs
-from gsworkbench.cli import main
-from gsworkbench.notebooks import list_scripts
+from gsworkbench.cli.main import main
+from gsworkbench.core import project, runs
+from gsworkbench.jupyter import list_scripts
 
 PYPROJECT = '[project]\nname = "gsworkbench"\nversion = "0.1.0"\n'
 

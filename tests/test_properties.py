@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from gsworkbench import gaussians
+from gsworkbench.core import gaussians
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.io import read_ply, write_ply
-from gsworkbench.splats import SplatSet
 from gsworkbench.transforms import Frames, compose, inverse, make_frames, transform
 
 FAST = settings(max_examples=25, deadline=None)

@@ -2,7 +2,7 @@
 
 A small driver (tests/cpp/quat_header_driver.cpp) is compiled with the host C++ compiler and fed fresh
 random float64 inputs; every function and VJP is compared by relative error with the torch twin in
-:mod:`gsworkbench.gaussians` (VJPs with torch.autograd). The kernels that use the header (projection,
+:mod:`gsworkbench.core.gaussians` (VJPs with torch.autograd). The kernels that use the header (projection,
 transforms) are tested through their ops elsewhere; this covers the functions no op exercises alone.
 """
 
@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import rel_err
 
-from gsworkbench import gaussians as G
+from gsworkbench.core import gaussians as G
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "cpp" / "quat_header_driver.cpp"

@@ -1,5 +1,5 @@
 """The CPU rasterizer's counting twin (``splat_rasterize_lane_counts``) against a per-pixel torch loop,
-its structure, opcheck, and the command that tabulates it (``gsworkbench.bench.rasterize_lanes``)."""
+its structure, opcheck, and the command that tabulates it (``gsworkbench.studies.rasterize_lanes``)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_lane_counts_of_an_empty_list_and_opcheck() -> None:
 
 @requires_ext
 def test_lanes_table_structure() -> None:
-    from gsworkbench.bench.rasterize_lanes import lanes_table
+    from gsworkbench.studies.rasterize_lanes import lanes_table
 
     table = lanes_table(_tiny_kinds(), reps=3, size=64, peak_gflops=100.0)
     assert isinstance(table, pd.DataFrame) and len(table) == 1
@@ -107,7 +107,7 @@ def test_lanes_table_structure() -> None:
     assert 0 < row.blended_pct <= row.active_pct <= 100
     assert row.lanes >= row.lanes_active >= row.lanes_blended > 0
     assert row.lane_pct_of_peak > 0 and row.model_pct_of_peak > 0 and row.imbalance >= 1
-    assert row.command.startswith("python -m gsworkbench.bench.rasterize_lanes") and row.commit
+    assert row.command.startswith("python -m gsworkbench.studies.rasterize_lanes") and row.commit
 
 
 def _tiny_kinds() -> dict[str, dict[str, torch.Tensor]]:

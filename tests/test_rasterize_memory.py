@@ -10,12 +10,12 @@ import pytest
 import torch
 from conftest import requires_ext
 
-from gsworkbench import memory
-from gsworkbench.bench.memory import rss_measurable
-from gsworkbench.bench.rasterize_memory import MemoryCase, measure
-from gsworkbench.memory import MemoryBudgetError, check_fits
+from gsworkbench.bench.peak_rss import rss_measurable
+from gsworkbench.core import limits
+from gsworkbench.core.limits import MemoryBudgetError, check_fits
 from gsworkbench.splat import rasterize
-from gsworkbench.splat.memory import rasterize_bytes
+from gsworkbench.splat.memory_estimate import rasterize_bytes
+from gsworkbench.studies.rasterize_memory import MemoryCase, measure
 
 LOOSEST = 2.0  # estimate / measured peak: an upper bound, but not one that holds for anything
 
@@ -95,7 +95,7 @@ def test_the_gaussian_count_alone_can_refuse_a_render(monkeypatch):
     # without GSW_MEMORY_LIMIT the check still runs for this many Gaussians (above ALWAYS_FITS), against
     # the free memory
     monkeypatch.delenv("GSW_MEMORY_LIMIT")
-    monkeypatch.setattr(memory, "_free_bytes", lambda device: pixels + 2**20)
+    monkeypatch.setattr(limits, "_free_bytes", lambda device: pixels + 2**20)
     assert f"{n} Gaussians" in _refusal(s, 64)
 
 
@@ -113,7 +113,7 @@ def test_the_intersections_are_checked_once_known(monkeypatch):
 
 
 def test_a_check_part_way_through_a_call_counts_what_it_holds(monkeypatch):
-    monkeypatch.setattr(memory, "_free_bytes", lambda device: 60 * 2**20)
+    monkeypatch.setattr(limits, "_free_bytes", lambda device: 60 * 2**20)
     monkeypatch.delenv("GSW_MEMORY_LIMIT", raising=False)
     check_fits(100 * 2**20, "call", allocated=50 * 2**20)  # 50 MiB more, 60 MiB free
     with pytest.raises(MemoryBudgetError, match="^call would allocate about 0.1 GiB"):

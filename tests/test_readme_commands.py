@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gsworkbench.cli import build_parser
+from gsworkbench.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -1,4 +1,4 @@
-"""Photos to a posed scene (gsworkbench.scenes.reconstruct): poses against the truth after a similarity
+"""Photos to a posed scene (gsworkbench.sfm.reconstruct): poses against the truth after a similarity
 alignment, the output read by load_scene, the report, photos of two sizes, EXIF orientation, video
 frames, the named errors, Ctrl-C and resuming."""
 
@@ -19,15 +19,15 @@ from hypothesis import strategies as st
 from PIL import Image
 from scipy.spatial.transform import Rotation
 
-from gsworkbench.bench.photo_set import arc_cameras, render, true_focal, write_photos
 from gsworkbench.scenes import load_scene
-from gsworkbench.scenes.colmap_run import Cancelled, cancellable
-from gsworkbench.scenes.photos import Photo, prepare_photo
-from gsworkbench.scenes.pose_accuracy import model_poses, pose_errors, umeyama
-from gsworkbench.scenes.reconstruct import ReconstructionFailed, reconstruct
-from gsworkbench.scenes.registration import DISTORTION_MIN_PHOTOS, best_model, camera_model_for, lens_groups
-from gsworkbench.scenes.sfm_report import format_report, read_report
-from gsworkbench.scenes.video import extract_frames, sharpness
+from gsworkbench.sfm.colmap_run import Cancelled, cancellable
+from gsworkbench.sfm.photos import Photo, prepare_photo
+from gsworkbench.sfm.pose_accuracy import model_poses, pose_errors, umeyama
+from gsworkbench.sfm.reconstruct import ReconstructionFailed, reconstruct
+from gsworkbench.sfm.registration import DISTORTION_MIN_PHOTOS, best_model, camera_model_for, lens_groups
+from gsworkbench.sfm.sfm_report import format_report, read_report
+from gsworkbench.sfm.video import extract_frames, sharpness
+from gsworkbench.studies.photo_set import arc_cameras, render, true_focal, write_photos
 
 REPORT_KEYS = {"images_given", "images_registered", "registered_fraction", "mean_reprojection_error_px",
                "mean_track_length", "num_points3D", "cameras", "unmatched", "seconds"}  # fmt: skip
@@ -191,7 +191,7 @@ def test_a_mapping_that_leaves_photos_out_tries_the_next_strategy(photos, tmp_pa
 def test_the_leftover_and_global_strategies_register_the_photos(reconstructed: Path, photos, tmp_path: Path) -> None:
     """The two strategies the ladder reaches last, run on their own on the fixture's database: the
     leftovers put back photos taken out of a model, and the global mapper poses the set from scratch."""
-    from gsworkbench.scenes.registration import Mapping, global_mapping, incremental, registered_names
+    from gsworkbench.sfm.registration import Mapping, global_mapping, incremental, registered_names
 
     work = reconstructed / "work"
     model, names = best_model(work / "sparse")
@@ -296,7 +296,7 @@ def test_ctrl_c_cancels_a_running_pycolmap_call() -> None:
 
 
 def test_an_interrupted_run_resumes_from_the_finished_stages(photos, tmp_path: Path, monkeypatch) -> None:
-    import gsworkbench.scenes.reconstruct as r
+    import gsworkbench.sfm.reconstruct as r
 
     out = tmp_path / "scene"
 

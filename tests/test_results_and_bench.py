@@ -14,11 +14,11 @@ import pytest
 import torch
 from fake_clock import FakeClock
 
-from gsworkbench import runs
+import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
 from gsworkbench.bench import Case, get_suite, list_suites, run_cases, run_suite, save_run
 from gsworkbench.bench.store import load_run
+from gsworkbench.core import atomic, runs
 from gsworkbench.field import BACKENDS
-from gsworkbench.io import atomic
 
 
 def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
@@ -138,7 +138,7 @@ def test_train_suite_quick_runs_each_scene_and_marks_the_real_size_cases():
     """The quick grid trains each scene kind at 2,000 Gaussians (ext, and torch on the surface case)
     and records the stage times and the first step's memory per stage; the real-size cases are in its
     table, skipped as full-grid only. No timing is asserted."""
-    from gsworkbench.bench.memory import rss_measurable
+    from gsworkbench.bench.peak_rss import rss_measurable
     from gsworkbench.train.timers import STAGES
 
     df = run_suite("train", quick=True, threads=1, min_run_time=0.01, progress=False)
@@ -206,7 +206,7 @@ def test_cli_bench_writes_results(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "gsworkbench.cli",
+        "gsworkbench.cli.main",
         "bench",
         "field",
         "--quick",
@@ -220,7 +220,8 @@ def test_cli_bench_writes_results(tmp_path):
     assert "speedup_vs_vectorized" in out.stdout and "pairs_per_s" in out.stdout
     (run,) = list(tmp_path.iterdir())
     assert (run / "field.csv").exists() and (run / "metadata.json").exists()
-    bad = subprocess.run([sys.executable, "-m", "gsworkbench.cli", "bench", "nope"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "gsworkbench.cli.main", "bench", "nope"], capture_output=True,
+                         text=True)  # fmt: skip
     assert bad.returncode == 2 and "invalid choice: 'nope'" in bad.stderr and "'all'" in bad.stderr
 
 

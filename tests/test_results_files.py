@@ -11,10 +11,10 @@ import warnings
 import pytest
 import torch
 
+from gsworkbench.core.atomic import atomic_path, atomic_write_text
+from gsworkbench.core.provenance import environment, short_commit
+from gsworkbench.core.splats import synthetic_splats
 from gsworkbench.io import read_ply, write_ply
-from gsworkbench.io.atomic import atomic_path, atomic_write_text
-from gsworkbench.provenance import environment, short_commit
-from gsworkbench.splats import synthetic_splats
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])

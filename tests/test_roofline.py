@@ -197,9 +197,10 @@ def test_blended_evaluations_hand_count() -> None:
 def test_blended_evaluations_match_a_pixel_loop() -> None:
     """On a random scene, the count from the ext forward's last ids equals a per-pixel walk of the tile
     lists in the torch reference's blend order, stopping at each pixel's last contributor."""
-    from gsworkbench.splat import _torch_impl, cameras
+    from gsworkbench.core import cameras
+    from gsworkbench.core.splats import synthetic_splats
+    from gsworkbench.splat import _torch_impl
     from gsworkbench.splat.ops import blended_evaluations
-    from gsworkbench.splats import synthetic_splats
 
     s = synthetic_splats(300, 0, seed=3)
     vm, Ks = cameras.orbit_cameras(1, 40, 24, distance=3.0)
@@ -281,7 +282,7 @@ def test_plot_roofline_draws_the_roofs_and_one_point_per_case() -> None:
 
 @requires_ext
 def test_the_roofline_table_command_at_toy_sizes(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gsworkbench.bench import roofline_table as roofline
+    from gsworkbench.studies import roofline_table as roofline
 
     monkeypatch.setattr(roofline, "roofline_table", _tiny_table(roofline.roofline_table))
     out = tmp_path / "roofline.csv"
@@ -308,7 +309,7 @@ def test_the_roofline_table_command_at_toy_sizes(tmp_path, monkeypatch: pytest.M
 
 
 def test_peer_speedups_pair_each_ext_row_with_its_numba_row() -> None:
-    from gsworkbench.bench.roofline_table import peer_speedups
+    from gsworkbench.studies.roofline_table import peer_speedups
 
     kernels = pd.Series(["field/numba/x/forward", "field/ext/x/forward", "render/ext/y/forward", "adam/fused/z"])
     got = peer_speedups(kernels, pd.Series([3.0, 1.5, 2.0, 1.0]))

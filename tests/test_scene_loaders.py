@@ -23,9 +23,10 @@ from loader_scenes import (
     write_json_dots,
 )
 
-from gsworkbench.scenes import builtin_scene, generate_scene, load_blender, load_colmap, load_scene
-from gsworkbench.scenes.generate import read_manifest
+from gsworkbench.scenes import load_blender, load_colmap, load_scene
 from gsworkbench.scenes.views import MissingImagesWarning
+from gsworkbench.synthetic import builtin_scene, generate_scene
+from gsworkbench.synthetic.generate import read_manifest
 
 W, H = 96, 72
 CAPTURE = dict(width=64, height=48, n_train=6, n_test=2, spp=4, n_points=200)
@@ -577,7 +578,7 @@ def test_the_pinhole_twin_matches_the_undistorted_capture(capture_dir: Path) -> 
     """The capture rendered again without its lens, at the loaded cameras (issue 20's distortion
     target trains both): the same cameras, and images that line up with the loader's undistorted ones
     better than a 1-pixel shift of them does."""
-    from gsworkbench.scenes.capture import pinhole_twin
+    from gsworkbench.synthetic.simulated_capture import pinhole_twin
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MissingImagesWarning)

@@ -1,4 +1,4 @@
-"""The benchmark splat kinds (gsworkbench.bench.scene_splats): each has the count and SH degree asked
+"""The benchmark splat kinds (gsworkbench.studies.scene_splats): each has the count and SH degree asked
 for (a trained run at most the count); the volumetric kind fills the object's box with splats of the
 documented sizes and one opacity; the trained kind is a real (tiny) trainer run, cached as a PLY beside
 its scene, read back without training, trained again when the file is corrupt, and rendered from a view
@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gsworkbench import gaussians
-from gsworkbench.bench import scene_splats as ss
-from gsworkbench.scenes import builtin_scene
+from gsworkbench.core import gaussians
+from gsworkbench.studies import scene_splats as ss
+from gsworkbench.synthetic import builtin_scene
 
 
 @pytest.fixture(scope="module")

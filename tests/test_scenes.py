@@ -11,18 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gsworkbench.scenes import (
-    Scene,
-    builtin_scene,
-    camera_extent,
-    detect_layout,
-    generate_scene,
-    load_blender,
-    load_colmap,
-    load_scene,
-)
-from gsworkbench.scenes import generate as generate_mod
+from gsworkbench.scenes import Scene, camera_extent, detect_layout, load_blender, load_colmap, load_scene
 from gsworkbench.scenes.views import MissingImagesWarning
+from gsworkbench.synthetic import builtin_scene, generate_scene
+from gsworkbench.synthetic import generate as generate_mod
 
 TINY = dict(width=64, height=48, n_train=5, n_test=2, spp=4, n_points=300)
 
@@ -333,8 +325,8 @@ def test_cache_env_and_interrupted_generation(tmp_path: Path, monkeypatch: pytes
 
 
 def test_samples_per_pixel_fill_a_jitter_grid(object_dir: Path) -> None:
-    from gsworkbench.scenes.generate import read_manifest
-    from gsworkbench.scenes.mitsuba_render import stratified_spp
+    from gsworkbench.synthetic.generate import read_manifest
+    from gsworkbench.synthetic.mitsuba_render import stratified_spp
 
     assert [stratified_spp(n) for n in (1, 2, 4, 5, 16, 17, 64)] == [1, 4, 4, 9, 16, 25, 64]
     assert read_manifest(object_dir)["samples_per_pixel"] == 4

@@ -7,6 +7,7 @@ from conftest import requires_ext
 
 @requires_ext
 def test_render_suite_quick_runs() -> None:
+    import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
     from gsworkbench.bench import run_suite
 
     df = run_suite("render", quick=True, min_run_time=0.01, progress=False)
@@ -31,6 +32,7 @@ def test_full_grid_skips_only_the_large_end() -> None:
     """The full grid: unique names; ext forward runs everywhere, up to the largest configuration; each
     skip says why; the torch reference is sub-sampled from the large end only (where a torch case
     runs, every smaller one of its kind runs too), so every torch timing has ext beside it."""
+    import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
     from gsworkbench.bench import get_suite
 
     full = get_suite("render").cases(False)
@@ -57,6 +59,7 @@ def test_full_grid_skips_only_the_large_end() -> None:
 def test_full_grid_has_the_real_size_scenes() -> None:
     """The real-size scenes run (unskipped) in the full grid: ext forward of each kind at 800x800 and
     1920x1080, surface at 300k and 1M Gaussians, dense at 100k (issue 21's render target) and 300k."""
+    import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
     from gsworkbench.bench import get_suite
 
     full = [c for c in get_suite("render").cases(False) if c.params["scene"] != "synthetic"]
@@ -77,9 +80,9 @@ def test_stage_cases_list_tiles_as_rasterize_does() -> None:
     whole lists'."""
     import torch
 
-    from gsworkbench.bench.suites.render import _stage_call
+    from gsworkbench.core.cameras import intrinsics_from_fov, look_at
     from gsworkbench.splat import _torch_impl, ops, rasterize
-    from gsworkbench.splat.cameras import intrinsics_from_fov, look_at
+    from gsworkbench.studies.suites.render import _stage_call
 
     g = torch.Generator().manual_seed(3)
     n, width, height = 600, 128, 128

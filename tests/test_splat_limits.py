@@ -9,9 +9,9 @@ import pytest
 import torch
 from conftest import backend_params, ext_built, requires_ext
 
-from gsworkbench.memory import MemoryBudgetError, available_bytes, check_fits
+from gsworkbench.core.limits import MemoryBudgetError, available_bytes, check_fits
 from gsworkbench.splat import _torch_impl, rasterize
-from gsworkbench.splat.memory import rasterize_bytes
+from gsworkbench.splat.memory_estimate import rasterize_bytes
 
 BACKENDS = backend_params(["torch", "ext"])
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from splat_scenes import random_scene, rel_err
 
-from gsworkbench import gaussians
+from gsworkbench.core import gaussians
 from gsworkbench.splat import _torch_impl
 
 

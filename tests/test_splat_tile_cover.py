@@ -154,10 +154,10 @@ def test_opcheck_and_input_checks(device: str) -> None:
 
 @requires_ext
 def test_the_cover_table_compares_the_lists_in_one_run() -> None:
-    """python -m gsworkbench.bench.tile_cover_table, on toy splats: a row per kind and list, the cover's
+    """python -m gsworkbench.studies.tile_cover_table, on toy splats: a row per kind and list, the cover's
     list shorter than the box's and the saturated one no longer, the intersections read no more than
     listed, images equal to the bit, times positive, the run recorded."""
-    from gsworkbench.bench.tile_cover_table import cover_table
+    from gsworkbench.studies.tile_cover_table import cover_table
 
     s = random_scene(300, cameras=1, width=64, height=64, sh_degree=None, dtype=torch.float32, seed=4)
     splats = {"toy": dict(means=s["means"].float(), quats=s["quats"].float(), scales=s["scales"].float(),

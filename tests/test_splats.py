@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gsworkbench import gaussians
-from gsworkbench.splats import SplatSet, synthetic_splats
+from gsworkbench.core import gaussians
+from gsworkbench.core.splats import SplatSet, synthetic_splats
 
 
 @pytest.mark.parametrize("degree", [0, 1, 2, 3])

@@ -6,8 +6,8 @@ import nbformat
 import pandas as pd
 import pytest
 
-from gsworkbench.bench.cli_commands import parse_sweep_values
-from gsworkbench.experiments.sweep import parameter_grid, run_key, run_sweep
+from gsworkbench.cli.bench_commands import parse_sweep_values
+from gsworkbench.jupyter.sweep import parameter_grid, run_key, run_sweep
 
 TINY_NOTEBOOK_CELLS = [
     ("code", 'a = 1\nb = "x"\nresults_dir = ""', ["parameters"]),
@@ -34,7 +34,7 @@ def tiny_notebook(tmp_path):
 def test_notebook_sweep_gathers_rows_records_errors_and_resumes(tiny_notebook, tmp_path, monkeypatch):
     from distributed import LocalCluster
 
-    from gsworkbench.experiments.sweep import notebook_task
+    from gsworkbench.jupyter.sweep import notebook_task
 
     axes = {"a": [1, 2], "b": ["x", "y"]}
     out = tmp_path / "sweep"
@@ -77,7 +77,7 @@ def test_grid_and_values():
 
 
 def test_suite_task_times_the_matching_cases(tmp_path):
-    from gsworkbench.experiments.sweep import suite_task
+    from gsworkbench.jupyter.sweep import suite_task
 
     task = suite_task("field", quick=True, min_run_time=0.01, mode="forward", covariance="diag")
     df = task({"backend": "torch", "N": 100}, tmp_path)

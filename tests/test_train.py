@@ -13,7 +13,7 @@ from gsworkbench.train.trainer import CHECKPOINT_FORMAT
 
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory):
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
 
     cache = tmp_path_factory.mktemp("scenes")
     return builtin_scene("object", width=48, height=48, n_train=24, n_test=4, cache_dir=cache)
@@ -132,7 +132,7 @@ def test_trainer_rejects_bad_setups(scene):
 
 def test_a_watcher_sees_the_run_every_n_steps(tmp_path):
     """train(watch=...) is how a live viewer follows a run: called between steps, every watch_every."""
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import preset_scene
 
     scene = builtin_scene(**{**preset_scene("smoke"), "cache_dir": tmp_path / "cache"})

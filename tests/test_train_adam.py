@@ -179,7 +179,7 @@ def test_visible_rows_and_errors():
 def test_row_operations_keep_the_visible_adams_moments_row_for_row():
     """Densification's row operations (keep, append, assign) work on the visible Adam's state as on
     dense Adam's: one moment row per Gaussian, new rows at zero, and the next masked step runs."""
-    from gsworkbench.splats import synthetic_splats
+    from gsworkbench.core.splats import synthetic_splats
     from gsworkbench.train.model import NAMES, SplatModel
 
     lrs = dict.fromkeys(NAMES, 1e-3)
@@ -210,9 +210,9 @@ def test_training_with_the_visible_adam_raises_psnr(tmp_path):
     """150 smoke steps from random points in a cube around the object (about a third of them in each
     view, so most steps leave rows alone): PSNR on the held-out views rises clearly (about +6 dB
     measured, as with dense Adam)."""
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import Trainer, preset
-    from gsworkbench.train.init import init_splats
+    from gsworkbench.train.init_splats import init_splats
 
     scene = builtin_scene("object", width=48, height=48, n_train=24, n_test=4, cache_dir=tmp_path)
     gen = torch.Generator().manual_seed(0)

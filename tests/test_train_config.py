@@ -152,7 +152,7 @@ def test_the_smoke_presets_keep_their_schedules():
 
 
 def test_the_cli_parameters_reach_the_strategy():
-    from gsworkbench.cli import profile_params
+    from gsworkbench.cli.main import profile_params
     from gsworkbench.profiling.workloads import train_workload
 
     overrides = profile_params([["strategy", "mcmc"], ["refine_every", "7"], ["cap_max", "300"]])
@@ -163,7 +163,7 @@ def test_the_cli_parameters_reach_the_strategy():
 
 
 def test_checkpoints_and_metrics_record_the_nested_form_and_old_checkpoints_resume(tmp_path):
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import train
 
     scene = builtin_scene(**{**preset_scene("smoke"), "n_train": 4, "n_test": 1}, cache_dir=tmp_path)

@@ -17,7 +17,7 @@ BACKEND = "ext" if ext_built() else "torch"
 
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory):
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
 
     return builtin_scene("object", width=32, height=32, n_train=8, n_test=2, cache_dir=tmp_path_factory.mktemp("s"))
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 from conftest import ext_built
 
-from gsworkbench.scenes import builtin_scene, generate_scene
+from gsworkbench.synthetic import builtin_scene, generate_scene
 from gsworkbench.train import Trainer, preset, preset_scene, train
 from gsworkbench.train.background import over_background
 from gsworkbench.train.fingerprint import scene_fingerprint
-from gsworkbench.train.init_region import TrainViews, pick_rule, random_points
+from gsworkbench.train.init_points import TrainViews, pick_rule, random_points
 
 SIZE = dict(width=48, height=48, n_train=24, n_test=4, spp=16)
 MARGIN = 0.1  # world units: two pixels of a 48-px view at the cameras' distance, plus mask dilation
@@ -222,7 +222,8 @@ def test_a_loaded_folder_is_fingerprinted_by_its_files(tmp_path):
     changing one image's bytes changes it."""
     import shutil
 
-    from gsworkbench.scenes import builtin_scene, load_scene
+    from gsworkbench.scenes import load_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train.fingerprint import scene_fingerprint
 
     built = builtin_scene("object", width=32, height=32, n_train=4, n_test=2, cache_dir=tmp_path / "c")

@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import ext_built
 
-from gsworkbench.interrupt import deferred_interrupt
+from gsworkbench.core.interrupt import deferred_interrupt
 from gsworkbench.io import read_ply
 from gsworkbench.train import Trainer, load_checkpoint, preset, train
 
@@ -28,7 +28,7 @@ BACKEND = "ext" if ext_built() else "torch"
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> Path:
     """A scene cache holding SCENE, so the subprocesses load it instead of rendering it."""
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import preset_scene
 
     path = tmp_path_factory.mktemp("scene-cache")
@@ -93,7 +93,7 @@ def test_a_signal_into_train_keeps_history_checkpoint_and_splats(tmp_path, cache
     assert state["step"] == step and len(state["history"]) == step  # saved at the interrupt, not the last period
     assert len(read_ply(run / "splats.ply")) == len(state["params"]["means"])
     # resume from the folder goes on from that step
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
 
     scene = builtin_scene(**SCENE, cache_dir=cache)
     result = train(scene, preset("smoke", iterations=step + 3, backend=BACKEND), resume=run, results_dir=run)
@@ -108,7 +108,7 @@ def test_a_signal_into_the_cli_is_one_line_and_keeps_the_training(tmp_path, cach
     """Ctrl-C: exit 130; SIGTERM (it ended `gsworkbench run` at once, exit 143, no message and no
     training files) the same way, exit 143."""
     run = tmp_path / "nb"
-    cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(REPO / "notebooks" / "02_training.py"),
+    cmd = [sys.executable, "-m", "gsworkbench.cli.main", "run", str(REPO / "notebooks" / "02_training.py"),
            *NOTEBOOK_ARGS, "-p", "backend", BACKEND, "--out", str(run)]  # fmt: skip
     proc = subprocess.Popen(cmd, env=_env(cache), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _wait_for(run / "checkpoint.pt", proc)
@@ -133,7 +133,7 @@ def test_a_signal_into_the_cli_is_one_line_and_keeps_the_training(tmp_path, cach
     # the notebook goes on from that folder
     step = load_checkpoint(run / "checkpoint.pt")["step"]
     again = tmp_path / "again"
-    cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(REPO / "notebooks" / "02_training.py"),
+    cmd = [sys.executable, "-m", "gsworkbench.cli.main", "run", str(REPO / "notebooks" / "02_training.py"),
            "-p", "preset", "smoke", "-p", "iterations", str(step + 2), "-p", "backend", BACKEND,
            "-p", "resume", str(run), "--out", str(again)]  # fmt: skip
     done = subprocess.run(cmd, env=_env(cache), text=True, capture_output=True, timeout=600)
@@ -142,7 +142,7 @@ def test_a_signal_into_the_cli_is_one_line_and_keeps_the_training(tmp_path, cach
 
 
 def test_the_resume_hint_can_name_a_notebook_parameter(tmp_path, cache, monkeypatch):
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import TrainingInterrupted
 
     scene = builtin_scene(**SCENE, cache_dir=cache)
@@ -161,7 +161,7 @@ def test_the_resume_hint_can_name_a_notebook_parameter(tmp_path, cache, monkeypa
 
 
 def test_periodic_checkpoints_and_stale_temporaries(tmp_path, cache, monkeypatch):
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import run as run_module
 
     scene = builtin_scene(**SCENE, cache_dir=cache)
@@ -182,7 +182,7 @@ def test_periodic_checkpoints_and_stale_temporaries(tmp_path, cache, monkeypatch
 def test_interrupt_outside_a_step_boundary_saves_without_a_checkpoint(tmp_path, cache, monkeypatch):
     """A KeyboardInterrupt that lands mid-step (a second Ctrl-C, or a thread without signals) keeps the
     history, but no checkpoint of half-updated parameters."""
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import TrainingInterrupted
 
     scene = builtin_scene(**SCENE, cache_dir=cache)
@@ -216,7 +216,7 @@ def test_deferred_interrupt_defers_the_first_sigint_and_not_the_second():
 
 def test_checkpoints_every_so_many_minutes(tmp_path, cache, monkeypatch):
     """checkpoint_minutes on a fake clock that each step advances by 20 s: a checkpoint every 3 steps."""
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
 
     scene = builtin_scene(**SCENE, cache_dir=cache)
     now = [0.0]
@@ -241,12 +241,12 @@ def test_checkpoints_every_so_many_minutes(tmp_path, cache, monkeypatch):
 def test_resume_on_other_data_is_refused_on_the_terminal(tmp_path, cache):
     """A checkpoint of one scene resumed on another exited 0 (the "trained on other data" warning only
     inside the executed notebook), or, with another view count, failed with an IndexError."""
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
 
     nb = REPO / "notebooks" / "02_training.py"
     first = tmp_path / "first"
-    cmd = [sys.executable, "-m", "gsworkbench.cli", "run", str(nb), "-p", "preset", "smoke", "-p", "iterations", "3",
-           "-p", "backend", BACKEND, "--out", str(first)]  # fmt: skip
+    cmd = [sys.executable, "-m", "gsworkbench.cli.main", "run", str(nb), "-p", "preset", "smoke", "-p", "iterations",
+           "3", "-p", "backend", BACKEND, "--out", str(first)]  # fmt: skip
     done = subprocess.run(cmd, env=_env(cache), text=True, capture_output=True, timeout=600)
     assert done.returncode == 0, done.stderr
     other = builtin_scene(**SCENE, cache_dir=cache).source["folder"]  # other images, fewer views

@@ -32,17 +32,17 @@ def _reference(img: torch.Tensor, ref: torch.Tensor, g: torch.Tensor) -> tuple[t
     threads=st.sampled_from([1, 2]),  # one thread: every band after the first reuses its predecessor's rows
 )
 def test_terms_and_gradient_match_the_torch_reference(h, w, c, dtype, seed, threads):
-    from gsworkbench.train import ops
+    from gsworkbench.train import fused_losses
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        _check_terms(h, w, c, dtype, seed, ops)
+        _check_terms(h, w, c, dtype, seed, fused_losses)
     finally:
         torch.set_num_threads(before)
 
 
-def _check_terms(h: int, w: int, c: int, dtype: torch.dtype, seed: int, ops) -> None:  # noqa: ANN001
+def _check_terms(h: int, w: int, c: int, dtype: torch.dtype, seed: int, fused_losses) -> None:  # noqa: ANN001
 
     gen = torch.Generator().manual_seed(seed)
     img, ref = torch.rand(2, h, w, c, generator=gen, dtype=torch.float64).unbind(0)
@@ -50,7 +50,7 @@ def _check_terms(h: int, w: int, c: int, dtype: torch.dtype, seed: int, ops) -> 
     g = torch.randn(3, generator=gen, dtype=torch.float64)
     want, want_grad = _reference(img, ref, g)
     x = img.to(dtype).requires_grad_()
-    got = ops.photometric_terms(x, ref.to(dtype))
+    got = fused_losses.photometric_terms(x, ref.to(dtype))
     (got * g.to(dtype)).sum().backward()
     tol = 1e-5 if dtype == torch.float32 else 1e-12
     assert rel_err(got.double(), want) < tol
@@ -59,12 +59,12 @@ def _check_terms(h: int, w: int, c: int, dtype: torch.dtype, seed: int, ops) -> 
 
 @requires_ext
 def test_gradcheck_opcheck_and_the_no_grad_call(seed):
-    from gsworkbench.train import ops
+    from gsworkbench.train import fused_losses
 
     gen = torch.Generator().manual_seed(seed)
     img, ref = torch.rand(2, 13, 12, 2, generator=gen, dtype=torch.float64).unbind(0)
     x = img.clone().requires_grad_()
-    assert torch.autograd.gradcheck(lambda a: ops.photometric_terms(a, ref), (x,), eps=1e-6, atol=1e-8)
+    assert torch.autograd.gradcheck(lambda a: fused_losses.photometric_terms(a, ref), (x,), eps=1e-6, atol=1e-8)
     for with_grad in (True, False):
         torch.library.opcheck(torch.ops.gsworkbench.photometric_terms, (x, ref, with_grad))
     with torch.no_grad():  # no gradient asked: the SSIM gradient is not computed, the terms are the same

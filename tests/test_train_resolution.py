@@ -12,15 +12,15 @@ import torch
 import torch.nn.functional as F
 from conftest import ext_built, requires_ext
 
-from gsworkbench import gaussians
-from gsworkbench.splats import SplatSet
+from gsworkbench.core import gaussians
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.train import TrainConfig, Trainer, preset, preset_scene
 from gsworkbench.train.resolution import downsample, factor_at, parse_schedule, reduced_size, scale_intrinsics
 
 
 @pytest.fixture(scope="module")
 def scene():
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
 
     return builtin_scene(**preset_scene("smoke"))  # 64x64, 24 + 4 views, RGBA (alphas), cached
 
@@ -62,7 +62,7 @@ def test_config_normalises_text_and_lists():
 
 
 def test_command_line_text_reaches_the_config():
-    from gsworkbench import cli
+    from gsworkbench.cli import main as cli
 
     params = cli.profile_params([["resolution_schedule", "1000:4"], ["iterations", "20"]])
     assert params == {"resolution_schedule": "1000:4", "iterations": 20}  # not YAML's base-60 60004
@@ -190,7 +190,7 @@ class _Clock:
 
 
 def test_converge_run_counts_training_time_only(scene):
-    from gsworkbench.experiments.converge import ConvergeRun
+    from gsworkbench.studies.converge import ConvergeRun
 
     clock = _Clock()
     trainer = Trainer(scene, preset("smoke", iterations=40, backend=_backend()))
@@ -248,7 +248,7 @@ class _ScriptedTrainer:
 def _scripted_run(scene, targets, probe_bonus: float, **kwargs):
     """A run whose views' PSNR is steps / 2, plus ``probe_bonus`` on the probe's views and minus it on
     the others (so the whole set's mean is steps / 2)."""
-    from gsworkbench.experiments.converge import ConvergeRun
+    from gsworkbench.studies.converge import ConvergeRun
 
     clock = _Clock()
     trainer = _ScriptedTrainer(scene, clock)
@@ -266,7 +266,7 @@ def _scripted_run(scene, targets, probe_bonus: float, **kwargs):
 def test_converge_run_reaches_each_target_on_full_evaluations_only(scene):
     """Between full evaluations only the probe is rendered; a probe above a target is not a crossing;
     the whole set is evaluated when the probe (corrected by the last full offset) nears the next target."""
-    from gsworkbench.experiments.converge import spread_views
+    from gsworkbench.studies.converge import spread_views
 
     run, evaluated = _scripted_run(scene, (15.0, 10.0), 1.0, eval_every=2, max_steps=40, probe_views=2,
                                    full_every=100, margin_db=0.5)  # fmt: skip
@@ -305,8 +305,8 @@ def test_converge_curves_plot():
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from gsworkbench.experiments.converge import plot_converge_curves
-    from gsworkbench.figures import FOOTER_LABEL
+    from gsworkbench.core.figures import FOOTER_LABEL
+    from gsworkbench.studies.converge import plot_converge_curves
 
     rows = [dict(width=800, height=800, preset=p, schedule=s, init_scale=k, minutes_to_25db=1.0, minutes_to_35db=9.0,
                  curve=json.dumps([[100, 60.0, 20.0, 10], [200, 120.0, 24.0, 3], [300, 180.0, 26.0, 10]]))
@@ -328,9 +328,10 @@ def test_converge_curves_plot():
 
 
 def test_converge_full_grid_has_the_targets_and_the_preset_case():
+    import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
     from gsworkbench.bench.registry import get_suite
     from gsworkbench.bench.runner import _comparison_groups
-    from gsworkbench.bench.suites.converge import BRICKS_VARIANTS
+    from gsworkbench.studies.suites.converge import BRICKS_VARIANTS
 
     cases = get_suite("converge").cases(False)
     by_size = {}
@@ -359,6 +360,7 @@ def test_converge_full_grid_has_the_targets_and_the_preset_case():
 
 @requires_ext  # the suite trains with the ext backend
 def test_converge_suite_quick_runs():
+    import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
     from gsworkbench.bench import run_suite
 
     df = run_suite("converge", quick=True, threads=1, progress=False)

@@ -10,8 +10,8 @@ import torch
 from conftest import backend_params, ext_built, requires_ext
 from conftest import rel_err as rel
 
-from gsworkbench import gaussians
-from gsworkbench.splats import SplatSet, synthetic_splats
+from gsworkbench.core import gaussians
+from gsworkbench.core.splats import SplatSet, synthetic_splats
 from gsworkbench.transforms import Frames, _numba_impl, compose, inverse, make_frames, transform
 from gsworkbench.transforms.frames import nearest_rotation
 
@@ -311,6 +311,7 @@ def test_synthetic_splats_transform_and_empty() -> None:
 
 
 def test_bench_suite_quick() -> None:
+    import gsworkbench.studies.suites  # noqa: F401  (registers the built-in suites)
     from gsworkbench.bench import get_suite, run_cases
 
     suite = get_suite("transforms")

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from gsworkbench.bench.photo_set import arc_cameras, render
 from gsworkbench.scenes import Scene
-from gsworkbench.scenes.triangulate import triangulate_views
+from gsworkbench.sfm.triangulate import triangulate_views
+from gsworkbench.studies.photo_set import arc_cameras, render
 from gsworkbench.train import Trainer, preset
-from gsworkbench.train.init_region import initial_points
+from gsworkbench.train.init_points import initial_points
 
 
 @pytest.fixture(scope="module")

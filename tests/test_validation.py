@@ -6,7 +6,13 @@ import pytest
 import torch
 from conftest import requires_ext
 
-from gsworkbench.validation import check_choice, check_finite, check_same_device_dtype, check_same_size, check_tensor
+from gsworkbench.core.validation import (
+    check_choice,
+    check_finite,
+    check_same_device_dtype,
+    check_same_size,
+    check_tensor,
+)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
@@ -53,7 +59,7 @@ def _stats_inputs(gen: torch.Generator) -> list[torch.Tensor]:
 
 @requires_ext
 def test_value_stats_extension_matches_torch_reference(seed):
-    from gsworkbench.validation import value_stats, value_stats_torch
+    from gsworkbench.core.validation import value_stats, value_stats_torch
 
     ts = _stats_inputs(torch.Generator().manual_seed(seed))
     fast = value_stats(ts)
@@ -66,7 +72,7 @@ def test_value_stats_extension_matches_torch_reference(seed):
 
 
 def test_value_stats_torch_reference_values():
-    from gsworkbench.validation import value_stats_torch
+    from gsworkbench.core.validation import value_stats_torch
 
     rows = value_stats_torch([torch.tensor([1.0, -2.0, 5.0]), torch.tensor([0.0, float("nan")])])
     assert rows[0] == [0.0, -2.0, 5.0] and rows[1][0] == 1.0

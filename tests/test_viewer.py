@@ -14,9 +14,9 @@ import pytest
 import torch
 from ipywidgets.widgets.widget import _remove_buffers
 
+from gsworkbench.core.splats import synthetic_splats
 from gsworkbench.io import write_ply
 from gsworkbench.splat import intrinsics_from_fov, look_at
-from gsworkbench.splats import synthetic_splats
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.run import TrainResult
 from gsworkbench.viewer import SplatViewer, bundle_built, viewer_html
@@ -107,7 +107,7 @@ def test_standalone_page_embeds_everything() -> None:
 
 @pytest.mark.skipif(not BUNDLE.is_file(), reason="viewer bundle not built (make setup needs Node.js)")
 def test_export_command_writes_a_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from gsworkbench.cli import main
+    from gsworkbench.cli.main import main
 
     ply = write_ply(tmp_path / "splats.ply", synthetic_splats(30, 2))
     assert main(["export", str(ply), "--to", ".html", "--width", "400", "--height", "300"]) == 0
@@ -118,7 +118,7 @@ def test_export_command_writes_a_page(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_the_live_viewer_shows_itself_once_then_follows_the_run(tmp_path) -> None:
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import preset, preset_scene, train
     from gsworkbench.viewer import LiveViewer
 

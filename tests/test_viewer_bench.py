@@ -13,9 +13,9 @@ import torch
 
 from gsworkbench.bench.registry import get_suite
 from gsworkbench.bench.runner import run_cases
-from gsworkbench.bench.suites import viewer as suite
+from gsworkbench.core.splats import synthetic_splats
 from gsworkbench.splat import look_at
-from gsworkbench.splats import synthetic_splats
+from gsworkbench.studies.suites import viewer as suite
 from gsworkbench.viewer.data import bundle_built
 from gsworkbench.viewer.measure import alternating_slices, page_frame_intervals
 
@@ -159,7 +159,7 @@ def _tiny_scene() -> SimpleNamespace:
 
 @pytest.mark.skipif(not bundle_built(), reason="viewer bundle not built (make setup needs Node.js)")
 def test_the_fps_case_reports_the_browsers_frames(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gsworkbench.bench.scene_splats as scene_splats
+    import gsworkbench.studies.scene_splats as scene_splats
 
     monkeypatch.setattr(suite, "stand_in_splats", lambda num, deg, quick: synthetic_splats(num, deg, seed=0))
     monkeypatch.setattr(scene_splats, "object_scene", lambda w, h: _tiny_scene())

@@ -28,9 +28,9 @@ import torch
 from conftest import ext_built
 from PIL import Image
 
-from gsworkbench import gaussians
+from gsworkbench.core import gaussians
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.splat import look_at, rasterize
-from gsworkbench.splats import SplatSet
 from gsworkbench.viewer import save_viewer_html
 from gsworkbench.viewer.data import BUNDLE
 from gsworkbench.viewer.headless import HeadlessChromium, find_chromium
@@ -146,7 +146,7 @@ def test_each_splat_lands_on_its_projected_centre(tmp_path: Path, encoding: str)
 def test_trained_scene_matches_rasterize(tmp_path: Path, encoding: str) -> None:
     """A scene trained briefly (the smoke preset: the object, 64 px), at a test view, over its white
     background: the page's image against ``rasterize``'s, PSNR >= 25 dB."""
-    from gsworkbench.scenes import builtin_scene
+    from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import preset, preset_scene, train
 
     scene = builtin_scene(**preset_scene("smoke"))

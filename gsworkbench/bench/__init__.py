@@ -1,7 +1,7 @@
 """The benchmark core: a registry of suites, a runner over ``torch.utils.benchmark`` and a store.
 
-A suite is a module in :mod:`gsworkbench.bench.suites` that registers itself with
-:func:`~gsworkbench.bench.registry.register_suite`. ``gsworkbench bench NAME`` runs it.
+A suite registers itself with :func:`~gsworkbench.bench.registry.register_suite`; the built-in suites
+are :mod:`gsworkbench.studies.suites`.
 """
 
 from gsworkbench.bench.registry import Case, Prepared, Suite, get_suite, list_suites, register_suite

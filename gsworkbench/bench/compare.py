@@ -1,6 +1,6 @@
 """Baseline against candidate, case by case, with a significance test on the raw samples.
 
-The test is the workbench's one rule (:mod:`gsworkbench.stats`, named in every table): a two-sided
+The test is the workbench's one rule (:mod:`gsworkbench.bench.significance`, named in every table): a two-sided
 Mann–Whitney U test on the per-round samples of the two runs at ``p < alpha`` (0.002), a change
 counting only beyond the threshold (5%), with a 95% bootstrap interval of the ratio of medians.
 
@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench import stats
+from gsworkbench.bench import significance
+from gsworkbench.bench.significance import ALPHA, THRESHOLD, bootstrap_ratio_ci, min_p_value, rule_text
 from gsworkbench.bench.store import SAMPLES, BenchRun, load_bench_run
-from gsworkbench.stats import ALPHA, THRESHOLD, bootstrap_ratio_ci, min_p_value, rule_text
+from gsworkbench.core.atomic import atomic_write_text, write_table
 
 __all__ = ["ALPHA", "THRESHOLD", "Comparison", "bootstrap_ratio_ci", "compare_bench_runs", "compare_runs",
            "compare_samples", "environment_warnings", "interleaved_pair", "min_p_value", "rule_text",
@@ -50,8 +51,8 @@ def compare_samples(
     paired: bool = False,
 ) -> dict[str, Any]:
     """One case: medians (s), ratio candidate/baseline with its CI, speedup, p-value and verdict, by
-    :func:`gsworkbench.stats.compare_samples`, or with ``paired`` (samples in round order, one a side
-    per round) by :func:`gsworkbench.stats.compare_paired`, whose ratio is the median per-round ratio;
+    :func:`gsworkbench.bench.significance.compare_samples`, or with ``paired`` (samples in round order, one a side
+    per round) by :func:`gsworkbench.bench.significance.compare_paired`, whose ratio is the median per-round ratio;
     without samples, the stored medians and "no samples"."""
     out: dict[str, Any] = {"ratio_ci_low": np.nan, "ratio_ci_high": np.nan, "p_value": np.nan}
     if not baseline or not candidate:
@@ -60,7 +61,7 @@ def compare_samples(
         ok = b is not None and c is not None and b > 0 and c > 0
         ratio = c / b if ok else np.nan
     else:
-        judge = stats.compare_paired if paired else stats.compare_samples
+        judge = significance.compare_paired if paired else significance.compare_samples
         judged = judge(baseline, candidate, alpha=alpha, threshold=threshold)
         b, c = judged["before_median"], judged["after_median"]
         out.update({k: judged[k] for k in ("ratio_ci_low", "ratio_ci_high", "p_value", "verdict")})
@@ -142,8 +143,6 @@ class Comparison:
 
     def write(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
         """Writes ``compare.csv`` (full precision) and ``compare.md`` atomically into ``out_dir``."""
-        from gsworkbench.io.atomic import atomic_write_text, write_table
-
         out = Path(out_dir)
         return {
             "csv": write_table(out / "compare.csv", self.table),

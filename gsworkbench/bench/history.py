@@ -18,6 +18,7 @@ import pandas as pd
 
 from gsworkbench.bench.compare import ALPHA, THRESHOLD, compare_samples
 from gsworkbench.bench.store import SAMPLES, BenchRun, find_bench_runs
+from gsworkbench.core.figures import add_footer
 
 
 def _quartiles(row: pd.Series) -> tuple[float, float, float]:
@@ -113,7 +114,5 @@ def plot_history(history: pd.DataFrame, max_cases: int = 12, footer: str | None 
         ax.set_visible(False)
     fig.tight_layout()
     if footer:
-        from gsworkbench.figures import add_footer
-
         add_footer(fig, text=footer)  # the one footer (save_figure does not add a second)
     return fig

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,16 +85,9 @@ def register_suite(
     return deco
 
 
-def _discover() -> None:
-    from gsworkbench.bench import suites
-
-    for mod in pkgutil.iter_modules(suites.__path__):
-        importlib.import_module(f"{suites.__name__}.{mod.name}")
-
-
 def list_suites() -> dict[str, Suite]:
-    """All registered suites, by name."""
-    _discover()
+    """The registered suites, by name (the built-in ones register when :mod:`gsworkbench.studies.suites`
+    is imported)."""
     return dict(sorted(_SUITES.items()))
 
 

@@ -1,14 +1,15 @@
 """Two git revisions, each in its own worktree, timed case by case in interleaved rounds.
 
-``compare_revisions("HEAD~3", "HEAD", suite="field")`` checks both revisions out with ``git worktree
-add --detach`` under ``build/revisions/<sha>/`` (kept, so a revision is built once), builds each one's
-extension (``setup.py build_ext --inplace``, ``MAX_JOBS`` default 1) unless ``build=False``, and starts
-one worker process per revision (``_revision_worker.py``, importing that revision's package). For every
-case, both workers set it up, then rounds alternate between them in ABBA order (A B, B A, ...), so
-a drift in the machine's speed hits both alike. The samples are written as two ordinary benchmark runs
-(``results/<run-id>/``, the revision's commit in ``git_commit``), which :func:`compare_runs` reads,
-each with the roofline columns of the cases that count their work (the case's extras, from its worker)
-against the machine's ceilings, measured once by the driver at the run's thread count.
+``compare_revisions("HEAD~3", "HEAD", "field", suites_module="gsworkbench.studies.suites")`` checks both
+revisions out with ``git worktree add --detach`` under ``build/revisions/<sha>/`` (kept, so a revision
+is built once), builds each one's extension (``setup.py build_ext --inplace``, ``MAX_JOBS`` default 1)
+unless ``build=False``, and starts one worker process per revision (``_revision_worker.py``, importing
+that revision's package). For every case, both workers set it up, then rounds alternate between them in
+ABBA order (A B, B A, ...), so a drift in the machine's speed hits both alike. The samples are written
+as two ordinary benchmark runs (``results/<run-id>/``, the revision's commit in ``git_commit``), which
+:func:`compare_runs` reads, each with the roofline columns of the cases that count their work (the
+case's extras, from its worker) against the machine's ceilings, measured once by the driver at the run's
+thread count.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ import pandas as pd
 from gsworkbench.bench.ceilings import MachineCeilings, ceilings_metadata
 from gsworkbench.bench.roofline import add_roofline_columns
 from gsworkbench.bench.runner import ROUNDS, time_blocks
-from gsworkbench.io.atomic import write_json, write_table
-from gsworkbench.project import PACKAGE_CHECKOUT
-from gsworkbench.provenance import environment
-from gsworkbench.runs import new_run_dir
+from gsworkbench.core.atomic import write_json, write_table
+from gsworkbench.core.project import PACKAGE_CHECKOUT
+from gsworkbench.core.provenance import environment
+from gsworkbench.core.runs import new_run_dir
 
 WORKER = Path(__file__).with_name("_revision_worker.py")
 
@@ -78,12 +79,12 @@ def prepare_revision(
 class _Worker:
     """One revision's worker process; ``ask`` sends a request and returns the reply."""
 
-    def __init__(self, label: str, tree: Path, suite: str, quick: bool, threads: int) -> None:
+    def __init__(self, label: str, tree: Path, suite: str, suites_module: str, quick: bool, threads: int) -> None:
         self.label = label
         self.tree = tree
         self.extension: str | None = None  # where the worker's gsworkbench._C came from
         env = {**os.environ, "PYTHONPATH": str(tree), "OMP_WAIT_POLICY": "PASSIVE", "GSW_BENCH_THREADS": str(threads)}
-        args = [sys.executable, "-c", WORKER.read_text(), suite, "1" if quick else "0", str(threads)]
+        args = [sys.executable, "-c", WORKER.read_text(), suite, "1" if quick else "0", str(threads), suites_module]
         self.proc = subprocess.Popen(args, cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def ask(self, **req: Any) -> dict[str, Any]:
@@ -170,6 +171,7 @@ def compare_revisions(
     candidate: str,
     suite: str,
     *,
+    suites_module: str,
     quick: bool = False,
     threads: int = 1,
     min_run_time: float = 0.5,
@@ -181,11 +183,13 @@ def compare_revisions(
     cases: str | None = None,
 ) -> tuple[Path, Path]:
     """Times ``suite`` (its cases matching the regular expression ``cases``, or all) at both revisions,
-    interleaved case by case; returns the two run folders."""
+    interleaved case by case; returns the two run folders. ``suites_module``: the dotted name of the module
+    whose import registers the suites in a revision (``"gsworkbench.studies.suites"``; a revision without
+    it finds its suites the way its own registry does)."""
     trees = [prepare_revision(rev, repo, cache, build) for rev in (baseline, candidate)]
     shas = [resolve_revision(rev, repo) for rev in (baseline, candidate)]
     labels = [f"baseline {baseline}", f"candidate {candidate}"]
-    workers = [_Worker(label, tree, suite, quick, threads) for label, tree in zip(labels, trees)]
+    workers = [_Worker(label, tree, suite, suites_module, quick, threads) for label, tree in zip(labels, trees)]
     try:
         tables = time_revisions(workers, min_run_time=min_run_time, progress=progress, cases=cases)
     finally:

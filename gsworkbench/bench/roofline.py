@@ -1,5 +1,5 @@
 """Roofline columns of a benchmark table and the roofline plot (the headline table is
-:mod:`gsworkbench.bench.roofline_table`).
+:mod:`gsworkbench.studies.roofline_table`).
 
 A case whose setup reports its work (``flops_per_call``, ``bytes_per_call``: the counts beside each
 kernel, e.g. :func:`gsworkbench.field.ops.field_work`, :func:`gsworkbench.splat.ops.render_stage_work`,
@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from gsworkbench.bench.ceilings import MachineCeilings
+from gsworkbench.core.figures import add_footer
 
 WORK_COLUMNS = ("flops_per_call", "bytes_per_call")
 ROOFLINE_COLUMNS = ("gflops", "gbs", "intensity", "pct_of_peak")
@@ -84,7 +85,5 @@ def plot_roofline(
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
     if footer:
-        from gsworkbench.figures import add_footer
-
         add_footer(fig, text=footer)
     return fig

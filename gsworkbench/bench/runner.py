@@ -31,7 +31,9 @@ import pandas as pd
 import torch
 from torch.utils import benchmark
 
+from gsworkbench.bench.ceilings import run_ceilings
 from gsworkbench.bench.registry import Case, get_suite, prepared
+from gsworkbench.bench.roofline import add_roofline_columns
 
 ROUNDS = 10
 COUNT_COLUMNS = ("threads", "runs", "calls_per_run")
@@ -92,7 +94,7 @@ def time_blocks(
     call after the warm-up (at least one call per block). There are ``rounds`` rounds, fewer (down to
     one) when the slowest single call exceeds ``min_run_time / rounds``; a call slower than
     ``min_run_time`` gets no further warm-up. ``samples_s`` lists every round's seconds per call (the
-    block's time over its calls), in round order: what :mod:`gsworkbench.stats` tests. ``alternate``:
+    block's time over its calls), in round order: what :mod:`gsworkbench.bench.significance` tests. ``alternate``:
     every other round runs the timers in reverse order (ABBA), so that a drift hits the first and the
     last alike.
     """
@@ -232,9 +234,6 @@ def run_suite(
     (:func:`gsworkbench.bench.roofline.add_roofline_columns`, against the run's ceilings:
     :func:`gsworkbench.bench.ceilings.run_ceilings`, measured once per process and thread count)."""
     import re
-
-    from gsworkbench.bench.ceilings import run_ceilings
-    from gsworkbench.bench.roofline import add_roofline_columns
 
     suite = get_suite(name)
     selected = suite.cases(quick)

@@ -16,9 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.bench.ceilings import MachineCeilings
-from gsworkbench.io.atomic import write_table
-from gsworkbench.runs import new_run_dir, write_metadata
+from gsworkbench.bench.ceilings import MachineCeilings, ceilings_metadata
+from gsworkbench.bench.runner import default_threads
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.project import results_root
+from gsworkbench.core.runs import new_run_dir, write_metadata
 
 SAMPLES = "samples_s"
 
@@ -32,8 +34,6 @@ def run_threads(table: pd.DataFrame, params: dict[str, Any]) -> int:
             return int(found.iloc[0])
     if params.get("threads"):
         return int(params["threads"])
-    from gsworkbench.bench.runner import default_threads
-
     return default_threads()
 
 
@@ -43,8 +43,6 @@ def save_run(
     """Writes ``results/<run-id>/<suite>.csv`` and ``metadata.json`` (with the machine's ``ceilings`` at
     the run's thread count, :func:`gsworkbench.bench.ceilings.ceilings_metadata`: the ones the run's
     roofline columns used, measured once per process); returns the run folder."""
-    from gsworkbench.bench.ceilings import ceilings_metadata
-
     ceilings = ceilings_metadata(run_threads(table, params))
     run_dir = new_run_dir(f"bench-{suite}", root)
     write_metadata(run_dir, params, suite=suite, ceilings=ceilings)
@@ -115,8 +113,6 @@ def load_bench_run(run_dir: str | os.PathLike[str]) -> BenchRun:
 
 def find_bench_runs(suite: str, root: str | os.PathLike[str] | None = None) -> list[BenchRun]:
     """Every readable run of ``suite`` under ``root`` (default ``results/``), oldest first."""
-    from gsworkbench.project import results_root
-
     base = Path(root) if root is not None else results_root()
     runs = []
     for meta in base.glob("*/metadata.json"):

@@ -8,6 +8,7 @@ Backends of :func:`evaluate` (all differentiable, all agreeing to float32 roundi
 - ``ext``: the fused C++/CUDA kernel with an analytic backward, O(B+N) memory.
 """
 
+from gsworkbench.core.limits import MemoryBudgetError
 from gsworkbench.field.api import BACKENDS, COVARIANCES, evaluate
 from gsworkbench.field.module import GaussianField
 from gsworkbench.field.targets import GaussianMixtureTarget, GridTarget, ShellTarget, TorusTarget, make_target
@@ -19,7 +20,6 @@ from gsworkbench.field.trainer import (
     save_checkpoint,
     train_field,
 )
-from gsworkbench.memory import MemoryBudgetError
 
 __all__ = [
     "BACKENDS",

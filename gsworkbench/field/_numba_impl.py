@@ -19,8 +19,8 @@ import math
 import numpy as np
 import torch
 
+from gsworkbench.core.numba_threads import match_torch_threads
 from gsworkbench.field._torch_impl import inverse_factors
-from gsworkbench.numba_threads import match_torch_threads
 
 try:
     import numba

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from gsworkbench.memory import MemoryBudgetError, memory_budget
+from gsworkbench.core.limits import MemoryBudgetError, memory_budget
 
 
 def evaluate_loop(points: torch.Tensor, means: torch.Tensor, L: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

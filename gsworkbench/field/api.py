@@ -5,9 +5,7 @@ from __future__ import annotations
 import torch
 
 from gsworkbench._ext import require_kernel
-from gsworkbench.field import _numba_impl, _torch_impl
-from gsworkbench.field.ops import field_forward
-from gsworkbench.validation import (
+from gsworkbench.core.validation import (
     check_choice,
     check_finite_all,
     check_same_device_dtype,
@@ -15,6 +13,8 @@ from gsworkbench.validation import (
     check_tensor,
     checking_values,
 )
+from gsworkbench.field import _numba_impl, _torch_impl
+from gsworkbench.field.ops import field_forward
 
 BACKENDS = ("loop", "vectorized", "torch", "numba", "ext")
 COVARIANCES = ("full", "diag")
@@ -26,7 +26,7 @@ def check_field_inputs(
     """ValueError naming the problem: shapes, dtypes, devices, non-finite values, bad factors.
 
     The value checks (finite, positive diagonal, lower-triangular) run in eager mode only
-    (:func:`gsworkbench.validation.checking_values`)."""
+    (:func:`gsworkbench.core.validation.checking_values`)."""
     check_choice("covariance", covariance, COVARIANCES)
     check_tensor("points", points, (None, 3), finite=False)
     check_tensor("means", means, (None, 3), finite=False)
@@ -34,7 +34,7 @@ def check_field_inputs(
     check_tensor("factors", factors, (None, 3, 3) if covariance == "full" else (None, 3), finite=False)
     check_same_size("N (number of Gaussians)", ("means", means, 0), ("factors", factors, 0), ("weights", weights, 0))
     check_same_device_dtype(points=points, means=means, factors=factors, weights=weights)
-    if not checking_values():  # eager only: see gsworkbench.validation
+    if not checking_values():  # eager only: see gsworkbench.core.validation
         return
     # one tensor_stats pass for the finite scans and the factors' ranges (diagonal > 0, zero upper triangle)
     tensors = dict(points=points, means=means, factors=factors, weights=weights)
@@ -94,3 +94,19 @@ def evaluate(
     if backend == "vectorized":
         return _torch_impl.evaluate_vectorized(points, means, L, weights, memory_budget)
     return _torch_impl.evaluate_torch(points, means, L, weights, memory_budget)
+
+
+def random_field_inputs(B: int, N: int, covariance: str, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """Inputs of :func:`evaluate` for benchmarks and profiles: ``B`` random points in [-1,1]^3 [B,3],
+    ``N`` Gaussians inside it with realistic widths (means [N,3], factors [N,3,3] lower-triangular, or
+    [N,3] standard deviations for ``covariance="diag"``), signed weights [N]; seeded, so repeatable."""
+    g = torch.Generator().manual_seed(seed)
+    points = torch.rand(B, 3, generator=g) * 2 - 1
+    means = torch.rand(N, 3, generator=g) * 2 - 1
+    sigma = 0.02 + 0.1 * torch.rand(N, 3, generator=g)
+    if covariance == "diag":
+        factors = sigma
+    else:
+        factors = torch.diag_embed(sigma) + torch.tril(0.02 * torch.randn(N, 3, 3, generator=g), -1)
+    weights = torch.randn(N, generator=g)
+    return points, means, factors, weights

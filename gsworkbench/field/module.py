@@ -7,9 +7,9 @@ import math
 import torch
 from torch import nn
 
-from gsworkbench import gaussians
+from gsworkbench.core import gaussians
+from gsworkbench.core.validation import check_choice, check_tensor
 from gsworkbench.field.api import BACKENDS, COVARIANCES, evaluate
-from gsworkbench.validation import check_choice, check_tensor
 
 
 class GaussianField(nn.Module):
@@ -18,7 +18,7 @@ class GaussianField(nn.Module):
     Parameters (``nn.Parameter``):
         means [N,3];
         ``covariance="full"``: ``raw_factors`` [N,6] (log of L's diagonal, then L10, L20, L21; see
-        :func:`gsworkbench.gaussians.cholesky_from_raw`); ``"diag"``: ``log_scales`` [N,3];
+        :func:`gsworkbench.core.gaussians.cholesky_from_raw`); ``"diag"``: ``log_scales`` [N,3];
         weights [N].
 
     ``forward(points [B,3]) -> values [B]`` calls :func:`gsworkbench.field.evaluate`.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gsworkbench.field.targets import slice_grid
+
 
 def field_slices(target: Any, model: Any, res: int = 96) -> Any:
     """Target, fit and their difference (target - fit) on the three axis-aligned slices through 0.
@@ -11,8 +13,6 @@ def field_slices(target: Any, model: Any, res: int = 96) -> Any:
     Rows: target, fit (shared colour scale), error (symmetric diverging scale); one colorbar per row.
     """
     import matplotlib.pyplot as plt
-
-    from gsworkbench.field.targets import slice_grid
 
     fig, axes = plt.subplots(3, 3, figsize=(10.5, 10), layout="constrained")
     axes_names = "xyz"

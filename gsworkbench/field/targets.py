@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from gsworkbench.core.validation import check_tensor
 from gsworkbench.field._torch_impl import evaluate_torch
-from gsworkbench.validation import check_tensor
 
 
 class Target:

@@ -13,10 +13,10 @@ from typing import Any
 import pandas as pd
 import torch
 
-from gsworkbench.compile import COMPILE_MODES, compile_step
+from gsworkbench.core.atomic import atomic_write_bytes
+from gsworkbench.core.compile import COMPILE_MODES, compile_step
 from gsworkbench.field.module import GaussianField
 from gsworkbench.field.targets import Target
-from gsworkbench.io.atomic import atomic_write_bytes
 
 
 @dataclass
@@ -33,7 +33,7 @@ class FieldTrainConfig:
     eval_points: int = 8192
     progress: bool = True
     # torch.compile the model + loss (backward and Adam stay eager): False, True (inductor) or a
-    # backend name ("aot_eager", "inductor"); see gsworkbench.compile.compile_step
+    # backend name ("aot_eager", "inductor"); see gsworkbench.core.compile.compile_step
     compile: bool | str = False
 
     def __post_init__(self) -> None:

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsworkbench import gaussians
-from gsworkbench.io.atomic import atomic_write_bytes
+from gsworkbench.core import gaussians
+from gsworkbench.core.atomic import atomic_write_bytes
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.io.input_file import check_input_file
-from gsworkbench.splats import SplatSet
 
 SPLAT_DTYPE = np.dtype([("position", "<f4", 3), ("scale", "<f4", 3), ("rgba", "u1", 4), ("rotation", "u1", 4)])
 

@@ -31,10 +31,10 @@ import numpy as np
 import torch
 from plyfile import PlyData, PlyElement
 
-from gsworkbench import gaussians
-from gsworkbench.io.atomic import atomic_writer
+from gsworkbench.core import gaussians
+from gsworkbench.core.atomic import atomic_writer
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.io.input_file import check_input_file
-from gsworkbench.splats import SplatSet
 
 _REQUIRED = ["x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1", "scale_2",
              "rot_0", "rot_1", "rot_2", "rot_3"]  # fmt: skip

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.io.dotsplat import read_splat
 from gsworkbench.io.ply import read_ply
 from gsworkbench.io.spz import read_spz
-from gsworkbench.splats import SplatSet
 
 READERS = {".ply": read_ply, ".spz": read_spz, ".splat": read_splat}
 RUN_SPLATS = "splats.ply"  # what a training run's folder holds (gsworkbench.train.output)

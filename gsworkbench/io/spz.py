@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsworkbench.io.atomic import atomic_write_bytes
+from gsworkbench.core.atomic import atomic_write_bytes
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.io.input_file import check_input_file
-from gsworkbench.splats import SplatSet
 
 # the workbench's axes to SPZ's RUB: a half turn about x (a proper rotation, so SH rotate exactly)
 TO_RUB = np.diag([1.0, -1.0, -1.0])

@@ -6,10 +6,10 @@
 >>> print(diff_summary(diff(before, after)))  # doctest: +SKIP
 
 Modules: :mod:`~gsworkbench.profiling.workloads` (what runs), :mod:`~gsworkbench.profiling.stages`
-(stage breakdown), :mod:`~gsworkbench.profiling.ops` (torch.profiler op table and trace),
+(stage breakdown), :mod:`~gsworkbench.profiling.op_table` (torch.profiler op table and trace),
 :mod:`~gsworkbench.profiling.pyspy` (sampling with py-spy), :mod:`~gsworkbench.profiling.flamegraph`
 (SVG and differential flamegraphs), :mod:`~gsworkbench.profiling.run` (``profile``),
-:mod:`~gsworkbench.profiling.compare` (``diff``), :mod:`~gsworkbench.profiling.command` (the CLI).
+:mod:`~gsworkbench.profiling.compare` (``diff``), :mod:`~gsworkbench.cli.profile_command` (the CLI).
 """
 
 from gsworkbench.profiling.compare import ProfileDiff, diff, diff_summary

@@ -1,7 +1,7 @@
 """``diff(before, after)``: what changed between two profiles of the same workload.
 
 - Stages: median seconds before and after, their ratio, and whether the change stands out from the
-  run-to-run noise, judged by the workbench's one rule (:mod:`gsworkbench.stats`, as ``gsworkbench
+  run-to-run noise, judged by the workbench's one rule (:mod:`gsworkbench.bench.significance`, as ``gsworkbench
   compare`` judges): Mann–Whitney U on the repeats' seconds at p < ``alpha`` (0.002), the medians
   differing by at least ``min_change`` (5%), with a bootstrap interval of the ratio. A profile diff adds
   one condition: the difference is at least ``min_share`` (default 1%) of BEFORE's wall time (so a
@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench import stats
-from gsworkbench.io.atomic import atomic_write_text, write_json, write_table
+from gsworkbench.bench import significance
+from gsworkbench.bench.compare import environment_warnings
+from gsworkbench.core.atomic import atomic_write_text, write_json, write_table
+from gsworkbench.core.runs import new_run_dir
 from gsworkbench.profiling import flamegraph, stages
 from gsworkbench.profiling.run import ProfileRun, load_profile
-from gsworkbench.runs import new_run_dir
 
 MAY_DIFFER = ("backend",)  # parameters that two compared profiles may set differently
 OP_NAME_WIDTH = 40  # characters of an op's name in the printed table (the csv keeps it whole)
@@ -73,8 +74,6 @@ def check_comparable(before: ProfileRun, after: ProfileRun) -> list[str]:
     diffs = [f"{k}: before {pb[k]!r}, after {pa[k]!r}" for k in shared if pb[k] != pa[k]]
     if diffs:
         raise ValueError(f"the two profiles of {before.workload} differ in parameters: " + "; ".join(diffs))
-    from gsworkbench.bench.compare import environment_warnings
-
     # the machine, threads, versions and extension as `gsworkbench compare` checks them; then the profile's own
     warnings = environment_warnings(before.metadata, after.metadata, ("before", "after"))
     for side, mine, other in (("before", pb, pa), ("after", pa, pb)):
@@ -91,11 +90,11 @@ def check_comparable(before: ProfileRun, after: ProfileRun) -> list[str]:
 
 
 def compare_stages(before: pd.DataFrame, after: pd.DataFrame, order: list[str] | None = None,
-                   alpha: float = stats.ALPHA, min_change: float = stats.THRESHOLD,
+                   alpha: float = significance.ALPHA, min_change: float = significance.THRESHOLD,
                    min_share: float = 0.01) -> pd.DataFrame:  # fmt: skip
     """Per stage (``repeats`` tables: repeat, stage, seconds): median seconds before and after, ratio
     after/before with its bootstrap interval, p-value, n before and after, verdict (by
-    :func:`gsworkbench.stats.compare_samples`) and ``significant`` (a significant verdict whose change is
+    :func:`gsworkbench.bench.significance.compare_samples`) and ``significant`` (a significant verdict whose change is
     also at least ``min_share`` of BEFORE's wall time). A stage only one side has is a change
     ("new stage", "stage gone") when it is that large."""
     wall = float(before.loc[before.stage == stages.TOTAL, "seconds"].median())
@@ -105,15 +104,15 @@ def compare_stages(before: pd.DataFrame, after: pd.DataFrame, order: list[str] |
         a = before.loc[before.stage == s, "seconds"].to_numpy(float)
         b = after.loc[after.stage == s, "seconds"].to_numpy(float)
         if len(a) and len(b):
-            judged = stats.compare_samples(a, b, alpha=alpha, threshold=min_change)
+            judged = significance.compare_samples(a, b, alpha=alpha, threshold=min_change)
             ma, mb, verdict = judged["before_median"], judged["after_median"], judged["verdict"]
             row = {k: judged[k] for k in ("ratio", "ratio_ci_low", "ratio_ci_high", "p_value", "n_before", "n_after")}
-            big = stats.is_significant(verdict)
+            big = significance.is_significant(verdict)
         else:
             ma = float(np.median(a)) if len(a) else 0.0
             mb = float(np.median(b)) if len(b) else 0.0
             verdict = "stage gone" if len(a) else "new stage"
-            row = {"ratio": stats.median_ratio(ma, mb), "ratio_ci_low": math.nan, "ratio_ci_high": math.nan,
+            row = {"ratio": significance.median_ratio(ma, mb), "ratio_ci_low": math.nan, "ratio_ci_high": math.nan,
                    "p_value": math.nan, "n_before": len(a), "n_after": len(b)}  # fmt: skip
             big = max(ma, mb) > 0
         sig = bool(big and abs(mb - ma) >= min_share * wall)
@@ -123,7 +122,7 @@ def compare_stages(before: pd.DataFrame, after: pd.DataFrame, order: list[str] |
 
 def stage_rule(alpha: float, min_change: float, min_share: float, counts: tuple[int, int]) -> str:
     """The stage table's rule in words: the workbench's rule with the repeat counts, and the share condition."""
-    return f"{stats.rule_text(alpha, min_change, counts)}; and at least {100 * min_share:g}% of the wall time"
+    return f"{significance.rule_text(alpha, min_change, counts)}; and at least {100 * min_share:g}% of the wall time"
 
 
 def compare_ops(before: pd.DataFrame, after: pd.DataFrame, top: int = 10) -> pd.DataFrame:
@@ -142,8 +141,8 @@ def compare_ops(before: pd.DataFrame, after: pd.DataFrame, top: int = 10) -> pd.
 
 def diff(
     before: str | os.PathLike[str] | ProfileRun, after: str | os.PathLike[str] | ProfileRun, *,
-    out: str | os.PathLike[str] | None = None, save: bool = True, alpha: float = stats.ALPHA,
-    min_change: float = stats.THRESHOLD, min_share: float = 0.01, top: int = 10,
+    out: str | os.PathLike[str] | None = None, save: bool = True, alpha: float = significance.ALPHA,
+    min_change: float = significance.THRESHOLD, min_share: float = 0.01, top: int = 10,
 ) -> ProfileDiff:  # fmt: skip
     """Compares two profile runs (folders or :class:`ProfileRun`). With ``save``, writes
     ``stages_diff.csv``, ``ops_diff.csv``, ``frames_diff.csv``, ``diff_flamegraph.svg`` and
@@ -154,9 +153,10 @@ def diff(
     order = stages.stage_order(list(b.stages.stage), list(a.stages.stage))
     st = compare_stages(b.repeats, a.repeats, order, alpha, min_change, min_share)
     nb, na = b.repeats.repeat.nunique(), a.repeats.repeat.nunique()
-    if stats.min_p_value(nb, na) >= alpha:
+    if significance.min_p_value(nb, na) >= alpha:
         warnings.append(f"no stage can be significant: the test at p < {alpha:g} needs "
-                        f"{stats.min_samples(alpha)} repeats per profile (have {nb} and {na}; profile --repeats)")
+                        f"{significance.min_samples(alpha)} repeats per profile (have {nb} and {na}; "
+                        "profile --repeats)")
     op = compare_ops(b.ops, a.ops, top)
     frames = svg = None
     if b.folded and a.folded:

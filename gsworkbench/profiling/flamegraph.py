@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gsworkbench.io.atomic import atomic_write_text
+from gsworkbench.core.atomic import atomic_write_text
 
 WIDTH_PX = 1200
 ROW_PX = 16

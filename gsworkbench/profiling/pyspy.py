@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.project import PACKAGE_CHECKOUT
+from gsworkbench.core.project import PACKAGE_CHECKOUT
 
 _THIS_FILE = "gsworkbench/profiling/pyspy.py"
 

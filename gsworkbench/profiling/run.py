@@ -36,12 +36,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gsworkbench.figures import save_figure
-from gsworkbench.io.atomic import atomic_write_text, write_table
-from gsworkbench.profiling import flamegraph, ops, pyspy, quiet, stages
+from gsworkbench.core.atomic import atomic_write_text, write_table
+from gsworkbench.core.figures import save_figure
+from gsworkbench.core.provenance import machine_summary
+from gsworkbench.core.runs import new_run_dir, write_metadata
+from gsworkbench.profiling import flamegraph, op_table, pyspy, quiet, stages
+from gsworkbench.profiling.counters import hardware_counters_status
 from gsworkbench.profiling.workloads import Workload, make_workload
-from gsworkbench.provenance import machine_summary
-from gsworkbench.runs import new_run_dir, write_metadata
 
 KIND = "gsworkbench-profile-v1"
 FILES = {
@@ -142,7 +143,7 @@ def profile(
 
     say("  one run under torch.profiler")
     with quiet.filtered_stderr():  # kineto's "USDT: ... profiler_start/stop" lines
-        op_tab, wall_torch = ops.profile_ops(fn, wl.device, record_shapes, run_dir / FILES["trace"])
+        op_tab, wall_torch = op_table.profile_ops(fn, wl.device, record_shapes, run_dir / FILES["trace"])
     write_table(run_dir / FILES["ops"], op_tab)
     table = stages.add_profiler_ranges(stages.stage_table(reps, wl.stages), op_tab)
     write_table(run_dir / FILES["stages"], table)
@@ -196,8 +197,6 @@ def profile(
 
     plt.close(fig)
     cov = stages.coverage(reps)
-    from gsworkbench.profiling.counters import hardware_counters_status
-
     meta.update(status="done", pyspy=pyspy_status, coverage_min=float(cov.min()), finished=time.time(),
                 hardware_counters=hardware_counters_status()[1])  # fmt: skip
     write_metadata(run_dir, wl.params, **meta)
@@ -216,7 +215,7 @@ def summary(run: ProfileRun, top: int = 15) -> str:
     cov = stages.coverage(run.repeats)
     parts.append(f"named stages cover {100 * cov.min():.1f}-{100 * cov.max():.1f}% of the wall time")
     parts += [f"\n== top {top} ops by self time (torch.profiler, one run) ==",
-              ops.top_ops(run.ops, top).to_string(**fmt)]  # fmt: skip
+              op_table.top_ops(run.ops, top).to_string(**fmt)]  # fmt: skip
     parts += ["\n== profiler overhead (wall seconds per run) ==", run.overhead.to_string(**fmt)]
     parts.append(f"\npy-spy: {run.metadata.get('pyspy')}")
     counters = run.metadata.get("hardware_counters")

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from gsworkbench.core.figures import add_footer, stage_colors
 from gsworkbench.profiling.workloads import RunFn
 from gsworkbench.train.timers import StageTimer
 
@@ -107,8 +108,6 @@ def plot_stages(tables: Mapping[str, pd.DataFrame], title: str = "time per run",
     """Stacked horizontal bars: one per profile (label -> :func:`stage_table`), median seconds per stage,
     ``other`` in grey, the wall median written beside each bar; the legend sits outside the axes."""
     import matplotlib.pyplot as plt
-
-    from gsworkbench.figures import add_footer, stage_colors
 
     labels = list(tables)
     stages: list[str] = []

@@ -53,6 +53,8 @@ class Workload:
 
 def describe_workloads() -> str:
     """One line naming the workload specs this module accepts."""
+    # each workload imports what it runs (train, splat, field) when it is set up: importing profiling
+    # loads none of them
     from gsworkbench.train import PRESETS
 
     return f"train:<preset> (presets: {', '.join(PRESETS)}), render, field"
@@ -96,8 +98,9 @@ def render_workload(**params: Any) -> Workload:
     p = _merge("render", RENDER_DEFAULTS, params)
 
     def setup() -> RunFn:
-        from gsworkbench.splat import cameras, rasterize
-        from gsworkbench.splats import synthetic_splats
+        from gsworkbench.core import cameras
+        from gsworkbench.core.splats import synthetic_splats
+        from gsworkbench.splat import rasterize
 
         dev = torch.device(p["device"])
         s = synthetic_splats(p["num"], p["sh_degree"], seed=0).to(dev)
@@ -145,11 +148,11 @@ def field_workload(**params: Any) -> Workload:
         raise ValueError(f"covariance must be 'full' or 'diag', got {p['covariance']!r}")
 
     def setup() -> RunFn:
-        from gsworkbench.bench.suites.field import field_inputs
         from gsworkbench.field import evaluate
+        from gsworkbench.field.api import random_field_inputs
 
         grad = p["mode"] == "forward+backward"
-        inputs = [t.to(p["device"]).requires_grad_(grad) for t in field_inputs(p["B"], p["N"], p["covariance"])]
+        inputs = [t.to(p["device"]).requires_grad_(grad) for t in random_field_inputs(p["B"], p["N"], p["covariance"])]
 
         def run(stage: StageHook) -> None:
             for _ in range(p["calls"]):
@@ -171,7 +174,7 @@ def train_workload(preset: str, scene: Any = None, **overrides: Any) -> Workload
     same work each run). ``scene``: a :class:`gsworkbench.scenes.Scene` (default: the preset's built-in
     scene). ``overrides``: any :class:`gsworkbench.train.TrainConfig` field. Stages: ``init`` (the
     trainer's construction) and the trainer's per-step stages, summed over the steps."""
-    from gsworkbench.memory import retained_freed_memory
+    from gsworkbench.core.limits import retained_freed_memory
     from gsworkbench.train import STAGES, Trainer, preset_scene
     from gsworkbench.train import preset as train_preset
 
@@ -181,7 +184,7 @@ def train_workload(preset: str, scene: Any = None, **overrides: Any) -> Workload
 
     def setup() -> RunFn:
         if scene is None:
-            from gsworkbench.scenes import builtin_scene
+            from gsworkbench.synthetic import builtin_scene
 
             data = builtin_scene(**scene_params)
         else:
@@ -247,11 +250,6 @@ def make_workload(spec: str | Workload | Callable[..., Any], params: Mapping[str
     if spec == "field":
         return field_workload(**params)
     raise ValueError(f"unknown workload {spec!r}; workloads: {describe_workloads()}")
-
-
-def null_stage(name: str) -> AbstractContextManager[Any]:
-    """A stage hook that does nothing (for runs outside a profile)."""
-    return contextlib.nullcontext()
 
 
 def workload_spec(

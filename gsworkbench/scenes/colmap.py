@@ -18,6 +18,7 @@ import torch
 
 from gsworkbench.scenes.colmap_model import model_file, read_model
 from gsworkbench.scenes.images import check_background, check_downsample, check_folder_and_split
+from gsworkbench.scenes.lens import make_camera
 from gsworkbench.scenes.scene import Scene
 from gsworkbench.scenes.views import View, assemble, check_missing, drop_missing, use_downsampled_folder
 
@@ -146,8 +147,6 @@ def write_colmap(
 ) -> Path:
     """Writes a COLMAP model: one PINHOLE camera (K [3,3], pixels), one image per name with its OpenCV
     world-to-camera pose (viewmats [V,4,4]), and points [P,3] with colours [P,3] in [0,1] (no tracks)."""
-    from gsworkbench.scenes.lens import make_camera
-
     cam = make_camera("PINHOLE", width, height, [K[0, 0], K[1, 1], K[0, 2], K[1, 2]])
     return write_colmap_model(sparse_dir, names, viewmats, [cam], [0] * len(names), points, colors, binary=binary)
 

@@ -103,56 +103,6 @@ def find_image(folder: Path, rel: str) -> Path:
     return base
 
 
-def resolve_image_path(folder: Path, rel: str) -> Path:
-    """:func:`find_image`, or FileNotFoundError naming the path and the extensions tried."""
-    path = find_image(folder, rel)
-    if path.is_file():
-        return path
-    base = folder / rel
-    raise FileNotFoundError(f"image file not found: {base} (also tried the extensions {', '.join(IMAGE_EXTENSIONS)})")
-
-
-def load_images(
-    paths: Sequence[Path], background: tuple[float, float, float], downsample: int
-) -> tuple[torch.Tensor, torch.Tensor | None, tuple[int, int]]:
-    """Reads ``paths``, composites RGBA over ``background`` and box-downsamples by ``downsample``.
-
-    Returns images [V,h,w,3] float32, alphas [V,h,w,1] (None when no file had alpha) and the source
-    size (W, H), with w = W // downsample, h = H // downsample (the right/bottom W mod d, H mod d pixels are cropped, so
-    intrinsics scale exactly by 1/d). Every image must have the first one's size (ValueError naming
-    the file otherwise).
-    """
-    if not paths:
-        raise ValueError("no images to load")
-    bg = torch.tensor(background, dtype=torch.float32)
-    rgbs, alphas, size, any_alpha = [], [], None, False
-    for p in paths:
-        arr = torch.from_numpy(read_image(p))
-        H, W = arr.shape[:2]
-        if size is None:
-            size = (W, H)
-            if W < downsample or H < downsample:
-                raise ValueError(f"downsample {downsample} is larger than the image size {W}x{H} of {p}")
-        elif (W, H) != size:
-            raise ValueError(
-                f"image {p} is {W}x{H}, but {paths[0]} is {size[0]}x{size[1]}: all images must have one size"
-            )
-        if arr.shape[2] == 4:
-            any_alpha = True
-            a = arr[..., 3:]
-            rgb = arr[..., :3] * a + bg * (1 - a)
-        else:
-            a = torch.ones(H, W, 1)
-            rgb = arr
-        rgbs.append(rgb)
-        alphas.append(a)
-    images = torch.stack(rgbs)
-    alpha = torch.stack(alphas)
-    if downsample > 1:
-        images, alpha = (box_pool(t, (downsample, downsample)) for t in (images, alpha))
-    return images.clamp_(0, 1), (alpha if any_alpha else None), size
-
-
 def box_pool(images: torch.Tensor, kernel: tuple[int, int]) -> torch.Tensor:
     """Box average of images [N,H,W,C] over ``kernel`` = (rows, columns) pixel blocks -> [N, H // rows,
     W // columns, C] (a partial last block is dropped, as ``avg_pool2d`` does). The loaders' downsample

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsworkbench.io.atomic import atomic_write_bytes
+from gsworkbench.core.atomic import atomic_write_bytes
+from gsworkbench.io.ply import check_element_sizes
 
 
 def write_points_ply(path: str | os.PathLike[str], points: np.ndarray, colors: np.ndarray) -> Path:
@@ -31,8 +32,6 @@ def write_points_ply(path: str | os.PathLike[str], points: np.ndarray, colors: n
 def read_points_ply(path: str | os.PathLike[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Points [P,3] float32 and colours [P,3] float32 in [0,1] (grey where the file has none)."""
     from plyfile import PlyData
-
-    from gsworkbench.io.ply import check_element_sizes
 
     try:
         check_element_sizes(path, stacklevel=3)  # too little data: refused; more: a warning

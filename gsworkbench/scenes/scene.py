@@ -1,6 +1,6 @@
 """The one dataset type: posed images, a train/test split, the scene scale and an initial point cloud.
 
-Cameras follow the rasterizer's convention (:mod:`gsworkbench.splat.cameras`): a viewmat [4,4] maps
+Cameras follow the rasterizer's convention (:mod:`gsworkbench.core.cameras`): a viewmat [4,4] maps
 world points to OpenCV camera space (x right, y down, z forward), K [3,3] is a pinhole in pixels with
 pixel i covering [i, i+1) (its centre at i + 0.5), as in gsplat and COLMAP.
 """

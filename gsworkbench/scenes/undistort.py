@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from gsworkbench.io.atomic import atomic_writer
+from gsworkbench.core.atomic import atomic_writer
 from gsworkbench.scenes.cache import scene_cache_dir
 from gsworkbench.scenes.lens import make_camera, pinhole_K
 

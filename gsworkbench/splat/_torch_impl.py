@@ -14,9 +14,9 @@ import math
 
 import torch
 
-from gsworkbench import gaussians
-from gsworkbench.compile import data_dependent_size
-from gsworkbench.splat.memory import check_torch_pairs
+from gsworkbench.core import gaussians
+from gsworkbench.core.compile import data_dependent_size
+from gsworkbench.splat.memory_estimate import check_torch_pairs
 
 ALPHA_MAX = 0.99
 ALPHA_MIN = 1.0 / 255.0
@@ -265,7 +265,7 @@ def repeat_indices(counts: torch.Tensor) -> torch.Tensor:
     """Each index i of counts [n] repeated counts[i] times: ``torch.repeat_interleave(counts)``, [sum(counts)].
 
     An op of its own so that its fake kernel can declare the data-dependent length as an unbacked size
-    (:func:`gsworkbench.compile.data_dependent_size`): torch's ``repeat_interleave`` breaks the graph there
+    (:func:`gsworkbench.core.compile.data_dependent_size`): torch's ``repeat_interleave`` breaks the graph there
     unless ``torch._dynamo.config.capture_dynamic_output_shape_ops`` is set. ``isect_tiles`` calls it
     while torch.compile traces; eager calls skip its dispatch (~10 us)."""
     return torch.repeat_interleave(counts)

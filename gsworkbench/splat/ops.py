@@ -30,9 +30,8 @@ from dataclasses import dataclass
 import torch
 
 from gsworkbench._ext import has_ext, has_kernel, require_ext, require_kernel
-from gsworkbench.compile import data_dependent_size
-
-_ops = None
+from gsworkbench.core.compile import data_dependent_size
+from gsworkbench.splat import _torch_impl
 
 
 def _register() -> None:
@@ -213,8 +212,6 @@ def composite_background(colors: torch.Tensor, alphas: torch.Tensor, backgrounds
     :func:`gsworkbench.splat._torch_impl.composite_background`, which serves other devices."""
     if colors.device.type == "cpu" and has_kernel("splat_composite_background", "cpu"):
         return torch.ops.gsworkbench.splat_composite_background(colors, alphas, backgrounds.to(colors.dtype))
-    from gsworkbench.splat import _torch_impl
-
     return _torch_impl.composite_background(colors, alphas, backgrounds)
 
 

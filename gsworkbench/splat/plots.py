@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench.figures import STAGE_NAMES
+from gsworkbench.core.figures import STAGE_NAMES
+from gsworkbench.core.provenance import cpu_model
 
 
 def _count(n: float) -> str:
@@ -89,8 +90,6 @@ def stage_breakdown(bench: pd.DataFrame, backends: list[str], sh_degree: int) ->
     import matplotlib.pyplot as plt
     import torch
     from matplotlib.ticker import NullFormatter
-
-    from gsworkbench.provenance import cpu_model
 
     order = [s for s in STAGE_NAMES if s in set(bench.stage)]
     tables = {}

@@ -17,11 +17,9 @@ from typing import Any
 
 import torch
 
-from gsworkbench import gaussians
 from gsworkbench._ext import require_ext, require_kernel
-from gsworkbench.splat import _torch_impl, ops
-from gsworkbench.splat.memory import check_rasterize_memory
-from gsworkbench.validation import (
+from gsworkbench.core import gaussians
+from gsworkbench.core.validation import (
     check_choice,
     check_finite_all,
     check_same_device_dtype,
@@ -29,6 +27,8 @@ from gsworkbench.validation import (
     check_tensor,
     checking_values,
 )
+from gsworkbench.splat import _torch_impl, ops
+from gsworkbench.splat.memory_estimate import check_rasterize_memory
 
 BACKENDS = ("torch", "ext")
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
@@ -86,7 +86,7 @@ def check_rasterize_inputs(
     shift silently when one is added).
 
     The value checks (finite, opacity and scale ranges, focal lengths) run in eager mode only
-    (:func:`gsworkbench.validation.checking_values`), and only with ``check_values``; the others also
+    (:func:`gsworkbench.core.validation.checking_values`), and only with ``check_values``; the others also
     trace under torch.compile. ``scanned_by_ops`` names the tensors left to the ops' own scans (which
     read them anyway: :func:`rasterize` on ext leaves means, quats and scales to the projection's
     ``check_values``, colors and sh_rest to the SH op's ``check_finite``)."""
@@ -163,7 +163,7 @@ def check_rasterize_inputs(
 
 def _check_values(tensors: dict[str, torch.Tensor]) -> None:
     """Finite values everywhere, opacities in [0, 1], scales >= 0 (where given), positive focal lengths:
-    one pass and one device sync for all of them (:func:`gsworkbench.validation.check_finite_all`).
+    one pass and one device sync for all of them (:func:`gsworkbench.core.validation.check_finite_all`).
     ``tensors`` (named as :func:`rasterize` names them) gets the focal lengths added."""
     Ks = tensors["Ks"]
     # fx, fy of each camera [C,2]: one strided view of the diagonal (a tiny call pays for each view op)
@@ -185,7 +185,7 @@ def _memory_check_args(
     sh_rest: torch.Tensor | None, render_mode: str, backgrounds: torch.Tensor | None, tile_size: int,
     backend: str, grad: bool,
 ) -> dict[str, Any]:  # fmt: skip
-    """The sizes :func:`gsworkbench.splat.memory.check_rasterize_memory` estimates a call from (all
+    """The sizes :func:`gsworkbench.splat.memory_estimate.check_rasterize_memory` estimates a call from (all
     but dtype, device and the intersections)."""
     D = 1 if render_mode in ("D", "ED") else colors.shape[-1] + (render_mode in ("RGB+D", "RGB+ED"))
     sh_bases = 0

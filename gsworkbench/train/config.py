@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from gsworkbench.compile import COMPILE_MODES
+from gsworkbench.core.compile import COMPILE_MODES
 from gsworkbench.train.adam import OPTIMIZERS
 from gsworkbench.train.resolution import check_schedule
 from gsworkbench.train.settings import check_settings, setting
@@ -30,7 +30,7 @@ from gsworkbench.train.strategy import STRATEGIES, DefaultStrategy, MCMCStrategy
 
 BACKGROUNDS = ("scene", "random")
 EVAL_BACKGROUNDS = ("scene", "white", "black")
-INIT_RULES = ("auto", "points", "hull", "frustum", "cube")  # see gsworkbench.train.init_region
+INIT_RULES = ("auto", "points", "hull", "frustum", "cube")  # see gsworkbench.train.init_points
 
 
 def _compile_problem(value: object) -> str | None:
@@ -79,7 +79,7 @@ class TrainConfig:
     device: str = setting("cpu", check=_device_problem)
     seed: int = setting(0, kind="int", min=0)
     # ---- initialisation ----
-    # where training starts (gsworkbench.train.init_region): "auto" = the scene's cloud, else the visual
+    # where training starts (gsworkbench.train.init_points): "auto" = the scene's cloud, else the visual
     # hull of its alpha masks (RGBA objects), else points triangulated from the train views (photos,
     # with init_triangulate), else the cameras' shared view volume; or one by name
     init_rule: str = setting("auto", kind="choice", choices=INIT_RULES)
@@ -134,7 +134,7 @@ class TrainConfig:
     check_divergence: bool = True
     # torch.compile the photometric loss (L1 + SSIM; the render stays eager, since densification reads
     # the 2D-mean gradients, which a compiled graph does not expose): False, True (inductor) or a
-    # backend name ("aot_eager", "inductor"); see gsworkbench.compile.compile_step
+    # backend name ("aot_eager", "inductor"); see gsworkbench.core.compile.compile_step
     compile: bool | str = setting(False, check=_compile_problem)
     near_plane: float = 0.01
     far_plane: float = 1e10

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import torch
 
-from gsworkbench.validation import value_stats
+from gsworkbench.core.validation import value_stats
 
 # The parameter whose runaway values a learning rate explains, and that rate's TrainConfig field.
 LEARNING_RATE_OF = {

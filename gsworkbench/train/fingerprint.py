@@ -2,7 +2,7 @@
 
 :func:`scene_fingerprint` hashes what training reads (the decoded images, poses, intrinsics, split,
 background, alphas and point cloud: ``content_sha256``) and, where the scene names its folder
-(``scene.source["folder"]``, set by the loaders and :func:`gsworkbench.scenes.builtin_scene`), the files themselves:
+(``scene.source["folder"]``, set by the loaders and :func:`gsworkbench.synthetic.builtin_scene`), the files themselves:
 the images' names, sizes and SHA-256 as one hash, and each metadata file (``transforms*.json``,
 ``points3D.ply``, the COLMAP model) by name, size and SHA-256. Built-in scenes add the generator's
 cache key. ``sha256`` is one hash of all of it: two runs with the same ``sha256`` saw the same data.

@@ -1,6 +1,6 @@
 """Ctrl-C or SIGTERM during training: finish the step, keep what was done, say where it is.
 
-:func:`gsworkbench.train.train` runs its loop under :func:`gsworkbench.interrupt.deferred_interrupt`:
+:func:`gsworkbench.train.train` runs its loop under :func:`gsworkbench.core.interrupt.deferred_interrupt`:
 the first SIGINT or SIGTERM ends the run after the current step, so the parameters, Adam's moments and the history
 describe the same completed step when they are saved. :class:`TrainingInterrupted` is the
 ``KeyboardInterrupt`` it raises once it has saved the partial run; its message names the files and how

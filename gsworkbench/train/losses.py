@@ -14,6 +14,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from gsworkbench.train import fused_losses
+
 SSIM_WINDOW = 11
 SSIM_SIGMA = 1.5
 _C1 = 0.01**2
@@ -50,10 +52,8 @@ def ssim(img: torch.Tensor, ref: torch.Tensor, backend: str = "ext") -> torch.Te
     """
     _check(img, ref)
     if backend == "ext" and _one_pair(img, ref):
-        from gsworkbench.train import ops
-
-        if ops.has_fused_ssim(img):
-            return ops.ssim(img, ref)
+        if fused_losses.has_fused_ssim(img):
+            return fused_losses.ssim(img, ref)
     return ssim_torch(img, ref)
 
 
@@ -94,13 +94,11 @@ def photometric_loss(
     ``mse`` (detached floats are taken by the caller).
 
     ``backend="ext"`` takes the three terms and the SSIM gradient in one pass of the extension's kernel
-    (:func:`gsworkbench.train.ops.photometric_terms`) for single CPU images [H,W,C]; ``"torch"`` (and
+    (:func:`gsworkbench.train.fused_losses.photometric_terms`) for single CPU images [H,W,C]; ``"torch"`` (and
     anything the kernel does not serve) uses :func:`l1` and :func:`ssim`.
     """
-    from gsworkbench.train import ops
-
-    if backend == "ext" and ssim_lambda != 0 and _one_pair(img, ref) and ops.has_photometric_terms(img):
-        terms = ops.photometric_terms(img, ref)
+    if backend == "ext" and ssim_lambda != 0 and _one_pair(img, ref) and fused_losses.has_photometric_terms(img):
+        terms = fused_losses.photometric_terms(img, ref)
         l, s = terms[0], terms[1]
         return (1 - ssim_lambda) * l + ssim_lambda * (1 - s), {"l1": l, "ssim": s, "mse": terms[2]}
     l = l1(img, ref)

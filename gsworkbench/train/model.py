@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from gsworkbench import gaussians
-from gsworkbench.splats import SplatSet
+from gsworkbench.core import gaussians
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.train.adam import make_optimizer, optimizer_step
 
 NAMES = ("means", "quats", "log_scales", "opacity_logits", "sh_dc", "sh_rest")

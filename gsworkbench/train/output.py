@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from gsworkbench.io.atomic import atomic_write_bytes, write_json, write_table
+from gsworkbench.core.atomic import atomic_write_bytes, write_json, write_table
 from gsworkbench.io.ply import write_ply
 from gsworkbench.train.background import over_background
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench.figures import STAGE_NAMES, stage_colors
+from gsworkbench.core.figures import STAGE_NAMES, stage_colors
 from gsworkbench.train.timers import STAGES
 
 

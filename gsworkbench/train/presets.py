@@ -2,7 +2,7 @@
 (the run with adaptive density control, and the same run with MCMC) and the built-in scene it trains on.
 
 :func:`preset` returns one of the configs with flat overrides applied (the notebooks' parameters, the
-CLI's ``-p NAME VALUE``); :func:`preset_scene` the scene's :func:`gsworkbench.scenes.builtin_scene`
+CLI's ``-p NAME VALUE``); :func:`preset_scene` the scene's :func:`gsworkbench.synthetic.builtin_scene`
 keywords.
 """
 

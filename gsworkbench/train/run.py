@@ -14,14 +14,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gsworkbench.interrupt import deferred_interrupt, signal_name
-from gsworkbench.io.atomic import remove_stale_temps
-from gsworkbench.runs import new_run_dir
-from gsworkbench.splats import SplatSet
+from gsworkbench.core.atomic import remove_stale_temps
+from gsworkbench.core.interrupt import deferred_interrupt, signal_name
+from gsworkbench.core.runs import new_run_dir
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.divergence import TrainingDiverged
 from gsworkbench.train.evaluate import LPIPS_NOTE
 from gsworkbench.train.interrupt import TrainingInterrupted
+from gsworkbench.train.output import save_partial, save_run
 from gsworkbench.train.trainer import Trainer
 
 
@@ -117,8 +118,6 @@ def train(
     }
     result = TrainResult(trainer.splats(), hist, evaluation, renders, metrics, trainer.cfg, seconds)
     if run_dir is not None:
-        from gsworkbench.train.output import save_run
-
         result.files = save_run(result, trainer, run_dir)
     return result
 
@@ -134,8 +133,6 @@ def _interrupted(
 ) -> TrainingInterrupted:
     """Saves what an interrupted run did and returns the exception that says where it is (and, for a
     signal other than SIGINT, which one stopped it)."""
-    from gsworkbench.train.output import save_partial
-
     with deferred_interrupt():  # one more Ctrl-C while saving does not lose the files
         run_dir = run_dir if run_dir is not None else new_run_dir("train")
         files = save_partial(trainer, run_dir, checkpoint=consistent)
@@ -155,8 +152,6 @@ def _interrupted(
 
 def _diverged(err: TrainingDiverged, trainer: Trainer, run_dir: Path | None) -> TrainingDiverged:
     """Saves the history of a diverged run (not its blown-up parameters) and says where it is."""
-    from gsworkbench.train.output import save_partial
-
     run_dir = run_dir if run_dir is not None else new_run_dir("train")
     out = TrainingDiverged(f"{err} (history so far: {run_dir / 'history.csv'})", err.step, err.what)
     out.files = save_partial(trainer, run_dir, checkpoint=False)

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from gsworkbench import gaussians
+from gsworkbench.core import gaussians
 from gsworkbench.train.model import NAMES, SplatModel
 from gsworkbench.train.settings import check_settings, setting
 

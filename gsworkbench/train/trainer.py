@@ -27,18 +27,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gsworkbench import gaussians
-from gsworkbench.compile import compile_step
-from gsworkbench.io.atomic import atomic_write_bytes
-from gsworkbench.memory import retained_freed_memory
+from gsworkbench.core import gaussians
+from gsworkbench.core.atomic import atomic_write_bytes
+from gsworkbench.core.compile import compile_step
+from gsworkbench.core.limits import retained_freed_memory
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.splat import rasterize
-from gsworkbench.splats import SplatSet
 from gsworkbench.train.background import eval_background, over_background
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.divergence import LEARNING_RATE_OF, DivergenceMonitor
 from gsworkbench.train.evaluate import evaluate_views
 from gsworkbench.train.fingerprint import scene_fingerprint
-from gsworkbench.train.init_region import initial_splats
+from gsworkbench.train.init_points import initial_splats
 from gsworkbench.train.losses import SSIM_WINDOW, photometric_loss, psnr_from_mse
 from gsworkbench.train.model import NAMES, SplatModel
 from gsworkbench.train.resolution import ReducedViews, check_fits, factor_at
@@ -51,7 +51,7 @@ class Trainer:
     """Trains splats on ``scene`` (a :class:`gsworkbench.scenes.Scene`) with ``config``.
 
     ``splats``: the starting splats (default: the scene's point cloud or random points by
-    ``config.init_rule``, see :mod:`gsworkbench.train.init_region`; the rule used is ``init_info``).
+    ``config.init_rule``, see :mod:`gsworkbench.train.init_points`; the rule used is ``init_info``).
     ``ranges``: open ``torch.profiler`` ranges per stage.
     """
 
@@ -252,7 +252,7 @@ class Trainer:
         end = cfg.iterations if iterations is None else iterations
         bar = tqdm(total=end, initial=self.step_index, disable=not cfg.progress, desc="train", unit="step")
         saved_at = self.clock()
-        # the steps' temporaries reuse freed pages (gsworkbench.memory); the policy is undone when the run stops
+        # the steps' temporaries reuse freed pages (gsworkbench.core.limits); the policy is undone when the run stops
         with retained_freed_memory(), contextlib.closing(bar):
             while self.step_index < end and not (stop is not None and stop()):
                 row = self.step()

@@ -3,7 +3,7 @@
 Same arguments as :func:`gsworkbench.transforms._numpy_impl.transform_numpy`. Compiled on first use
 (``cache=True`` keeps the machine code on disk); :func:`warm_up` compiles it ahead of timings.
 
-numba cannot call the torch functions of :mod:`gsworkbench.gaussians`, so the per-Gaussian quaternion
+numba cannot call the torch functions of :mod:`gsworkbench.core.gaussians`, so the per-Gaussian quaternion
 math is ported here as scalar functions (:func:`quat_mul`, :func:`quat_to_rotmat`,
 :func:`rotmat_to_quat`) together with the 3x3 Jacobi SVD of csrc/include/gsw/svd3.h
 (:func:`svd3_jacobi`); tests/test_transforms.py compares each with gaussians.py / torch.linalg.
@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from gsworkbench.numba_threads import match_torch_threads
+from gsworkbench.core.numba_threads import match_torch_threads
 
 try:
     import numba

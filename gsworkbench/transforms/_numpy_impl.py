@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gsworkbench import gaussians
+from gsworkbench.core import gaussians
 
 
 def _quat_math(fn, *arrays: np.ndarray) -> np.ndarray:  # noqa: ANN001
-    """``fn`` (a quaternion function of :mod:`gsworkbench.gaussians`) on numpy arrays: torch views of
+    """``fn`` (a quaternion function of :mod:`gsworkbench.core.gaussians`) on numpy arrays: torch views of
     them in, a numpy array out. The quaternion math lives in gaussians.py only."""
     return fn(*(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays)).numpy()
 

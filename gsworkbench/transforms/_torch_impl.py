@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from gsworkbench import gaussians
+from gsworkbench.core import gaussians
 
 
 def transform_torch(

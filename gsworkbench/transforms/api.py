@@ -7,10 +7,13 @@ from typing import Any
 import torch
 
 from gsworkbench._ext import has_ext, has_kernel, require_kernel
-from gsworkbench.splats import SplatSet
+from gsworkbench.core.splats import SplatSet
+from gsworkbench.core.validation import check_choice
 from gsworkbench.transforms import _numba_impl
+from gsworkbench.transforms._numpy_impl import transform_numpy
+from gsworkbench.transforms._torch_impl import transform_torch
 from gsworkbench.transforms.frames import Frames, make_frames
-from gsworkbench.validation import check_choice
+from gsworkbench.transforms.ops import transform_ext
 
 BACKENDS = ("auto", "numpy", "numba", "torch", "ext")
 _FIELDS = ("means", "quats", "log_scales", "sh_rest")
@@ -70,8 +73,6 @@ def _check_out(out: Any, splats: SplatSet, frames: Frames) -> list[SplatSet] | N
 def _run_kernel(backend: str, inputs: list[torch.Tensor], params: dict[str, torch.Tensor], general: bool,
                 outs: list[torch.Tensor]) -> None:  # fmt: skip
     if backend == "ext":
-        from gsworkbench.transforms.ops import transform_ext
-
         transform_ext(*inputs, *params.values(), general, *outs)
         return
     arrays = [t.detach().numpy() for t in [*inputs, *params.values()]]
@@ -79,8 +80,6 @@ def _run_kernel(backend: str, inputs: list[torch.Tensor], params: dict[str, torc
     if backend == "numba":
         _numba_impl.transform_numba(*arrays, general, *out_arrays)
     else:
-        from gsworkbench.transforms._numpy_impl import transform_numpy
-
         transform_numpy(*arrays, general, *out_arrays)
 
 
@@ -134,7 +133,7 @@ def transform(
     ``A Sigma A^T`` and is re-decomposed into a unit quaternion and log-scales (per-Gaussian SVD).
     SH bands l >= 1 are rotated by the rotation part of A (the orthogonal factor of its polar
     decomposition, one rotation per frame), in the 3DGS real-SH basis of
-    :func:`gsworkbench.gaussians.sh_basis`, so a splat seen from a camera moved by the same rigid
+    :func:`gsworkbench.core.gaussians.sh_basis`, so a splat seen from a camera moved by the same rigid
     transform has the same colour.
     """
     if not isinstance(splats, SplatSet):
@@ -156,8 +155,6 @@ def transform(
     F, N, K = len(frames), len(splats), splats.sh_rest.shape[1]
 
     if backend == "torch":
-        from gsworkbench.transforms._torch_impl import transform_torch
-
         results = transform_torch(*inputs, *params.values(), general)
         if outs is None:
             return _wrap(splats, results, frames.batched)

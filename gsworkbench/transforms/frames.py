@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gsworkbench import gaussians
+from gsworkbench.core import gaussians
 
 # |R R^T - I| and |det R - 1| allowed for a given rotation matrix (it is then re-orthonormalised).
 ROTATION_TOL = 1e-4

@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
+from gsworkbench.core.cameras import intrinsics_from_fov, look_at
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.io.dotsplat import encode_splat
 from gsworkbench.io.ply import write_ply
 from gsworkbench.io.read import read_splats
 from gsworkbench.io.spz import encode_spz
-from gsworkbench.splat.cameras import intrinsics_from_fov, look_at
-from gsworkbench.splats import SplatSet
 
 BUNDLE = Path(__file__).resolve().parent / "static" / "viewer.js"
 BUNDLE_MISSING = (

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.splats import SplatSet
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.viewer.headless import HeadlessChromium
+from gsworkbench.viewer.page import save_viewer_html
 
 # (width, height, timeout_s=seconds) -> a context manager with open(path) and evaluate(expression)
 BrowserFactory = Callable[..., Any]
@@ -64,8 +65,6 @@ def splats_frame_intervals(
 ) -> list[float]:
     """:func:`page_frame_intervals` of a standalone page of ``splats`` at the camera ``viewmat`` [4,4],
     ``K`` [3,3] (pixels) for a ``width`` x ``height`` window, written to a temporary folder."""
-    from gsworkbench.viewer.page import save_viewer_html
-
     with tempfile.TemporaryDirectory(prefix="gsw-viewer-fps-") as tmp:
         page = save_viewer_html(Path(tmp) / "page.html", splats, viewmat=viewmat, K=K, width=width, height=height,
                                 encoding=encoding)  # fmt: skip

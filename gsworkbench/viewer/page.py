@@ -19,11 +19,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gsworkbench.io.atomic import atomic_write_bytes
+from gsworkbench.core.atomic import atomic_write_bytes
 from gsworkbench.viewer.data import (
     BUNDLE_MISSING,
     DEFAULT_SIZE,
     as_splats,
+    bundle_built,
     bundle_source,
     camera_dict,
     camera_up,
@@ -138,8 +139,6 @@ def save_result_page(path: str | os.PathLike[str], result: Any, scene: Any) -> P
     """The notebooks' viewer page: ``result``'s splats at ``scene``'s first test view (its first view
     when it has none), over its background, orbiting about its up axis; None, with nothing written,
     where the bundle is not built."""
-    from gsworkbench.viewer.data import bundle_built
-
     if not bundle_built():
         return None
     i = int(scene.test_ids[0]) if len(scene.test_ids) else 0

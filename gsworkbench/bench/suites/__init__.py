@@ -1,1 +1,0 @@
-"""Benchmark suites: each module registers one suite with ``register_suite``."""

@@ -1,0 +1,96 @@
+"""Photo sets with known poses, rendered in milliseconds by our rasterizer: the reconstruction tests'
+input and the ``reconstruct`` benchmark's 1-megapixel case.
+
+The scene: a cube of side 1.2 on a 4 x 4 floor, covered by small opaque splats whose colours mix a
+per-splat random colour with smooth colour fields (a speckled, non-repeating texture that SIFT finds
+thousands of distinct points on). Cameras on an arc around it (radius 3, 10 degrees apart, height
+1.2 to 1.6) look at the cube's centre.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gsworkbench.core.cameras import intrinsics_from_fov, look_at
+from gsworkbench.splat import rasterize
+
+W, H = 256, 192  # the tests' size
+
+
+def textured_splats(n: int = 60_000, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Means [n,3], quats [n,4], scales [n,3], opacities [n], colours [n,3] of the cube and floor."""
+    g = np.random.default_rng(seed)
+    n_floor = n // 2
+    floor = np.c_[g.uniform(-2, 2, (n_floor, 2)), np.full(n_floor, -0.6)]
+    face = g.integers(0, 5, n - n_floor)  # the cube's faces but the bottom
+    uv = g.uniform(-0.6, 0.6, (n - n_floor, 2))
+    cube = np.zeros((n - n_floor, 3))
+    for k, (axis, sign) in enumerate(((0, 1), (0, -1), (1, 1), (1, -1), (2, 1))):
+        m = face == k
+        others = [a for a in range(3) if a != axis]
+        cube[m, axis] = 0.6 * sign
+        cube[m, others[0]], cube[m, others[1]] = uv[m, 0], uv[m, 1]
+    means = np.concatenate([floor, cube])
+    smooth = 0.5 + 0.5 * np.sin(means @ g.normal(0, 3.0, (3, 3)) + g.uniform(0, 6.3, 3))
+    colours = np.clip(0.45 * g.uniform(0, 1, (n, 3)) + 0.55 * smooth, 0, 1)
+    return {
+        "means": torch.tensor(means, dtype=torch.float32),
+        "quats": torch.tensor([[1.0, 0.0, 0.0, 0.0]]).repeat(n, 1),
+        "scales": torch.full((n, 3), 0.012),
+        "opacities": torch.full((n,), 0.98),
+        "colors": torch.tensor(colours, dtype=torch.float32),
+    }
+
+
+def arc_cameras(
+    n: int, step_deg: float = 10.0, dtype: torch.dtype = torch.float32, width: int = W, height: int = H
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """n world-to-camera matrices [n,4,4] (OpenCV axes) on the arc and the shared K [3,3] (60 degrees
+    across ``width``)."""
+    views = []
+    for i in range(n):
+        az = math.radians(20.0 + step_deg * i)
+        z = 1.2 + 0.4 * (i % 3) / 2
+        views.append(look_at((3.0 * math.cos(az), 3.0 * math.sin(az), z), (0.0, 0.0, 0.0), dtype=dtype))
+    return torch.stack(views), intrinsics_from_fov(width, height, 60.0, dtype=dtype)
+
+
+def render(
+    viewmats: torch.Tensor, K: torch.Tensor, splats: dict[str, torch.Tensor] | None = None, width: int = W,
+    height: int = H,
+) -> np.ndarray:  # fmt: skip
+    """uint8 RGB images [V,H,W,3] of the scene over a grey background, rendered a view at a time."""
+    s = splats or textured_splats()
+    out = []
+    with torch.no_grad():
+        for vm in viewmats:
+            img, _, _ = rasterize(s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], vm[None].float(),
+                                  K[None].float(), width, height, backgrounds=torch.full((1, 3), 0.5))  # fmt: skip
+            out.append((img[0].clamp(0, 1) * 255).round().to(torch.uint8).numpy())
+    return np.stack(out)
+
+
+def write_photos(
+    folder: Path, n: int = 12, width: int = W, height: int = H, step_deg: float = 10.0, num_splats: int = 60_000
+) -> dict[str, np.ndarray]:
+    """Writes n JPEG photos (``view_NN.jpg``) into ``folder``; returns their true world-to-camera
+    matrices [4,4] by name."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    viewmats, K = arc_cameras(n, step_deg, width=width, height=height)
+    truth = {}
+    for i, rgb in enumerate(render(viewmats, K, textured_splats(num_splats), width, height)):
+        name = f"view_{i:02d}.jpg"
+        Image.fromarray(rgb).save(folder / name, quality=95)
+        truth[name] = viewmats[i].double().numpy()
+    return truth
+
+
+def true_focal(width: int = W, height: int = H) -> float:
+    """The true focal length in pixels of the photos."""
+    return float(arc_cameras(1, width=width, height=height)[1][0, 0])

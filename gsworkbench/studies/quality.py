@@ -1,0 +1,164 @@
+"""The quality table: named training runs on the built-in scenes, one row each, for claims such as
+"random init reaches 30 dB" (issue 20's targets). ``gsworkbench quality NAME ...`` runs them.
+
+Each row: the run, the scene's layout, views (train + test), image size, init rule and scale, steps,
+minutes, final Gaussians, test PSNR / SSIM (LPIPS where computed) and the scene's fingerprint. Each
+run keeps its results folder (history, checkpoint, splats, test images) beside the table. Minutes are
+wall time on the machine that ran it: compare them only within one table.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gsworkbench.core.atomic import write_table
+from gsworkbench.core.provenance import short_commit
+from gsworkbench.core.runs import new_run_dir, write_metadata
+
+
+@dataclass(frozen=True)
+class QualityRun:
+    """A preset (and its built-in scene) with overrides; ``scene`` builds another scene instead."""
+
+    preset: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    scene_overrides: dict[str, Any] = field(default_factory=dict)
+    scene: Callable[[], Any] | None = None
+    layout: str = "NeRF-synthetic"
+    reconstructed: bool = False  # the scene is the capture's photos through reconstruct (in the run's folder)
+
+
+CAPTURE_SIZE = dict(width=256, height=192, n_train=40, n_test=8)
+
+
+def _capture(twin: bool, cloud: bool = True) -> Callable[[], Any]:
+    """The capture scene (distorted JPEGs, loaded through transforms.json and undistorted), or its
+    pinhole twin: the same cameras rendered without a lens
+    (:func:`gsworkbench.synthetic.simulated_capture.pinhole_twin`).
+    ``cloud=False``: without its point cloud (a posed capture as instant-ngp's form or a phone's AR
+    tracker gives it)."""
+
+    def build() -> Any:
+        # a run imports what it needs when it runs: the command line reads RUNS to build its parser
+        from gsworkbench.scenes import load_scene
+        from gsworkbench.synthetic.generate import generate_scene, read_manifest
+        from gsworkbench.synthetic.simulated_capture import pinhole_twin
+
+        folder = generate_scene("capture", **CAPTURE_SIZE)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the capture's listed frames without images: by design
+            scene = load_scene(folder)
+        scene.name = "capture"
+        if not cloud:
+            scene.points = scene.point_colors = None
+        return pinhole_twin(scene, spp=read_manifest(folder)["samples_per_pixel"]) if twin else scene
+
+    return build
+
+
+def _reconstructed_capture(out: Path) -> Any:
+    """The capture scene's photos alone through :func:`gsworkbench.sfm.reconstruct`, loaded with the
+    capture's own test photos held out; ``scene.source["reconstruction"]`` holds the pose accuracy
+    against the true poses (the quality row's extra columns)."""
+    from gsworkbench.scenes import load_scene
+    from gsworkbench.sfm.reconstruct import reconstruct
+    from gsworkbench.studies.suites.reconstruct import accuracy_row, capture_truth
+    from gsworkbench.synthetic.generate import read_manifest
+
+    photos, truth, focal = capture_truth(**CAPTURE_SIZE)
+    folder = reconstruct(photos, out, progress=False, log=None)
+    test = [n.removeprefix("images/") for n in read_manifest(photos.parent)["test_images"]]
+    scene = load_scene(folder, test_names=[n for n in test if (folder / "images" / n).is_file()])
+    scene.name = "capture (reconstructed)"
+    row = accuracy_row(folder, truth, focal)
+    scene.source["reconstruction"] = {k: row[k] for k in ("registered", "rotation_median_deg", "centre_median_pct",
+                                                          "focal_error_pct", "minutes_total")}  # fmt: skip
+    return scene
+
+
+CAPTURE = dict(iterations=3000, refine_start=300, refine_stop=2500, reset_every=1000, sh_degree_interval=500)
+# the room seen from inside (walls, floor, objects; no point cloud): a scene the presets were not tuned on
+ROOM = dict(name="room", n_train=40, n_test=8, n_points=0)
+INSIDE = "NeRF-synthetic (inside a room)"
+BRICKS = "NeRF-synthetic (the bricks scene)"
+BRICKS_400 = dict(width=400, height=400, downsample=1)
+HALF = {"init_scale": 0.5}  # initial scales at half the 3-NN distance (3DGS: the whole distance)
+RUNS: dict[str, QualityRun] = {
+    "nerf_synthetic": QualityRun("nerf_synthetic"),
+    "nerf_synthetic_cloud": QualityRun("nerf_synthetic", scene_overrides={"n_points": 3000}),
+    "nerf_synthetic_cube": QualityRun("nerf_synthetic", {"init_rule": "cube"}),
+    "nerf_synthetic_init_half": QualityRun("nerf_synthetic", HALF),
+    "nerf_synthetic_400": QualityRun("nerf_synthetic_400"),
+    "nerf_synthetic_800": QualityRun("nerf_synthetic_800"),
+    # the bricks scene (studs, thin rods, glossy and printed parts) under lego's protocols (how it compares
+    # with lego: docs/performance.md). Rendered at 400 px (64 samples over each pixel: the footprint and box
+    # filter of the preset's 2x downsample of 800 px renders), which costs a quarter of the 800 px render.
+    "bricks_400": QualityRun("nerf_synthetic_400", scene_overrides={"name": "bricks", **BRICKS_400}, layout=BRICKS),
+    "bricks_800": QualityRun("nerf_synthetic_800", scene_overrides={"name": "bricks"}, layout=BRICKS),
+    "room": QualityRun("nerf_synthetic", scene_overrides=ROOM, layout="NeRF-synthetic (inside a room)"),
+    "room_init_half": QualityRun("nerf_synthetic", HALF, ROOM, layout="NeRF-synthetic (inside a room)"),
+    "room_frustum": QualityRun("nerf_synthetic", {"init_rule": "frustum"}, ROOM, layout=INSIDE),
+    "room_cloud": QualityRun("nerf_synthetic", scene_overrides={**ROOM, "n_points": 3000},
+                             layout="NeRF-synthetic (inside a room), with its point cloud"),
+    "capture": QualityRun("short", CAPTURE, scene=_capture(False), layout="nerfstudio OPENCV (distorted JPEG)"),
+    "capture_init_half": QualityRun("short", {**CAPTURE, **HALF}, scene=_capture(False),
+                                    layout="nerfstudio OPENCV (distorted JPEG)"),  # fmt: skip
+    "capture_pinhole": QualityRun("short", CAPTURE, scene=_capture(True), layout="pinhole twin (no lens)"),
+    # posed, without a cloud: random points where the cameras look, or points triangulated with the poses fixed
+    "capture_nocloud_random": QualityRun("short", {**CAPTURE, "init_triangulate": False}, scene=_capture(False, False),
+                                         layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
+    "capture_nocloud_sfm": QualityRun("short", CAPTURE, scene=_capture(False, False),
+                                      layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
+    # the photos alone: poses, lens and points from reconstruct, the same test photos held out
+    "capture_reconstructed": QualityRun("short", CAPTURE, layout="photos only (reconstruct)", reconstructed=True),
+}
+
+
+def run_quality(name: str, out: Path) -> dict[str, Any]:
+    """Trains run ``name`` into ``out/<name>/`` and returns its row."""
+    from gsworkbench.synthetic import builtin_scene
+    from gsworkbench.train import preset, preset_scene, train
+
+    if name not in RUNS:
+        raise ValueError(f"unknown quality run {name!r}; runs: {', '.join(RUNS)}")
+    spec = RUNS[name]
+    if spec.reconstructed:
+        scene = _reconstructed_capture(out / f"{name}-scene")
+    elif spec.scene is not None:
+        scene = spec.scene()
+    else:
+        scene = builtin_scene(**{**preset_scene(spec.preset), **spec.scene_overrides})
+    cfg = preset(spec.preset, progress=False, **spec.overrides)
+    t0 = time.perf_counter()
+    result = train(scene, cfg, results_dir=out / name)
+    m = result.metrics
+    return {
+        "run": name, "layout": spec.layout, "views": f"{len(scene.train_ids)} + {len(scene.test_ids)}",
+        "size": f"{scene.width}x{scene.height}", "init_rule": m["init_rule"], "init_scale": cfg.init_scale,
+        "steps": m["iterations"],
+        "minutes": round((time.perf_counter() - t0) / 60, 2), "gaussians": m["num_gaussians"],
+        "psnr_db": round(m["psnr_db"], 2), "ssim": round(m["ssim"], 4), "lpips": m["lpips"],
+        "scene_sha256": m["scene_sha256"], "commit": short_commit(), **scene.source.get("reconstruction", {}),
+    }  # fmt: skip
+
+
+def quality_table(names: list[str], out: str | Path | None = None) -> tuple[pd.DataFrame, Path]:
+    """Runs ``names`` in turn into one folder (a new ``results/<run-id>/`` by default); writes
+    ``quality.csv`` after each run, so an interrupted table keeps its finished rows."""
+    unknown = [n for n in names if n not in RUNS]
+    if unknown:
+        raise ValueError(f"unknown quality run(s) {', '.join(unknown)}; runs: {', '.join(RUNS)}")
+    folder = Path(out) if out is not None else new_run_dir("quality")
+    write_metadata(folder, {"runs": names})
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        rows.append(run_quality(name, folder))
+        write_table(folder / "quality.csv", pd.DataFrame(rows))
+    return pd.DataFrame(rows), folder
