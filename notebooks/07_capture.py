@@ -79,7 +79,7 @@ from gsworkbench.core.figures import save_figure
 from gsworkbench.jupyter.display import metrics_table, result_link
 from gsworkbench.jupyter.start import start_run
 from gsworkbench.scenes import load_scene
-from gsworkbench.sfm.reconstruct import reconstruct
+from gsworkbench.sfm import reconstruct
 from gsworkbench.sfm.sfm_report import format_report, plot_cameras, read_report
 from gsworkbench.synthetic import generate_scene
 from gsworkbench.train import preset as train_preset

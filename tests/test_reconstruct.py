@@ -1,6 +1,6 @@
-"""Photos to a posed scene (gsworkbench.sfm.reconstruct): poses against the truth after a similarity
-alignment, the output read by load_scene, the report, photos of two sizes, EXIF orientation, video
-frames, the named errors, Ctrl-C and resuming."""
+"""Photos to a posed scene (gsworkbench.sfm.reconstruct, in gsworkbench.sfm.pipeline): poses against the
+truth after a similarity alignment, the output read by load_scene, the report, lenses and sizes, the
+registration strategies, EXIF orientation, video frames, the named errors, Ctrl-C and resuming."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from scipy.spatial.transform import Rotation
 from gsworkbench.scenes import load_scene
 from gsworkbench.sfm.colmap_run import Cancelled, cancellable
 from gsworkbench.sfm.photos import Photo, prepare_photo
+from gsworkbench.sfm.pipeline import ReconstructionFailed, reconstruct
 from gsworkbench.sfm.pose_accuracy import model_poses, pose_errors, umeyama
-from gsworkbench.sfm.reconstruct import ReconstructionFailed, reconstruct
 from gsworkbench.sfm.registration import DISTORTION_MIN_PHOTOS, best_model, camera_model_for, lens_groups
 from gsworkbench.sfm.sfm_report import format_report, read_report
 from gsworkbench.sfm.video import extract_frames, sharpness
@@ -296,7 +296,7 @@ def test_ctrl_c_cancels_a_running_pycolmap_call() -> None:
 
 
 def test_an_interrupted_run_resumes_from_the_finished_stages(photos, tmp_path: Path, monkeypatch) -> None:
-    import gsworkbench.sfm.reconstruct as r
+    import gsworkbench.sfm.pipeline as r
 
     out = tmp_path / "scene"
 

@@ -206,7 +206,7 @@ def _cmd_quality(args: argparse.Namespace) -> int:
 def _cmd_reconstruct(args: argparse.Namespace) -> int:
     from gsworkbench.core.figures import save_figure
     from gsworkbench.core.runs import new_run_dir, write_metadata
-    from gsworkbench.sfm.reconstruct import reconstruct
+    from gsworkbench.sfm import reconstruct
     from gsworkbench.sfm.sfm_report import plot_cameras
 
     out = args.out if args.out is not None else new_run_dir("reconstruct") / "scene"
@@ -315,7 +315,7 @@ def _add_profile_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_reconstruct_parser(sub: argparse._SubParsersAction) -> None:
-    from gsworkbench.sfm.reconstruct import CAMERA_MODELS, CAMERA_MODES, MATCHERS, ReconstructOptions
+    from gsworkbench.sfm.pipeline import CAMERA_MODELS, CAMERA_MODES, MATCHERS, ReconstructOptions
 
     d = ReconstructOptions()
     p = sub.add_parser("reconstruct", help="photos (a folder or a video) to a posed scene, with pycolmap on the CPU",

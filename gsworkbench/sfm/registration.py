@@ -1,4 +1,4 @@
-"""How :func:`~gsworkbench.sfm.reconstruct.reconstruct` gets every photo registered: the camera each
+"""How :func:`~gsworkbench.sfm.pipeline.reconstruct` gets every photo registered: the camera each
 photo gets, and the strategies it tries in turn when the first mapping leaves photos out.
 
 Cameras (``camera="per_lens"``, the default): photos from one lens share a camera. A lens is the

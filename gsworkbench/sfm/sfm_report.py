@@ -1,4 +1,4 @@
-"""How good are a reconstruction's poses? The report :func:`~gsworkbench.sfm.reconstruct.reconstruct`
+"""How good are a reconstruction's poses? The report :func:`~gsworkbench.sfm.pipeline.reconstruct`
 writes (``report.json``), its table, and a figure of the cameras and the sparse points.
 
 The report's fields: ``images_given``, ``images_registered``, ``registered_fraction``,

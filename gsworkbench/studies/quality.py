@@ -68,7 +68,7 @@ def _reconstructed_capture(out: Path) -> Any:
     capture's own test photos held out; ``scene.source["reconstruction"]`` holds the pose accuracy
     against the true poses (the quality row's extra columns)."""
     from gsworkbench.scenes import load_scene
-    from gsworkbench.sfm.reconstruct import reconstruct
+    from gsworkbench.sfm import reconstruct
     from gsworkbench.studies.suites.reconstruct import accuracy_row, capture_truth
     from gsworkbench.synthetic.generate import read_manifest
 

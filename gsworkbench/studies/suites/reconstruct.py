@@ -80,7 +80,7 @@ def accuracy_row(out: Path, truth: dict[str, np.ndarray], true_focal_px: float) 
 
 def _setup(params: dict[str, Any]):  # noqa: ANN202 (a Case's setup)
     def setup() -> Prepared:
-        from gsworkbench.sfm.reconstruct import reconstruct
+        from gsworkbench.sfm import reconstruct
 
         tmp = Path(tempfile.mkdtemp(prefix="gsw-bench-reconstruct-"))
         if params["photos"] == "capture":
