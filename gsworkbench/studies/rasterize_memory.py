@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.provenance import short_commit
+from gsworkbench.core.provenance import short_commit
 
 
 @dataclass(frozen=True)
