@@ -167,6 +167,22 @@ def test_no_import_goes_up_the_layers():
     assert not upward, "imports up the layer table:\n" + "\n".join(upward)
 
 
+def test_every_import_of_the_package_names_a_module_that_exists():
+    """An import of a moved or renamed module (one inside a function too) fails only when it runs: the
+    package, its tests and the notebooks' sources import only modules that exist."""
+    modules = set(module_names(PACKAGE_DIR)) | {"gsworkbench._C"}
+    root = PACKAGE_DIR.parent
+    missing = []
+    for path in sorted([*PACKAGE_DIR.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "notebooks").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            missing += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names
+                        if (n == "gsworkbench" or n.startswith("gsworkbench.")) and n not in modules]  # fmt: skip
+    assert not missing, f"imports of modules that do not exist: {missing}"
+
+
 def test_the_table_in_the_docs_matches():
     design = (PACKAGE_DIR.parent / "docs" / "design.md").read_text(encoding="utf-8")
     for package, layer in LAYERS.items():
