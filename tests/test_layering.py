@@ -173,7 +173,8 @@ def test_every_import_of_the_package_names_a_module_that_exists():
     modules = set(module_names(PACKAGE_DIR)) | {"gsworkbench._C"}
     root = PACKAGE_DIR.parent
     missing = []
-    for path in sorted([*PACKAGE_DIR.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "notebooks").glob("*.py")]):
+    sources = [*PACKAGE_DIR.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "notebooks").glob("*.py")]
+    for path in sorted(sources):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

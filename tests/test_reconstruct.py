@@ -27,7 +27,7 @@ from gsworkbench.sfm.pose_accuracy import model_poses, pose_errors, umeyama
 from gsworkbench.sfm.registration import DISTORTION_MIN_PHOTOS, best_model, camera_model_for, lens_groups
 from gsworkbench.sfm.sfm_report import format_report, read_report
 from gsworkbench.sfm.video import extract_frames, sharpness
-from gsworkbench.studies.photo_set import arc_cameras, render, true_focal, write_photos
+from gsworkbench.studies.photo_set import arc_cameras, render, textured_splats, true_focal, write_photos
 
 REPORT_KEYS = {"images_given", "images_registered", "registered_fraction", "mean_reprojection_error_px",
                "mean_track_length", "num_points3D", "cameras", "unmatched", "seconds"}  # fmt: skip
@@ -210,6 +210,62 @@ def test_the_leftover_and_global_strategies_register_the_photos(reconstructed: P
     assert len(registered_names(tmp_path / "sparse" / "global-0")) >= 11
     e = pose_errors(model_poses(glob), photos[1]).summary()
     assert e["rotation_median_deg"] < 1.0, e
+
+
+def test_duplicates_and_panoramas_are_left_out_and_named(photos, tmp_path: Path) -> None:
+    """A copied photo, the same shot saved again as PNG, and a 3:1 panorama among the photos: each is
+    left out before features, named in the log and the report; the rest reconstructs."""
+    src, _ = photos
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for p in sorted(src.iterdir()):
+        (mixed / p.name).write_bytes(p.read_bytes())
+    (mixed / "view_03 copy.jpg").write_bytes((src / "view_03.jpg").read_bytes())
+    Image.open(src / "view_07.jpg").save(mixed / "zz_again.png")
+    strip = np.concatenate([np.asarray(Image.open(src / f"view_0{k}.jpg")) for k in (0, 4, 8)], axis=1)
+    Image.fromarray(strip).save(mixed / "pano.jpg", quality=95)
+    said: list[str] = []
+    out = reconstruct(mixed, tmp_path / "scene", progress=False, log=said.append)
+    report = read_report(out)
+    assert report["left_out"] == {"duplicates": {"view_03.jpg": "view_03 copy.jpg", "zz_again.png": "view_07.jpg"},
+                                  "panoramas": ["pano.jpg"]}  # fmt: skip
+    assert report["images_given"] == 12 and report["images_registered"] >= 11
+    assert any("duplicates" in line and "zz_again.png (= view_07.jpg)" in line for line in said)
+    assert "pano.jpg" in format_report(report)
+
+
+def test_a_folder_mixing_two_scenes_names_the_other_scenes_photos(photos, tmp_path: Path) -> None:
+    """Twelve photos of one scene and eight of another: the larger scene is kept, and the report names
+    the other scene's photos as a separate model."""
+    src, _ = photos
+    mixed = tmp_path / "two"
+    mixed.mkdir()
+    for p in sorted(src.iterdir()):
+        (mixed / p.name).write_bytes(p.read_bytes())
+    viewmats, K = arc_cameras(8)
+    for i, rgb in enumerate(render(viewmats, K, textured_splats(seed=9))):
+        Image.fromarray(rgb).save(mixed / f"other_{i}.jpg", quality=95)
+    out = reconstruct(mixed, tmp_path / "scene", progress=False, log=None)
+    report = read_report(out)
+    assert report["images_registered"] >= 11
+    (other,) = report["separate_models"]
+    assert len(other) >= 6 and all(n.startswith("other_") for n in other)
+    assert set(other) <= set(report["not_registered"])
+    assert "another scene?" in format_report(report)
+
+
+def test_an_out_folder_that_cannot_be_written_is_named_in_one_line(photos, tmp_path: Path, monkeypatch) -> None:
+    """A read-only disk (simulated: root writes anywhere) is refused before anything runs."""
+    real_write = Path.write_bytes
+
+    def read_only(self: Path, data: bytes) -> int:
+        if "ro" in self.parts:
+            raise PermissionError(30, "Read-only file system", str(self))
+        return real_write(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", read_only)
+    with pytest.raises(ValueError, match=r"ro/scene: cannot write the reconstruction there \(Read-only file system\)"):
+        reconstruct(photos[0], tmp_path / "ro" / "scene", progress=False, log=None)
 
 
 def test_exif_orientation_is_applied(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ from gsworkbench.sfm.registration import (
     recover,
     why_unregistered,
 )
+from gsworkbench.sfm.screening import PANORAMA_ASPECT, duplicates, panoramas, separate_models
 from gsworkbench.sfm.sfm_report import format_report, sfm_report
 from gsworkbench.sfm.video import extract_frames
 
@@ -210,7 +211,13 @@ def _reconstruct(
     if overwrite and out.exists():
         shutil.rmtree(out)
     work = out / "work"
-    work.mkdir(parents=True, exist_ok=True)
+    try:  # a read-only disk or a folder without permission: one line before anything runs
+        work.mkdir(parents=True, exist_ok=True)
+        (work / ".writable").write_bytes(b"")
+        (work / ".writable").unlink()
+    except OSError as e:
+        why = e.strerror or e
+        raise ValueError(f"{out}: cannot write the reconstruction there ({why}); choose another --out") from None
     state = _State(out, opts, source)
     state.save()
     say = log or (lambda _s: None)
@@ -238,6 +245,15 @@ def _reconstruct(
         )
     with _bar(n_given, "photos", progress) as bar:
         prepared = prepare_photos(prep_src, photo_dir, opts.max_size, on_photo=lambda: bar.update(1))
+    left_out = {"duplicates": duplicates(prepared, photo_dir), "panoramas": panoramas(prepared)}
+    if left_out["duplicates"]:
+        say("left out as duplicates: " + ", ".join(f"{a} (= {b})" for a, b in left_out["duplicates"].items()))
+    if left_out["panoramas"]:
+        say(f"left out as panoramas (aspect >= {PANORAMA_ASPECT}:1): " + ", ".join(left_out["panoramas"]))
+    prepared = [p for p in prepared if p.name not in left_out["duplicates"] and p.name not in left_out["panoramas"]]
+    if len(prepared) < opts.min_images:
+        raise ReconstructionFailed(f"only {len(prepared)} usable photo(s) in {prep_src} once duplicates and panoramas "
+                                   f"are left out; reconstruction needs at least {opts.min_images}")  # fmt: skip
     if opts.camera == "per_lens":  # a lens's photos cropped to one size, so that they share a camera
         cropped = {p.name: p for g in lens_groups(prepared) for p in crop_to_common_size(photo_dir, g)}
         prepared = [cropped[p.name] for p in prepared]
@@ -294,6 +310,8 @@ def _reconstruct(
     report = sfm_report(rec, len(prepared), state.data["stages"], unmatched=unmatched, cameras=state.data["notes"])
     report["attempts"] = state.data["notes"].get("attempts", [])
     report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched)
+    report["left_out"] = left_out
+    report["separate_models"] = separate_models(sparse, best)
     write_json(out / REPORT, report)
     say(format_report(report))
     return out

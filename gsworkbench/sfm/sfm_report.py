@@ -115,6 +115,14 @@ def format_report(report: Mapping[str, Any]) -> str:
     if lost:
         rows.append(("not registered", "; ".join(f"{n} ({why})" for n, why in list(lost.items())[:5])
                                        + (" ..." if len(lost) > 5 else "")))  # fmt: skip
+    left = report.get("left_out") or {}
+    if left.get("duplicates"):
+        rows.append(("left out: duplicates", ", ".join(f"{a} (= {b})" for a, b in left["duplicates"].items())))
+    if left.get("panoramas"):
+        rows.append(("left out: panoramas", ", ".join(left["panoramas"])))
+    for group in report.get("separate_models") or []:
+        rows.append(("a separate model", f"{len(group)} photos that share none with the kept one (another scene?): "
+                                         + ", ".join(group[:5]) + (" ..." if len(group) > 5 else "")))  # fmt: skip
     if report.get("unmatched"):
         rows.append(
             ("match nothing", ", ".join(report["unmatched"][:5]) + (" ..." if len(report["unmatched"]) > 5 else ""))
