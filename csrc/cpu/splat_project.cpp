@@ -28,11 +28,9 @@ namespace {
 using at::Tensor;
 
 template <typename T>
-std::vector<Camera<T>> load_cameras(const Tensor& viewmats, const Tensor& Ks) {
-  const int64_t C = viewmats.size(0);
-  std::vector<Camera<T>> cams(static_cast<size_t>(C));
-  for (int64_t c = 0; c < C; ++c)
-    cams[c] = load_camera(viewmats.data_ptr<T>() + 16 * c, Ks.data_ptr<T>() + 9 * c);
+std::vector<Camera<T>> load_cameras(const ProjectInputs<T>& in) {
+  std::vector<Camera<T>> cams(static_cast<size_t>(in.C));
+  for (int64_t c = 0; c < in.C; ++c) cams[c] = load_camera(in.viewmats + 16 * c, in.Ks + 9 * c);
   return cams;
 }
 
@@ -53,10 +51,18 @@ constexpr int64_t kProjScanBlock = 256;
 // The projection loops run over Gaussians for one camera at a time with branch-free per-Gaussian math
 // (gsw/projection.h), which the compiler vectorizes (ivdep: the Gaussians are independent).
 template <typename T>
-void project_forward_kernel(const T* mu, const T* q, const T* s, const std::vector<Camera<T>>& cams, int64_t N,
-                            int64_t width, int64_t height, T eps2d, T near_plane, T far_plane, int32_t* r, T* m2,
-                            T* d, T* co, T* cp, ProjectionScan* scan = nullptr) {
-  const int64_t C = static_cast<int64_t>(cams.size());
+void project_forward_kernel(const ProjectForwardParams<T>& p, ProjectionScan* scan = nullptr) {
+  const T* mu = p.in.means;
+  const T* q = p.in.quats;
+  const T* s = p.in.scales;
+  const std::vector<Camera<T>> cams = load_cameras(p.in);
+  const int64_t C = p.in.C, N = p.in.N, width = p.in.width, height = p.in.height;
+  const T eps2d = p.in.eps2d, near_plane = p.in.near_plane, far_plane = p.in.far_plane;
+  int32_t* r = p.radii;
+  T* m2 = p.means2d;
+  T* d = p.depths;
+  T* co = p.conics;
+  T* cp = p.comps;
   bool fm = true, fq = true, fs = true, nonneg = true;
 #pragma omp parallel num_threads(threads_for(C * N, kMinProjectPerThread)) reduction(&& : fm, fq, fs, nonneg)
   {
@@ -134,34 +140,35 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& mea
   ProjectionScan scan;
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_project_cpu", [&] {
     using T = scalar_t;
-    project_forward_kernel<T>(means.data_ptr<T>(), quats.data_ptr<T>(), scales.data_ptr<T>(),
-                              load_cameras<T>(viewmats, Ks), N, width, height, T(eps2d), T(near_plane), T(far_plane),
-                              radii.data_ptr<int32_t>(), means2d.data_ptr<T>(), depths.data_ptr<T>(),
-                              conics.data_ptr<T>(), comps.data_ptr<T>(), check_values ? &scan : nullptr);
+    ProjectForwardParams<T> p;
+    p.in = project_inputs<T>(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+    p.radii = radii.data_ptr<int32_t>();
+    p.means2d = means2d.data_ptr<T>();
+    p.depths = depths.data_ptr<T>();
+    p.conics = conics.data_ptr<T>();
+    p.comps = comps.data_ptr<T>();
+    project_forward_kernel<T>(p, check_values ? &scan : nullptr);
   });
   check_projection_values(scan.means_finite, scan.quats_finite, scan.scales_finite, scan.scales_nonneg);
   return {radii, means2d, depths, conics, comps};
 }
 
 template <typename T>
-void project_backward_kernel(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
-                             const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
-                             double far_plane, const Tensor& radii, const Tensor& v_means2d, const Tensor& v_depths,
-                             const Tensor& v_conics, const Tensor& v_comps, Tensor& v_means, Tensor& v_quats,
-                             Tensor& v_scales, Tensor& v_viewmats) {
-  const int64_t N = means.size(0), C = viewmats.size(0);
-  const auto cams = load_cameras<T>(viewmats, Ks);
-  const T* mu = means.data_ptr<T>();
-  const T* q = quats.data_ptr<T>();
-  const T* s = scales.data_ptr<T>();
-  const int32_t* r = radii.data_ptr<int32_t>();
-  const T* vm2 = v_means2d.data_ptr<T>();
-  const T* vd = v_depths.data_ptr<T>();
-  const T* vco = v_conics.data_ptr<T>();
-  const T* vcp = v_comps.data_ptr<T>();
-  T* gm = v_means.data_ptr<T>();
-  T* gq = v_quats.data_ptr<T>();
-  T* gs = v_scales.data_ptr<T>();
+void project_backward_kernel(const ProjectBackwardParams<T>& p) {
+  const int64_t N = p.in.N, C = p.in.C, width = p.in.width, height = p.in.height;
+  const T eps2d = p.in.eps2d, near_plane = p.in.near_plane, far_plane = p.in.far_plane;
+  const auto cams = load_cameras(p.in);
+  const T* mu = p.in.means;
+  const T* q = p.in.quats;
+  const T* s = p.in.scales;
+  const int32_t* r = p.radii;
+  const T* vm2 = p.v_means2d;
+  const T* vd = p.v_depths;
+  const T* vco = p.v_conics;
+  const T* vcp = p.v_comps;
+  T* gm = p.v_means;
+  T* gq = p.v_quats;
+  T* gs = p.v_scales;
   const int nthreads = threads_for(C * N, kMinProjectPerThread);
   std::vector<double> vview(static_cast<size_t>(nthreads) * C * 12, 0.0);
   const int64_t nblocks = (N + kProjBlock - 1) / kProjBlock;
@@ -173,8 +180,8 @@ void project_backward_kernel(const Tensor& means, const Tensor& quats, const Ten
     for (int64_t b = 0; b < nblocks; ++b) {
       const int64_t n0 = b * kProjBlock, n1 = std::min(N, n0 + kProjBlock);
       for (int64_t c = 0; c < C; ++c) {
-        project_backward_block<T>(mu, q, s, cams[c], width, height, T(eps2d), T(near_plane), T(far_plane), r, vm2, vd,
-                                  vco, vcp, gm, gq, gs, vw.data(), n0, n1, c * N);
+        project_backward_block<T>(mu, q, s, cams[c], width, height, eps2d, near_plane, far_plane, r, vm2, vd, vco, vcp,
+                                  gm, gq, gs, vw.data(), n0, n1, c * N);
         for (int k = 0; k < 12; ++k) {
           double sum = 0;
           for (int64_t j = 0; j < n1 - n0; ++j) sum += vw[k * kProjBlock + j];
@@ -183,7 +190,7 @@ void project_backward_kernel(const Tensor& means, const Tensor& quats, const Ten
       }
     }
   }
-  T* gv = v_viewmats.data_ptr<T>();
+  T* gv = p.v_viewmats;
   for (int64_t c = 0; c < C; ++c) {
     double acc[12] = {0};
     for (int t = 0; t < nthreads; ++t)
@@ -213,9 +220,19 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cpu(
   auto v_scales = at::zeros({N, 3}, means.options());
   auto v_viewmats = at::zeros({C, 4, 4}, means.options());
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_project_backward_cpu", [&] {
-    project_backward_kernel<scalar_t>(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane,
-                                      far_plane, radii, v_means2d, v_depths, v_conics, v_comps, v_means, v_quats,
-                                      v_scales, v_viewmats);
+    using T = scalar_t;
+    ProjectBackwardParams<T> p;
+    p.in = project_inputs<T>(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
+    p.radii = radii.data_ptr<int32_t>();
+    p.v_means2d = v_means2d.data_ptr<T>();
+    p.v_depths = v_depths.data_ptr<T>();
+    p.v_conics = v_conics.data_ptr<T>();
+    p.v_comps = v_comps.data_ptr<T>();
+    p.v_means = v_means.data_ptr<T>();
+    p.v_quats = v_quats.data_ptr<T>();
+    p.v_scales = v_scales.data_ptr<T>();
+    p.v_viewmats = v_viewmats.data_ptr<T>();
+    project_backward_kernel<T>(p);
   });
   return {v_means, v_quats, v_scales, v_viewmats};
 }

@@ -33,10 +33,23 @@ namespace {
 using at::Tensor;
 
 template <typename T>
-void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
-                               const T* opac, const int32_t* toff, const int32_t* fid, const T* Tfinal,
-                               const int32_t* lastids, const T* v_color, const T* v_alpha, T* g_means2d,
-                               T* g_conics, T* g_colors, T* g_opac, T* g_means2d_abs) {
+void rasterize_backward_kernel(const RasterBackwardParams<T>& p) {
+  const RasterDims g = raster_dims(p.in);
+  const T* means2d = p.in.means2d;
+  const T* conics = p.in.conics;
+  const T* colors = p.in.colors;
+  const T* opac = p.in.opacities;
+  const int32_t* toff = p.in.tile_offsets;
+  const int32_t* fid = p.in.flatten_ids;
+  const T* Tfinal = p.trans;
+  const int32_t* lastids = p.last_ids;
+  const T* v_color = p.v_out_colors;
+  const T* v_alpha = p.v_out_alphas;
+  T* g_means2d = p.v_means2d;
+  T* g_conics = p.v_conics;
+  T* g_colors = p.v_colors;
+  T* g_opac = p.v_opacities;
+  T* g_means2d_abs = p.v_means2d_abs;
   // Gaussian-major: each Gaussian of a tile (back to front) visits every chunk of the tile, so its
   // gradient is summed lane-wise over the chunks and reduced across lanes once per tile.
   const int64_t D = g.D, ntiles = g.tw * g.th, CN = g.C * g.N;
@@ -167,11 +180,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(
   auto g_abs = absgrad ? at::empty_like(means2d) : at::empty({0}, means2d.options());
   AT_DISPATCH_FLOATING_TYPES(dt, "splat_rasterize_backward_cpu", [&] {
     using T = scalar_t;
-    rasterize_backward_kernel<T>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
-                                 opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
-                                 Tf.data_ptr<T>(), last.data_ptr<int32_t>(), vc.data_ptr<T>(), va.data_ptr<T>(),
-                                 g_means2d.data_ptr<T>(), g_conics.data_ptr<T>(), g_colors.data_ptr<T>(),
-                                 g_opac.data_ptr<T>(), absgrad ? g_abs.data_ptr<T>() : nullptr);
+    RasterBackwardParams<T> p;
+    p.in = raster_inputs<T>(means2d, conics, colors, opac, width, height, tile_size, toff, fid);
+    p.trans = Tf.data_ptr<T>();
+    p.last_ids = last.data_ptr<int32_t>();
+    p.v_out_colors = vc.data_ptr<T>();
+    p.v_out_alphas = va.data_ptr<T>();
+    p.v_means2d = g_means2d.data_ptr<T>();
+    p.v_conics = g_conics.data_ptr<T>();
+    p.v_colors = g_colors.data_ptr<T>();
+    p.v_opacities = g_opac.data_ptr<T>();
+    p.v_means2d_abs = absgrad ? g_abs.data_ptr<T>() : nullptr;
+    rasterize_backward_kernel<T>(p);
   });
   return {g_means2d, g_conics, g_colors, g_opac, g_abs};
 }

@@ -343,10 +343,20 @@ struct LaneCounts {
 
 // Count = true: the same kernel, also filling counts[thread] (the counting adds scalar loops per blend,
 // so its times are not the kernel's; the plain instantiation has none of it).
+// out_trans and out_last may be null (neither written).
 template <typename T, bool Count = false>
-void rasterize_forward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
-                              const T* opac, const int32_t* toff, const int32_t* fid, T* out_color, T* out_alpha,
-                              T* out_T, int32_t* out_last, LaneCounts* counts = nullptr) {
+void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* counts = nullptr) {
+  const RasterDims g = raster_dims(p.in);
+  const T* means2d = p.in.means2d;
+  const T* conics = p.in.conics;
+  const T* colors = p.in.colors;
+  const T* opac = p.in.opacities;
+  const int32_t* toff = p.in.tile_offsets;
+  const int32_t* fid = p.in.flatten_ids;
+  T* out_color = p.out_colors;
+  T* out_alpha = p.out_alphas;
+  T* out_T = p.out_trans;
+  int32_t* out_last = p.out_last;
   const int64_t D = g.D, ntiles = g.tw * g.th;
   const int64_t nchunks = (g.ts * g.ts + kLanes - 1) / kLanes;
   const GaussianRecord<T>* rec = gaussian_records(means2d, conics, opac, g.C * g.N);
@@ -497,11 +507,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> run_forward(const Tensor& means2d_, c
   auto out_last = keep_state ? at::empty({g.C, g.H, g.W}, opt.dtype(at::kInt)) : at::empty({0}, opt.dtype(at::kInt));
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_rasterize_cpu", [&] {
     using T = scalar_t;
-    rasterize_forward_kernel<T, Count>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
-                                       opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
-                                       out_color.data_ptr<T>(), out_alpha.data_ptr<T>(),
-                                       keep_state ? out_T.data_ptr<T>() : nullptr,
-                                       keep_state ? out_last.data_ptr<int32_t>() : nullptr, counts);
+    RasterForwardParams<T> p;
+    p.in = raster_inputs<T>(means2d, conics, colors, opac, width, height, tile_size, toff, fid);
+    p.out_colors = out_color.data_ptr<T>();
+    p.out_alphas = out_alpha.data_ptr<T>();
+    p.out_trans = keep_state ? out_T.data_ptr<T>() : nullptr;
+    p.out_last = keep_state ? out_last.data_ptr<int32_t>() : nullptr;
+    rasterize_forward_kernel<T, Count>(p, counts);
   });
   return {out_color, out_alpha, out_T, out_last};
 }
