@@ -3,16 +3,8 @@
 // gsw/tile_cover.h), and the (tile, depth)-sorted list of intersections the rasterizer walks: one
 // radix sort of the visible Gaussians by depth, then a stable parallel counting sort by tile; with
 // cut_saturated, each tile's list ends where every pixel of the tile has surely stopped
-// (gsw/tile_saturation.h). The input checks are gsw/splat_op.h, shared with the CUDA bindings.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
+// (gsw/tile_saturation.h). Bound to the op by splat_cpu.cpp.
 #include <omp.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,17 +13,15 @@
 #include <vector>
 
 #include "gsw/parallel.h"
-#include "gsw/splat_op.h"
 #include "gsw/tile_cover.h"
 #include "gsw/tile_saturation.h"
+#include "splat.h"
 #include "tile_saturation_simd.h"
 
 namespace gsw {
 namespace splat {
 namespace cpu {
 namespace {
-
-using at::Tensor;
 
 // When cut_saturated cuts: lists of at least kSaturationMinPairsPerTile pairs a tile on average (about a
 // tile's pixels), from footprints of at least kSaturationMinTilesPerGaussian tiles on average. The cut
@@ -106,26 +96,6 @@ inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tm
     }
     keys.swap(tmp);
   }
-}
-
-// The pass's working arrays, kept by each calling thread from one call to the next: at 10^5-10^6
-// Gaussians, fresh ones cost page faults and zero fills on every step (about 16 bytes per Gaussian,
-// and 32 per visible one, stay allocated; with cut_saturated, 6 floats per visible one and 8 bytes per
-// kept intersection more).
-struct IsectScratch {
-  std::vector<int32_t> box, sbox;
-  std::vector<uint64_t> done;
-  std::vector<std::vector<uint64_t>> kept;  // per part, grown to the largest call's entries
-  std::vector<int64_t> kept_n;
-  std::vector<uint64_t> order, tmp;
-  std::vector<int64_t> hist;
-  std::vector<uint32_t> count;
-  std::vector<float> rec;
-  std::vector<double> rec64;
-};
-inline IsectScratch& isect_scratch() {
-  thread_local IsectScratch s;
-  return s;
 }
 
 inline uint32_t depth_key(float d) {  // order-preserving for d >= 0 (visible depths are > near > 0)
@@ -364,43 +334,40 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
   }
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d_, const Tensor& radii_,
-                                                           const Tensor& depths_, int64_t tile_size,
-                                                           int64_t tile_width, int64_t tile_height,
-                                                           const std::optional<Tensor>& conics_,
-                                                           const std::optional<Tensor>& opacities_,
-                                                           bool cut_saturated) {
-  check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height, conics_, opacities_,
-                     cut_saturated);
-  const int64_t C = means2d_.size(0), N = means2d_.size(1);
-  const auto radii = radii_.contiguous();
-  const auto depths = contiguous_as(depths_, at::kFloat);
-  const auto means2d = means2d_.contiguous();
+// For each of the visible Gaussians in depth order (order[j], its box sbox[4 j ..]), fn(t) for every
+// tile t of its box (global tile ids c * ntiles + ty * tile_width + tx).
+template <typename Fn>
+inline void for_box_tiles(const IsectScratch& sc, int64_t j, int64_t N, int64_t tile_width, int64_t ntiles, Fn&& fn) {
+  const int32_t* b = sc.sbox.data() + 4 * j;
+  const int64_t base = static_cast<int64_t>(sc.order[j] & 0xffffffffu) / N * ntiles;
+  for (int32_t ty = b[1]; ty < b[3]; ++ty)
+    for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
+}
+
+}  // namespace
+
+IsectScratch& isect_scratch() {
+  thread_local IsectScratch s;
+  return s;
+}
+
+template <typename T>
+int64_t isect_count(const T* m, const int32_t* r, const float* d, const T* conics, const T* opac, int64_t C,
+                    int64_t N, int64_t tile_size, int64_t tile_width, int64_t tile_height, bool cut_saturated,
+                    int32_t* cnt, IsectScratch& sc) {
   const int64_t ntiles = tile_width * tile_height;
-  auto tiles_per_gauss = at::zeros({C, N}, radii.options());
-  IsectScratch& sc = isect_scratch();
   std::vector<int32_t>& box = sc.box;
   box.resize(static_cast<size_t>(C * N) * 4);  // every entry is written below
-  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_isect_tiles_cpu", [&] {
-    using T = scalar_t;
-    const T* m = means2d.data_ptr<T>();
-    const int32_t* r = radii.data_ptr<int32_t>();
-    int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
-    tile_boxes<T>(m, r, C * N, tile_size, tile_width, tile_height, box.data(), cnt);
-    if (conics_.has_value()) {
-      const auto conics = conics_->contiguous(), opac = opacities_->contiguous();
-      cut_boxes<T>(m, conics.data_ptr<T>(), opac.data_ptr<T>(), C * N, tile_size, box.data(), cnt);
-    }
-  });
+  tile_boxes<T>(m, r, C * N, tile_size, tile_width, tile_height, box.data(), cnt);
+  if (conics != nullptr) cut_boxes<T>(m, conics, opac, C * N, tile_size, box.data(), cnt);
   // The visible Gaussians sorted once by depth (ties by index), then a counting sort by tile that is
   // stable in that order: each tile's run comes out sorted by (depth, Gaussian id), with no per-tile
   // sort. nth contiguous parts of the depth order: per-part tile histograms, then per-part write
   // cursors (tile start + the counts of the parts before), so the parallel scatter keeps the order.
-  const int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
-  const float* d = depths.data_ptr<float>();
   const int64_t CT = C * ntiles, CN = C * N;
   // nth parts (one thread for small inputs: waking one costs more than the work)
   const int nth = threads_for(CN, kMinIsectPerThread);
+  sc.nth = nth;
   std::vector<uint64_t>& order = sc.order;
   order.resize(static_cast<size_t>(CN));
   int64_t nvis = 0;
@@ -419,13 +386,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     std::memcpy(sbox.data() + 4 * j, box.data() + 4 * static_cast<int64_t>(order[j] & 0xffffffffu), 4 * sizeof(int32_t));
   }
   std::vector<int64_t>& hist = sc.hist;
-  auto for_boxes = [&](int64_t j, auto&& fn) {
-    const int32_t* b = sbox.data() + 4 * j;
-    const int64_t base = static_cast<int64_t>(order[j] & 0xffffffffu) / N * ntiles;
-    for (int32_t ty = b[1]; ty < b[3]; ++ty)
-      for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
-  };
-  std::vector<int64_t> start(static_cast<size_t>(CT) + 1, 0);
+  std::vector<int64_t>& start = sc.start;
+  start.assign(static_cast<size_t>(CT) + 1, 0);
   // Cut only lists long enough to saturate: the cut's extra work (a bound per entry up to the cut, and
   // each part walking every Gaussian) costs more than it saves where lists are short.
   if (cut_saturated) {
@@ -433,12 +395,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     for (int64_t i = 0; i < CN; ++i) pairs += cnt[i];
     cut_saturated = pairs >= kSaturationMinPairsPerTile * CT && pairs >= kSaturationMinTilesPerGaussian * V;
   }
+  sc.cut = cut_saturated;
   if (cut_saturated) {
-    AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_isect_saturated_cpu", [&] {
-      const auto conics = conics_->contiguous(), opac = opacities_->contiguous();
-      count_saturated<scalar_t>(means2d.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(), opac.data_ptr<scalar_t>(),
-                                order, sbox, N, tile_size, tile_width, tile_height, C, nth, sc);
-    });
+    count_saturated<T>(m, conics, opac, order, sbox, N, tile_size, tile_width, tile_height, C, nth, sc);
     for (int64_t t = 0; t < CT; ++t) start[t + 1] = start[t] + hist[t];
   } else {
     hist.assign(static_cast<size_t>(nth) * CT, 0);
@@ -448,7 +407,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
         int64_t* h = hist.data() + static_cast<size_t>(p) * CT;
         for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j)
-          for_boxes(j, [&](int64_t t) { ++h[t]; });
+          for_box_tiles(sc, j, N, tile_width, ntiles, [&](int64_t t) { ++h[t]; });
       }
     }
     for (int64_t t = 0; t < CT; ++t) {
@@ -461,16 +420,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       start[t + 1] = run;
     }
   }
-  const int64_t M = start[CT];
-  TORCH_CHECK(M < (int64_t(1) << 31), "splat_isect_tiles: more than 2^31 intersections");
-  auto isect_ids = at::empty({M}, radii.options().dtype(at::kLong));
-  auto flatten_ids = at::empty({M}, radii.options());
-  auto tile_offsets = at::empty({C, tile_height, tile_width}, radii.options());
-  int32_t* fid = flatten_ids.data_ptr<int32_t>();
-  int64_t* iid = isect_ids.data_ptr<int64_t>();
-  int32_t* toff = tile_offsets.data_ptr<int32_t>();
+  return start[CT];
+}
+
+void isect_fill(const float* d, int64_t C, int64_t N, int64_t tile_width, int64_t tile_height, int64_t M,
+                IsectScratch& sc, int32_t* toff, int32_t* fid, int64_t* iid) {
+  const int64_t ntiles = tile_width * tile_height, CT = C * ntiles;
+  const int nth = sc.nth;
+  const int64_t V = static_cast<int64_t>(sc.order.size());
+  const std::vector<int64_t>& start = sc.start;
+  std::vector<int64_t>& hist = sc.hist;
   for (int64_t t = 0; t < CT; ++t) toff[t] = static_cast<int32_t>(start[t]);
-  if (cut_saturated) {
+  if (sc.cut) {
     for (int64_t t = 0; t < CT; ++t) hist[t] = start[t];  // write cursors, each tile's owned by one part
     int64_t* pos = hist.data();
 #pragma omp parallel num_threads(nth)
@@ -486,8 +447,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
         int64_t* pos = hist.data() + static_cast<size_t>(p) * CT;
         for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j) {
-          const int32_t i = static_cast<int32_t>(order[j] & 0xffffffffu);
-          for_boxes(j, [&](int64_t t) { fid[pos[t]++] = i; });
+          const int32_t i = static_cast<int32_t>(sc.order[j] & 0xffffffffu);
+          for_box_tiles(sc, j, N, tile_width, ntiles, [&](int64_t t) { fid[pos[t]++] = i; });
         }
       }
     }
@@ -500,12 +461,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       if (k + kGatherAhead < M) __builtin_prefetch(d + fid[k + kGatherAhead]);
       iid[k] = (t << 32) | static_cast<int64_t>(depth_key(d[fid[k]]));
     }
-  return {tiles_per_gauss, isect_ids, flatten_ids, tile_offsets};
 }
 
-}  // namespace
+template int64_t isect_count<float>(const float*, const int32_t*, const float*, const float*, const float*, int64_t,
+                                    int64_t, int64_t, int64_t, int64_t, bool, int32_t*, IsectScratch&);
+template int64_t isect_count<double>(const double*, const int32_t*, const float*, const double*, const double*,
+                                     int64_t, int64_t, int64_t, int64_t, int64_t, bool, int32_t*, IsectScratch&);
+
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) { m.impl("splat_isect_tiles", &gsw::splat::cpu::isect_tiles_cpu); }

@@ -1,31 +1,21 @@
 // CPU kernels of the 3DGS rasterizer, stage 1: projection of the 3D Gaussians into each camera
 // (means2d, depths, conics, compensation, radii) and its analytic backward. The per-Gaussian math is
-// gsw/projection.h, shared with the CUDA kernels (csrc/cuda/splat_project.cu); the input checks are
-// gsw/splat_op.h, shared with the CUDA bindings.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
+// gsw/projection.h, shared with the CUDA kernels (csrc/cuda/splat_project.cu); bound to the ops by
+// splat_cpu.cpp.
 #include <omp.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "gsw/parallel.h"
 #include "gsw/projection.h"
-#include "gsw/splat_op.h"
 #include "scan_values.h"
+#include "splat.h"
 
 namespace gsw {
 namespace splat {
 namespace cpu {
 namespace {
-
-using at::Tensor;
 
 template <typename T>
 std::vector<Camera<T>> load_cameras(const ProjectInputs<T>& in) {
@@ -38,20 +28,46 @@ std::vector<Camera<T>> load_cameras(const ProjectInputs<T>& in) {
 // sleeping thread under OMP_WAIT_POLICY=PASSIVE costs more than projecting fewer pairs).
 constexpr int64_t kMinProjectPerThread = 4096;
 
-// What a checking projection (check_values) found in its inputs: false where means, quats or scales
-// held a NaN or an infinity, or a scale was negative.
-struct ProjectionScan {
-  bool means_finite = true, quats_finite = true, scales_finite = true, scales_nonneg = true;
-};
-
 // Gaussians that a checking projection scans and then projects at a time (their 40 bytes in float stay
 // in the L1 cache between the two).
 constexpr int64_t kProjScanBlock = 256;
 
+// Gaussians [n0, n1) of one camera (n1 - n0 <= kProjBlock): adds their mean, quaternion and scale
+// gradients, and writes their viewmat gradients to vw[k * kProjBlock + n - n0] (k < 12; 0 if culled).
+constexpr int64_t kProjBlock = 256;
+
+template <typename T>
+void project_backward_block(const T* mu, const T* q, const T* s, const Camera<T>& cam, int64_t width, int64_t height,
+                            T eps2d, T near_plane, T far_plane, const int32_t* r, const T* vm2, const T* vd,
+                            const T* vco, const T* vcp, T* gm, T* gq, T* gs, T* vw, int64_t n0, int64_t n1,
+                            int64_t off) {
+#pragma GCC ivdep
+  for (int64_t n = n0; n < n1; ++n) {
+    const int64_t i = off + n;
+    Projected<T> o;
+    const T okf = (project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, width, height, eps2d, near_plane,
+                                      far_plane, o)
+                       ? T(1)
+                       : T(0)) *
+                  T(r[i] > 0 ? 1 : 0);
+    const bool ok = okf > T(0);
+    T vW[9] = {}, vt[3] = {}, vmu[3] = {}, vq[4] = {}, vs[3] = {};
+    project_backward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, eps2d, o, vm2 + 2 * i, vd[i], vco + 3 * i, vcp[i], vmu,
+                        vq, vs, vW, vt);
+    for (int k = 0; k < 3; ++k) gm[3 * n + k] += ok ? vmu[k] : T(0);
+    for (int k = 0; k < 4; ++k) gq[4 * n + k] += ok ? vq[k] : T(0);
+    for (int k = 0; k < 3; ++k) gs[3 * n + k] += ok ? vs[k] : T(0);
+    for (int k = 0; k < 9; ++k) vw[k * kProjBlock + (n - n0)] = ok ? vW[k] : T(0);
+    for (int k = 0; k < 3; ++k) vw[(9 + k) * kProjBlock + (n - n0)] = ok ? vt[k] : T(0);
+  }
+}
+
+}  // namespace
+
 // The projection loops run over Gaussians for one camera at a time with branch-free per-Gaussian math
 // (gsw/projection.h), which the compiler vectorizes (ivdep: the Gaussians are independent).
 template <typename T>
-void project_forward_kernel(const ProjectForwardParams<T>& p, ProjectionScan* scan = nullptr) {
+void project_forward_kernel(const ProjectForwardParams<T>& p, ProjectionScan* scan) {
   const T* mu = p.in.means;
   const T* q = p.in.quats;
   const T* s = p.in.scales;
@@ -90,67 +106,6 @@ void project_forward_kernel(const ProjectForwardParams<T>& p, ProjectionScan* sc
     scan_then_compute(share, C, scan != nullptr, kProjScanBlock, scan_block, project);
   }
   if (scan != nullptr) *scan = {fm, fq, fs, nonneg};
-}
-
-// Gaussians [n0, n1) of one camera (n1 - n0 <= kProjBlock): adds their mean, quaternion and scale
-// gradients, and writes their viewmat gradients to vw[k * kProjBlock + n - n0] (k < 12; 0 if culled).
-constexpr int64_t kProjBlock = 256;
-
-template <typename T>
-void project_backward_block(const T* mu, const T* q, const T* s, const Camera<T>& cam, int64_t width, int64_t height,
-                            T eps2d, T near_plane, T far_plane, const int32_t* r, const T* vm2, const T* vd,
-                            const T* vco, const T* vcp, T* gm, T* gq, T* gs, T* vw, int64_t n0, int64_t n1,
-                            int64_t off) {
-#pragma GCC ivdep
-  for (int64_t n = n0; n < n1; ++n) {
-    const int64_t i = off + n;
-    Projected<T> o;
-    const T okf = (project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, width, height, eps2d, near_plane,
-                                      far_plane, o)
-                       ? T(1)
-                       : T(0)) *
-                  T(r[i] > 0 ? 1 : 0);
-    const bool ok = okf > T(0);
-    T vW[9] = {}, vt[3] = {}, vmu[3] = {}, vq[4] = {}, vs[3] = {};
-    project_backward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, eps2d, o, vm2 + 2 * i, vd[i], vco + 3 * i, vcp[i], vmu,
-                        vq, vs, vW, vt);
-    for (int k = 0; k < 3; ++k) gm[3 * n + k] += ok ? vmu[k] : T(0);
-    for (int k = 0; k < 4; ++k) gq[4 * n + k] += ok ? vq[k] : T(0);
-    for (int k = 0; k < 3; ++k) gs[3 * n + k] += ok ? vs[k] : T(0);
-    for (int k = 0; k < 9; ++k) vw[k * kProjBlock + (n - n0)] = ok ? vW[k] : T(0);
-    for (int k = 0; k < 3; ++k) vw[(9 + k) * kProjBlock + (n - n0)] = ok ? vt[k] : T(0);
-  }
-}
-
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& means_, const Tensor& quats_,
-                                                               const Tensor& scales_, const Tensor& viewmats_,
-                                                               const Tensor& Ks_, int64_t width, int64_t height,
-                                                               double eps2d, double near_plane, double far_plane,
-                                                               bool check_values) {
-  check_projection_inputs(means_, quats_, scales_, viewmats_, Ks_);
-  const auto means = means_.contiguous(), quats = quats_.contiguous(), scales = scales_.contiguous();
-  const auto viewmats = viewmats_.contiguous(), Ks = Ks_.contiguous();
-  const int64_t N = means.size(0), C = viewmats.size(0);
-  const auto opt = means.options();
-  auto radii = at::empty({C, N}, opt.dtype(at::kInt));
-  auto means2d = at::empty({C, N, 2}, opt);
-  auto depths = at::empty({C, N}, opt);
-  auto conics = at::empty({C, N, 3}, opt);
-  auto comps = at::empty({C, N}, opt);
-  ProjectionScan scan;
-  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_project_cpu", [&] {
-    using T = scalar_t;
-    ProjectForwardParams<T> p;
-    p.in = project_inputs<T>(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
-    p.radii = radii.data_ptr<int32_t>();
-    p.means2d = means2d.data_ptr<T>();
-    p.depths = depths.data_ptr<T>();
-    p.conics = conics.data_ptr<T>();
-    p.comps = comps.data_ptr<T>();
-    project_forward_kernel<T>(p, check_values ? &scan : nullptr);
-  });
-  check_projection_values(scan.means_finite, scan.quats_finite, scan.scales_finite, scan.scales_nonneg);
-  return {radii, means2d, depths, conics, comps};
 }
 
 template <typename T>
@@ -202,47 +157,11 @@ void project_backward_kernel(const ProjectBackwardParams<T>& p) {
   }
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cpu(
-    const Tensor& means_, const Tensor& quats_, const Tensor& scales_, const Tensor& viewmats_, const Tensor& Ks_,
-    int64_t width, int64_t height, double eps2d, double near_plane, double far_plane, const Tensor& radii_,
-    const Tensor& v_means2d_, const Tensor& v_depths_, const Tensor& v_conics_, const Tensor& v_comps_) {
-  check_projection_inputs(means_, quats_, scales_, viewmats_, Ks_);
-  const auto means = means_.contiguous(), quats = quats_.contiguous(), scales = scales_.contiguous();
-  const auto viewmats = viewmats_.contiguous(), Ks = Ks_.contiguous();
-  const int64_t N = means.size(0), C = viewmats.size(0);
-  const auto dt = means.scalar_type();
-  check_projection_grads(means_, viewmats_, radii_, v_means2d_, v_depths_, v_conics_, v_comps_);
-  const auto radii = radii_.contiguous();
-  const auto v_means2d = contiguous_as(v_means2d_, dt), v_depths = contiguous_as(v_depths_, dt);
-  const auto v_conics = contiguous_as(v_conics_, dt), v_comps = contiguous_as(v_comps_, dt);
-  auto v_means = at::zeros({N, 3}, means.options());
-  auto v_quats = at::zeros({N, 4}, means.options());
-  auto v_scales = at::zeros({N, 3}, means.options());
-  auto v_viewmats = at::zeros({C, 4, 4}, means.options());
-  AT_DISPATCH_FLOATING_TYPES(dt, "splat_project_backward_cpu", [&] {
-    using T = scalar_t;
-    ProjectBackwardParams<T> p;
-    p.in = project_inputs<T>(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane, far_plane);
-    p.radii = radii.data_ptr<int32_t>();
-    p.v_means2d = v_means2d.data_ptr<T>();
-    p.v_depths = v_depths.data_ptr<T>();
-    p.v_conics = v_conics.data_ptr<T>();
-    p.v_comps = v_comps.data_ptr<T>();
-    p.v_means = v_means.data_ptr<T>();
-    p.v_quats = v_quats.data_ptr<T>();
-    p.v_scales = v_scales.data_ptr<T>();
-    p.v_viewmats = v_viewmats.data_ptr<T>();
-    project_backward_kernel<T>(p);
-  });
-  return {v_means, v_quats, v_scales, v_viewmats};
-}
+template void project_forward_kernel<float>(const ProjectForwardParams<float>&, ProjectionScan*);
+template void project_forward_kernel<double>(const ProjectForwardParams<double>&, ProjectionScan*);
+template void project_backward_kernel<float>(const ProjectBackwardParams<float>&);
+template void project_backward_kernel<double>(const ProjectBackwardParams<double>&);
 
-}  // namespace
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
-  m.impl("splat_project", &gsw::splat::cpu::project_cpu);
-  m.impl("splat_project_backward", &gsw::splat::cpu::project_backward_cpu);
-}

@@ -3,16 +3,9 @@
 // kLanes (splat_tiles.h). The forward keeps each pixel's final transmittance and the index of its last
 // contributing intersection, so the backward (splat_rasterize_backward.cpp) walks the tile's list back
 // to front and recovers every intermediate transmittance by division, without storing the blends.
-// Per-pixel math: gsw/blend.h (shared with csrc/cuda/splat_rasterize_*.cu); input checks: gsw/splat_op.h.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
+// Per-pixel math: gsw/blend.h (shared with csrc/cuda/splat_rasterize_*.cu); bound to the ops by
+// splat_cpu.cpp.
 #include <omp.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstring>
@@ -20,7 +13,7 @@
 
 #include "gsw/blend.h"
 #include "gsw/parallel.h"
-#include "gsw/splat_op.h"
+#include "splat.h"
 #include "splat_pixels.h"
 #include "splat_simd.h"
 #include "splat_tiles.h"
@@ -29,8 +22,6 @@ namespace gsw {
 namespace splat {
 namespace cpu {
 namespace {
-
-using at::Tensor;
 
 // The inputs of the per-chunk compositing loop.
 template <typename T>
@@ -333,19 +324,10 @@ struct GaussianLanes<float> {
 };
 #endif
 
-// What one thread of a counting forward did (rasterize_lane_counts_cpu): tiles, tile-Gaussian pairs
-// whose support reaches a row of the tile, chunk blends, lanes whose pixel was still compositing at a
-// blend, lanes that blended, and seconds inside its tiles.
-struct LaneCounts {
-  int64_t tiles = 0, pairs = 0, blends = 0, active = 0, blended = 0;
-  double busy_s = 0.0;
-};
+}  // namespace
 
-// Count = true: the same kernel, also filling counts[thread] (the counting adds scalar loops per blend,
-// so its times are not the kernel's; the plain instantiation has none of it).
-// out_trans and out_last may be null (neither written).
-template <typename T, bool Count = false>
-void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* counts = nullptr) {
+template <typename T, bool Count>
+void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* counts) {
   const RasterDims g = raster_dims(p.in);
   const T* means2d = p.in.means2d;
   const T* conics = p.in.conics;
@@ -487,73 +469,11 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
   }
 }
 
-// Checks the inputs, allocates the outputs and runs the forward (its counting twin with Count, which
-// fills counts[thread]): (colours, alphas, transmittances, last contributors); without keep_state the
-// last two, which only the backward reads, are neither written nor allocated (returned empty, [0]).
-template <bool Count>
-std::tuple<Tensor, Tensor, Tensor, Tensor> run_forward(const Tensor& means2d_, const Tensor& conics_,
-                                                       const Tensor& colors_, const Tensor& opacities_, int64_t width,
-                                                       int64_t height, int64_t tile_size, const Tensor& tile_offsets_,
-                                                       const Tensor& flatten_ids_, LaneCounts* counts,
-                                                       bool keep_state = true) {
-  const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
-                                           tile_offsets_, flatten_ids_);
-  const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
-  const auto opac = opacities_.contiguous(), toff = tile_offsets_.contiguous(), fid = flatten_ids_.contiguous();
-  const auto opt = means2d.options();
-  auto out_color = at::empty({g.C, g.H, g.W, g.D}, opt);
-  auto out_alpha = at::empty({g.C, g.H, g.W, 1}, opt);
-  auto out_T = keep_state ? at::empty({g.C, g.H, g.W}, opt) : at::empty({0}, opt);
-  auto out_last = keep_state ? at::empty({g.C, g.H, g.W}, opt.dtype(at::kInt)) : at::empty({0}, opt.dtype(at::kInt));
-  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_rasterize_cpu", [&] {
-    using T = scalar_t;
-    RasterForwardParams<T> p;
-    p.in = raster_inputs<T>(means2d, conics, colors, opac, width, height, tile_size, toff, fid);
-    p.out_colors = out_color.data_ptr<T>();
-    p.out_alphas = out_alpha.data_ptr<T>();
-    p.out_trans = keep_state ? out_T.data_ptr<T>() : nullptr;
-    p.out_last = keep_state ? out_last.data_ptr<int32_t>() : nullptr;
-    rasterize_forward_kernel<T, Count>(p, counts);
-  });
-  return {out_color, out_alpha, out_T, out_last};
-}
+template void rasterize_forward_kernel<float, false>(const RasterForwardParams<float>&, LaneCounts*);
+template void rasterize_forward_kernel<double, false>(const RasterForwardParams<double>&, LaneCounts*);
+template void rasterize_forward_kernel<float, true>(const RasterForwardParams<float>&, LaneCounts*);
+template void rasterize_forward_kernel<double, true>(const RasterForwardParams<double>&, LaneCounts*);
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cpu(const Tensor& means2d, const Tensor& conics,
-                                                         const Tensor& colors, const Tensor& opacities, int64_t width,
-                                                         int64_t height, int64_t tile_size, const Tensor& tile_offsets,
-                                                         const Tensor& flatten_ids,
-                                                         bool /*absgrad: read by the backward*/, bool keep_state) {
-  return run_forward<false>(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids,
-                            nullptr, keep_state);
-}
-
-// The forward's counting twin: float64 [9] = threads that ran, tiles, tile-Gaussian pairs reaching a
-// row, chunk blends, lanes active at a blend, lanes blended, the threads' summed and largest seconds
-// inside their tiles, and the lanes of a chunk. The image is computed and dropped.
-Tensor rasterize_lane_counts_cpu(const Tensor& means2d, const Tensor& conics, const Tensor& colors,
-                                 const Tensor& opacities, int64_t width, int64_t height, int64_t tile_size,
-                                 const Tensor& tile_offsets, const Tensor& flatten_ids) {
-  std::vector<LaneCounts> per_thread(static_cast<size_t>(omp_get_max_threads()));
-  run_forward<true>(means2d, conics, colors, opacities, width, height, tile_size, tile_offsets, flatten_ids,
-                    per_thread.data());
-  auto out = at::zeros({9}, means2d.options().dtype(at::kDouble));
-  double* o = out.data_ptr<double>();
-  for (const LaneCounts& c : per_thread) {
-    o[0] += c.tiles > 0 ? 1.0 : 0.0;
-    o[1] += double(c.tiles), o[2] += double(c.pairs), o[3] += double(c.blends);
-    o[4] += double(c.active), o[5] += double(c.blended), o[6] += c.busy_s;
-    o[7] = std::max(o[7], c.busy_s);
-  }
-  o[8] = kLanes;
-  return out;
-}
-
-}  // namespace
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
-  m.impl("splat_rasterize", &gsw::splat::cpu::rasterize_cpu);
-  m.impl("splat_rasterize_lane_counts", &gsw::splat::cpu::rasterize_lane_counts_cpu);
-}
