@@ -29,6 +29,17 @@ void project_forward_kernel(const ProjectForwardParams<T>& p, ProjectionScan* sc
 template <typename T>
 void project_backward_kernel(const ProjectBackwardParams<T>& p);
 
+// ---- view directions (CPU only: other devices run the ATen version) --------------------------------
+
+// dirs[c, n, j] = means[n, j] + sum_k t_c[k] R_c[k, j] (= means[n] - centre_c), for viewmats vm [C,4,4].
+template <typename T>
+void view_dirs_kernel(const T* means, const T* vm, T* dirs, int64_t C, int64_t N);
+
+// With g_c = sum_n v_dirs[c, n]: v_means[n] = sum_c v_dirs[c, n], v_R_c[k, j] = t_c[k] g_c[j],
+// v_t_c[k] = sum_j R_c[k, j] g_c[j]; the bottom row of v_viewmats is zero. Both written whole.
+template <typename T>
+void view_dirs_backward_kernel(const T* v_dirs, const T* vm, T* v_means, T* v_vm, int64_t C, int64_t N);
+
 // ---- stage 2: spherical harmonics -------------------------------------------------------------------
 
 // The coefficients of Gaussian n: row 0 at c0 + n s0, rows 1.. at cr + n sr (gsw/sh.h sh_row). One
@@ -118,6 +129,21 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
 // The input gradients are written whole.
 template <typename T>
 void rasterize_backward_kernel(const RasterBackwardParams<T>& p);
+
+// ---- the background under the rasterized image (CPU only) ------------------------------------------
+
+struct BgDims {
+  int64_t C, P, D, nc;  // cameras, pixels per camera, channels, background channels
+};
+
+// out [C,P,D] = col + (1 - alpha) bg on the first nc channels, col on the others (alpha [C,P], bg [C,nc]).
+template <typename T>
+void composite_kernel(const BgDims& d, const T* col, const T* alpha, const T* bg, T* out);
+
+// v_alpha[p] = -sum_ch v[p][ch] bg[cam][ch]; with v_bg (else nullptr), v_bg[cam][ch] = sum over the
+// camera's pixels of v[p][ch] (1 - alpha[p]), summed in double per task of one camera's pixels.
+template <typename T>
+void composite_backward_kernel(const BgDims& d, const T* v, const T* alpha, const T* bg, T* v_alpha, T* v_bg);
 
 }  // namespace cpu
 }  // namespace splat

@@ -106,6 +106,32 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cpu(
   return {v_means, v_quats, v_scales, v_viewmats};
 }
 
+Tensor view_dirs_cpu(const Tensor& means_, const Tensor& viewmats_) {
+  check_view_dirs_inputs(means_, viewmats_);
+  const Tensor means = means_.contiguous(), viewmats = viewmats_.contiguous();
+  const int64_t C = viewmats.size(0), N = means.size(0);
+  Tensor dirs = at::empty({C, N, 3}, means.options());
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_view_dirs_cpu", [&] {
+    view_dirs_kernel<scalar_t>(means.data_ptr<scalar_t>(), viewmats.data_ptr<scalar_t>(), dirs.data_ptr<scalar_t>(),
+                               C, N);
+  });
+  return dirs;
+}
+
+std::tuple<Tensor, Tensor> view_dirs_backward_cpu(const Tensor& v_dirs_, const Tensor& means_,
+                                                  const Tensor& viewmats_) {
+  check_view_dirs_grads(v_dirs_, means_, viewmats_);
+  const Tensor means = means_.contiguous(), viewmats = viewmats_.contiguous();
+  const Tensor v_dirs = contiguous_as(v_dirs_, means.scalar_type());
+  const int64_t C = viewmats.size(0), N = means.size(0);
+  Tensor v_means = at::empty({N, 3}, means.options()), v_viewmats = at::empty({C, 4, 4}, means.options());
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_view_dirs_backward_cpu", [&] {
+    view_dirs_backward_kernel<scalar_t>(v_dirs.data_ptr<scalar_t>(), viewmats.data_ptr<scalar_t>(),
+                                        v_means.data_ptr<scalar_t>(), v_viewmats.data_ptr<scalar_t>(), C, N);
+  });
+  return {v_means, v_viewmats};
+}
+
 // The SH inputs of both ops, checked and contiguous (rest: the split form's coeffs_rest, or none).
 struct ShTensors {
   Tensor coeffs, dirs;
@@ -309,6 +335,46 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(
   return {g_means2d, g_conics, g_colors, g_opac, g_abs};
 }
 
+// colors [C,H,W,D], alphas [C,H,W,1] and backgrounds [C,nc] (nc <= D), one float dtype, CPU tensors.
+BgDims check_background(const Tensor& colors, const Tensor& alphas, const Tensor& bg, const char* op) {
+  TORCH_CHECK(colors.dim() == 4 && alphas.dim() == 4 && alphas.size(3) == 1 &&
+                  colors.sizes().slice(0, 3) == alphas.sizes().slice(0, 3),
+              op, ": colors must be [C,H,W,D] and alphas [C,H,W,1], got ", colors.sizes(), " and ", alphas.sizes());
+  TORCH_CHECK(bg.dim() == 2 && bg.size(0) == colors.size(0) && bg.size(1) <= colors.size(3), op,
+              ": backgrounds must be [C,nc] with nc <= D, got ", bg.sizes(), " for colors ", colors.sizes());
+  TORCH_CHECK(colors.scalar_type() == alphas.scalar_type() && colors.scalar_type() == bg.scalar_type() &&
+                  (colors.scalar_type() == at::kFloat || colors.scalar_type() == at::kDouble),
+              op, ": colors, alphas and backgrounds must share one float dtype");
+  TORCH_CHECK(colors.device().is_cpu() && alphas.device().is_cpu() && bg.device().is_cpu(), op,
+              ": CPU tensors expected");
+  return {colors.size(0), colors.size(1) * colors.size(2), colors.size(3), bg.size(1)};
+}
+
+Tensor composite_background_cpu(const Tensor& colors_, const Tensor& alphas_, const Tensor& bg_) {
+  const BgDims d = check_background(colors_, alphas_, bg_, "splat_composite_background");
+  const auto colors = colors_.contiguous(), alphas = alphas_.contiguous(), bg = bg_.contiguous();
+  auto out = at::empty_like(colors);
+  AT_DISPATCH_FLOATING_TYPES(colors.scalar_type(), "splat_composite_background_cpu", [&] {
+    using T = scalar_t;
+    composite_kernel<T>(d, colors.data_ptr<T>(), alphas.data_ptr<T>(), bg.data_ptr<T>(), out.data_ptr<T>());
+  });
+  return out;
+}
+
+std::tuple<Tensor, Tensor> composite_background_backward_cpu(const Tensor& v_out_, const Tensor& alphas_,
+                                                             const Tensor& bg_, bool bg_grad) {
+  const BgDims d = check_background(v_out_, alphas_, bg_, "splat_composite_background_backward");
+  const auto v = v_out_.contiguous(), alphas = alphas_.contiguous(), bg = bg_.contiguous();
+  auto v_alpha = at::empty_like(alphas);
+  auto v_bg = bg_grad ? at::empty_like(bg) : at::empty({0}, bg.options());
+  AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "splat_composite_background_backward_cpu", [&] {
+    using T = scalar_t;
+    composite_backward_kernel<T>(d, v.data_ptr<T>(), alphas.data_ptr<T>(), bg.data_ptr<T>(), v_alpha.data_ptr<T>(),
+                                 bg_grad ? v_bg.data_ptr<T>() : nullptr);
+  });
+  return {v_alpha, v_bg};
+}
+
 }  // namespace
 }  // namespace cpu
 }  // namespace splat
@@ -323,4 +389,8 @@ TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
   m.impl("splat_rasterize", &gsw::splat::cpu::rasterize_cpu);
   m.impl("splat_rasterize_lane_counts", &gsw::splat::cpu::rasterize_lane_counts_cpu);
   m.impl("splat_rasterize_backward", &gsw::splat::cpu::rasterize_backward_cpu);
+  m.impl("splat_view_dirs", &gsw::splat::cpu::view_dirs_cpu);
+  m.impl("splat_view_dirs_backward", &gsw::splat::cpu::view_dirs_backward_cpu);
+  m.impl("splat_composite_background", &gsw::splat::cpu::composite_background_cpu);
+  m.impl("splat_composite_background_backward", &gsw::splat::cpu::composite_background_backward_cpu);
 }
