@@ -1,7 +1,7 @@
 // CPU kernels of gsworkbench::splat_view_dirs and its backward: plain loops over the C cameras and N
-// means, in place of the device-agnostic ATen version (csrc/splat_view_dirs.cpp, which other
-// devices use), whose handful of tiny ATen ops cost a tiny call more than the arithmetic. Bound to the
-// ops by splat_cpu.cpp.
+// means, in place of the device-agnostic ATen version (csrc/composite/splat_view_dirs_composite.cpp,
+// which other devices use), whose handful of tiny ATen ops cost a tiny call more than the arithmetic.
+// Bound to the ops by splat_cpu.cpp.
 #include <algorithm>
 
 #include "splat.h"

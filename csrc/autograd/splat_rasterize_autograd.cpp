@@ -1,5 +1,5 @@
 // Autograd of the rasterizer's tile intersection (none: integer outputs) and rasterization, in C++ (see
-// csrc/splat_autograd.cpp): the rasterization backward is the analytic splat_rasterize_backward op.
+// splat_autograd.cpp): the rasterization backward is the analytic splat_rasterize_backward op.
 // absgrad (the sum of per-pixel |dL/dmeans2d|, set as the Python attribute means2d.absgrad) is not
 // produced here: gsworkbench.splat.ops.rasterize_to_pixels(absgrad=True) runs the op under a Python
 // autograd.Function that does it (eager only).

@@ -1,5 +1,5 @@
-// Autograd of the rasterizer's projection, view-direction and SH ops, in C++ (as csrc/field_autograd.cpp for
-// the field; tile intersection and rasterization: csrc/splat_rasterize_autograd.cpp): the backwards are the
+// Autograd of the rasterizer's projection, view-direction and SH ops, in C++ (as field_autograd.cpp for
+// the field; tile intersection and rasterization: splat_rasterize_autograd.cpp): the backwards are the
 // analytic *_backward ops. C++ because a Python autograd layer (torch.library.register_autograd) would
 // cost a tiny call more than its kernels, in the forward and again in the backward.
 // Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
