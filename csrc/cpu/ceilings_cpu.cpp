@@ -1,8 +1,7 @@
 // TORCH_LIBRARY_IMPL(gsworkbench, CPU) for the roofline ceilings: the input checks, then the loops of
 // csrc/cpu/ceilings.cpp. Neither op is differentiable: CPU kernels only, no autograd.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/core/Tensor.h>
 #include <omp.h>
 #include <torch/library.h>

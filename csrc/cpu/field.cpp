@@ -1,6 +1,8 @@
 // CPU kernels of the Gaussian field: fused forward and analytic backward, O(B + N) memory.
 // OpenMP over blocks of kBlock points; the inner loop over the points of a block is SIMD. Bound to the
 // ops by field_cpu.cpp.
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Parallel.h>
 #include <omp.h>
 

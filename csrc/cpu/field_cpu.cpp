@@ -1,8 +1,7 @@
 // TORCH_LIBRARY_IMPL(gsworkbench, CPU) for the field ops: the plumbing shared with the CUDA binding
 // (gsw/field_op.h), then the kernels of csrc/cpu/field.cpp.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

@@ -1,8 +1,7 @@
 // TORCH_LIBRARY_IMPL(gsworkbench, CPU) for the loss ops: the input checks, contiguous copies and
 // outputs, then the kernels of ssim.cpp and photometric_loss.cpp (declared in losses.h).
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

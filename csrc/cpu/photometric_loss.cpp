@@ -3,6 +3,8 @@
 // (x - y)^2, and, for training, d(mean SSIM)/dx computed in the same band pass, so the backward is one
 // elementwise pass instead of a second sweep of the window statistics. Window math: ssim_window.h.
 // Bound to the ops by losses_cpu.cpp.
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>

@@ -3,6 +3,8 @@
 // first nc channels, in one pass over the image instead of the five tensor ops (and their backward's
 // four) it replaces. The backward returns dL/dalpha and dL/dbackground; dL/dcolours is dL/dout itself.
 // Bound to the ops by splat_cpu.cpp.
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>

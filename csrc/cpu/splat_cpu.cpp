@@ -1,9 +1,8 @@
 // CPU bindings of the splat rasterizer ops (schemas in csrc/gsworkbench.cpp, kernels in splat_*.cpp,
 // declared in splat.h), the twin of csrc/cuda/splat_cuda.cpp. Thin: the input checks shared with the
 // CUDA bindings (gsw/splat_op.h), contiguous copies, output allocation, kernel calls.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

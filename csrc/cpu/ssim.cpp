@@ -1,6 +1,8 @@
 // Fused SSIM of two images [H,W,C] and its gradient (torch reference: gsworkbench/train/losses.py
 // ssim_torch). The window math and the passes: ssim_window.h. The forward goes band by band of valid rows;
 // the backward streams down each thread's share of image rows. Bound to the ops by losses_cpu.cpp.
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>

@@ -1,8 +1,7 @@
 // TORCH_LIBRARY_IMPL(gsworkbench, CPU) for transform_splats: the checks shared with the CUDA binding
 // (gsw/transforms_op.h), then the kernel of csrc/cpu/transforms.cpp.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
