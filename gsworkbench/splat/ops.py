@@ -354,7 +354,7 @@ def rasterize_to_pixels(
 
 # ---- work counts of the forward kernels, for the roofline (gsworkbench.bench.roofline) ----
 # Floating-point operations of one pixel-splat evaluation of the CPU forward (csrc/cpu/splat_simd.h
-# chunk_alpha_vis, csrc/cpu/splat_rasterize_forward.cpp composite_chunk), an FMA counted as two:
+# chunk_alpha_vis, csrc/cpu/splat_rasterize_forward.h composite_chunk), an FMA counted as two:
 # offsets dx, dy (2), sigma = (ca dx^2 + cc dy^2) / 2 + cb dx dy (9), exp(-sigma) (range reduction 6,
 # degree-6 polynomial 12, scale 1: 19), alpha = opacity e (1), 1 - alpha, T (1 - alpha), alpha T (3),
 # then one FMA per colour channel: 34 + 2 D. Comparisons, min/max and mask moves are not counted.
