@@ -1,7 +1,8 @@
 """Builds the gsworkbench._C extension.
 
-The op schemas and C++ autograd (csrc/*.cpp) and the CPU kernels (csrc/cpu/*.cpp) are always
-built. The CUDA kernels (csrc/cuda/*.cu + csrc/cuda/*.cpp) are added when torch was built with CUDA and nvcc is found.
+The op schema (csrc/gsworkbench.cpp), the C++ autograd (csrc/autograd/), the device-agnostic ATen-op
+kernels (csrc/composite/) and the CPU kernels and bindings (csrc/cpu/) are always built. The CUDA kernels
+and bindings (csrc/cuda/*.cu + csrc/cuda/*.cpp) are added when torch was built with CUDA and nvcc is found.
 Environment knobs: GSW_MARCH (the -march target, default "native"; `make test` also builds and tests
 x86-64-v3, which has no AVX-512), GSW_RASTER_LANES (16: the rasterizer's AVX-512 twin, 16 lanes a chunk,
 where the target has AVX-512; by default it runs its AVX2 twin, 8 lanes, wherever AVX2 is: see
@@ -31,7 +32,9 @@ if raster_lanes not in (None, "", "8", "16"):
     raise SystemExit(f"GSW_RASTER_LANES must be 8 or 16, got {raster_lanes!r}")
 if raster_lanes:
     define_macros.append(("GSW_RASTER_LANES", raster_lanes))
-sources = sorted(glob.glob("csrc/*.cpp")) + sorted(glob.glob("csrc/cpu/*.cpp"))
+sources = ["csrc/gsworkbench.cpp"] + [
+    f for folder in ("autograd", "composite", "cpu") for f in sorted(glob.glob(f"csrc/{folder}/*.cpp"))
+]
 include_dirs = [os.path.join(here, "csrc", "include")]
 
 with_cuda = (

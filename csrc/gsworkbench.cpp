@@ -1,6 +1,7 @@
-// Every op schema of the gsworkbench library, in one place. Implementations register per backend in
-// csrc/cpu/*.cpp (CPU) and csrc/cuda/*.cpp (CUDA). Python wrappers, fake kernels and autograd live
-// beside each capability in gsworkbench/ (e.g. gsworkbench/field/ops.py).
+// Every op schema of the gsworkbench library, in one place. Implementations register per dispatch key
+// in csrc/cpu/*_cpu.cpp (CPU), csrc/cuda/*_cuda.cpp (CUDA), csrc/autograd/ (C++ autograd) and
+// csrc/composite/ (ATen-op kernels for any device). Python wrappers and fake kernels live beside each
+// capability in gsworkbench/ (e.g. gsworkbench/field/ops.py).
 #include <Python.h>
 #include <torch/library.h>
 
@@ -87,7 +88,8 @@ TORCH_LIBRARY(gsworkbench, m) {
   //    -> (v_means [N,3], v_viewmats [C,4,4])
   m.def("splat_view_dirs_backward(Tensor v_dirs, Tensor means, Tensor viewmats) -> (Tensor, Tensor)");
   //    SH colours seen from the cameras, sh_to_color(coeffs, view_dirs(means, viewmats), degree) as one op
-  //    (one autograd node, csrc/splat_autograd.cpp): coeffs [N,K,3], means [N,3], viewmats [C,4,4] -> [C,N,3]
+  //    (one autograd node, csrc/autograd/splat_autograd.cpp): coeffs [N,K,3], means [N,3],
+  //    viewmats [C,4,4] -> [C,N,3]
   m.def(
       "splat_sh_colors_from_cameras(Tensor coeffs, Tensor means, Tensor viewmats, int degree, "
       "Tensor? coeffs_rest=None, bool check_finite=False) -> Tensor");

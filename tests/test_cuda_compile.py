@@ -46,9 +46,9 @@ def _impls(files: list[Path]) -> list[str]:
 
 def _composite_impls() -> set[str]:
     """Ops with a device-agnostic kernel (``TORCH_LIBRARY_IMPL(gsworkbench, Composite...)`` blocks in
-    csrc/*.cpp, written in ATen ops): they serve the CPU and CUDA alike."""
+    csrc/composite/, written in ATen ops): they serve the CPU and CUDA alike."""
     block = re.compile(r"TORCH_LIBRARY_IMPL\(gsworkbench,\s*Composite\w+,\s*m\)\s*\{(.*?)\n\}", re.S)
-    blocks = [b for f in sorted((ROOT / "csrc").glob("*.cpp")) for b in block.findall(f.read_text())]
+    blocks = [b for f in sorted((ROOT / "csrc" / "composite").glob("*.cpp")) for b in block.findall(f.read_text())]
     return {name for b in blocks for name in re.findall(r'm\.impl\(\s*"(\w+)"', b)}
 
 

@@ -1,20 +1,16 @@
 // CPU kernels of the Gaussian field: fused forward and analytic backward, O(B + N) memory.
-// OpenMP over blocks of kBlock points; the inner loop over the points of a block is SIMD.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
+// OpenMP over blocks of kBlock points; the inner loop over the points of a block is SIMD. Bound to the
+// ops by field_cpu.cpp.
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Parallel.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
 #include <omp.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "field.h"
 #include "gsw/field.h"
-#include "gsw/field_op.h"
 #include "gsw/parallel.h"
 
 namespace gsw {
@@ -179,42 +175,31 @@ void backward_kernel(const T* grad, const T* points, const Gauss<T>* gs, T* grad
   });
 }
 
-at::Tensor field_forward_cpu(const at::Tensor& points, const at::Tensor& means, const at::Tensor& factors,
-                             const at::Tensor& weights) {
-  const FieldArgs a = field_args(points, means, factors, weights);
-  TORCH_CHECK(a.points.device().is_cpu(), "field_forward_cpu: inputs must be on the CPU");
-  auto out = at::empty({a.B}, a.points.options());
-  AT_DISPATCH_FLOATING_TYPES(a.points.scalar_type(), "field_forward_cpu", [&] {
-    const auto gs = prepare_all(a.means.data_ptr<scalar_t>(), a.factors.data_ptr<scalar_t>(),
-                                a.weights.data_ptr<scalar_t>(), a.N);
-    std::vector<Gauss<scalar_t>> g2(gs.size());
-    std::transform(gs.begin(), gs.end(), g2.begin(), forward_form<scalar_t>);
-    forward_kernel(a.points.data_ptr<scalar_t>(), g2.data(), out.data_ptr<scalar_t>(), a.B, a.N);
-  });
-  return out;
-}
-
-FieldGrads field_backward_cpu(const at::Tensor& grad_values, const at::Tensor& points, const at::Tensor& means,
-                              const at::Tensor& factors, const at::Tensor& weights) {
-  const FieldArgs a = field_args(points, means, factors, weights);
-  TORCH_CHECK(a.points.device().is_cpu(), "field_backward_cpu: inputs must be on the CPU");
-  const at::Tensor g = grad_values_arg(grad_values, a);
-  FieldGrads out = empty_grads(a);
-  auto& [gp, gm, gL, gw] = out;
-  AT_DISPATCH_FLOATING_TYPES(a.points.scalar_type(), "field_backward_cpu", [&] {
-    const auto gs = prepare_all(a.means.data_ptr<scalar_t>(), a.factors.data_ptr<scalar_t>(),
-                                a.weights.data_ptr<scalar_t>(), a.N);
-    backward_kernel(g.data_ptr<scalar_t>(), a.points.data_ptr<scalar_t>(), gs.data(), gp.data_ptr<scalar_t>(),
-                    gm.data_ptr<scalar_t>(), gL.data_ptr<scalar_t>(), gw.data_ptr<scalar_t>(), a.B, a.N);
-  });
-  return out;
-}
-
 }  // namespace
+
+template <typename T>
+void forward_cpu(const T* points, const T* means, const T* factors, const T* weights, T* values, int64_t B,
+                 int64_t N) {
+  const auto gs = prepare_all(means, factors, weights, N);
+  std::vector<Gauss<T>> g2(gs.size());
+  std::transform(gs.begin(), gs.end(), g2.begin(), forward_form<T>);
+  forward_kernel(points, g2.data(), values, B, N);
+}
+
+template <typename T>
+void backward_cpu(const T* grad, const T* points, const T* means, const T* factors, const T* weights, T* grad_points,
+                  T* grad_means, T* grad_factors, T* grad_weights, int64_t B, int64_t N) {
+  const auto gs = prepare_all(means, factors, weights, N);
+  backward_kernel(grad, points, gs.data(), grad_points, grad_means, grad_factors, grad_weights, B, N);
+}
+
+template void forward_cpu<float>(const float*, const float*, const float*, const float*, float*, int64_t, int64_t);
+template void forward_cpu<double>(const double*, const double*, const double*, const double*, double*, int64_t,
+                                  int64_t);
+template void backward_cpu<float>(const float*, const float*, const float*, const float*, const float*, float*,
+                                  float*, float*, float*, int64_t, int64_t);
+template void backward_cpu<double>(const double*, const double*, const double*, const double*, const double*,
+                                   double*, double*, double*, double*, int64_t, int64_t);
+
 }  // namespace field
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
-  m.impl("field_forward", &gsw::field::field_forward_cpu);
-  m.impl("field_backward", &gsw::field::field_backward_cpu);
-}

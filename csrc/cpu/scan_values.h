@@ -1,7 +1,7 @@
-// Scans of input values on the CPU: the statistics of a run of values (tensor_stats, csrc/cpu/stats.cpp),
-// and the scan the ops' kernels make of their inputs as they read them (their check flags), so that an
-// input check costs no second pass over memory: a block of a few hundred Gaussians is scanned, then
-// computed while it sits in the L1 cache.
+// Scans of input values on the CPU: the statistics of a run of values (tensor_stats,
+// csrc/cpu/tensor_stats_cpu.cpp), and the scan the ops' kernels make of their inputs as they read them
+// (their check flags), so that an input check costs no second pass over memory: a block of a few
+// hundred Gaussians is scanned, then computed while it sits in the L1 cache.
 #pragma once
 
 #include <algorithm>

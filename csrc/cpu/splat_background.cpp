@@ -2,43 +2,20 @@
 // gsworkbench/splat/_torch_impl.py composite_background): out = colours + (1 - alpha) background on the
 // first nc channels, in one pass over the image instead of the five tensor ops (and their backward's
 // four) it replaces. The backward returns dL/dalpha and dL/dbackground; dL/dcolours is dL/dout itself.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
+// Bound to the ops by splat_cpu.cpp.
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Parallel.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <vector>
+
+#include "splat.h"
 
 namespace gsw {
 namespace splat {
 namespace cpu {
 namespace {
-
-using at::Tensor;
-
-struct BgDims {
-  int64_t C, P, D, nc;  // cameras, pixels per camera, channels, background channels
-};
-
-BgDims check_background(const Tensor& colors, const Tensor& alphas, const Tensor& bg, const char* op) {
-  TORCH_CHECK(colors.dim() == 4 && alphas.dim() == 4 && alphas.size(3) == 1 &&
-                  colors.sizes().slice(0, 3) == alphas.sizes().slice(0, 3),
-              op, ": colors must be [C,H,W,D] and alphas [C,H,W,1], got ", colors.sizes(), " and ", alphas.sizes());
-  TORCH_CHECK(bg.dim() == 2 && bg.size(0) == colors.size(0) && bg.size(1) <= colors.size(3), op,
-              ": backgrounds must be [C,nc] with nc <= D, got ", bg.sizes(), " for colors ", colors.sizes());
-  TORCH_CHECK(colors.scalar_type() == alphas.scalar_type() && colors.scalar_type() == bg.scalar_type() &&
-                  (colors.scalar_type() == at::kFloat || colors.scalar_type() == at::kDouble),
-              op, ": colors, alphas and backgrounds must share one float dtype");
-  TORCH_CHECK(colors.device().is_cpu() && alphas.device().is_cpu() && bg.device().is_cpu(), op,
-              ": CPU tensors expected");
-  return {colors.size(0), colors.size(1) * colors.size(2), colors.size(3), bg.size(1)};
-}
 
 constexpr int64_t kGrain = 1 << 14;  // pixels per task
 
@@ -55,6 +32,8 @@ void composite_rgb(const T* col, const T* alpha, const T* bc, int64_t b, int64_t
     out[3 * p + 2] = col[3 * p + 2] + t * b2;
   }
 }
+
+}  // namespace
 
 template <typename T>
 void composite_kernel(const BgDims& d, const T* col, const T* alpha, const T* bg, T* out) {
@@ -78,8 +57,6 @@ void composite_kernel(const BgDims& d, const T* col, const T* alpha, const T* bg
   });
 }
 
-// v_alpha[p] = -sum_ch v[p][ch] bg[cam][ch]; with v_bg (else nullptr), v_bg[cam][ch] = sum over the
-// camera's pixels of v[p][ch] (1 - alpha[p]), summed in double per task of one camera's pixels.
 template <typename T>
 void composite_backward_kernel(const BgDims& d, const T* v, const T* alpha, const T* bg, T* v_alpha, T* v_bg) {
   const int64_t blocks = (d.P + kGrain - 1) / kGrain, ntasks = d.C * blocks;
@@ -117,37 +94,13 @@ void composite_backward_kernel(const BgDims& d, const T* v, const T* alpha, cons
     }
 }
 
-Tensor composite_background_cpu(const Tensor& colors_, const Tensor& alphas_, const Tensor& bg_) {
-  const BgDims d = check_background(colors_, alphas_, bg_, "splat_composite_background");
-  const auto colors = colors_.contiguous(), alphas = alphas_.contiguous(), bg = bg_.contiguous();
-  auto out = at::empty_like(colors);
-  AT_DISPATCH_FLOATING_TYPES(colors.scalar_type(), "splat_composite_background_cpu", [&] {
-    using T = scalar_t;
-    composite_kernel<T>(d, colors.data_ptr<T>(), alphas.data_ptr<T>(), bg.data_ptr<T>(), out.data_ptr<T>());
-  });
-  return out;
-}
+template void composite_kernel<float>(const BgDims&, const float*, const float*, const float*, float*);
+template void composite_kernel<double>(const BgDims&, const double*, const double*, const double*, double*);
+template void composite_backward_kernel<float>(const BgDims&, const float*, const float*, const float*, float*,
+                                               float*);
+template void composite_backward_kernel<double>(const BgDims&, const double*, const double*, const double*, double*,
+                                                double*);
 
-std::tuple<Tensor, Tensor> composite_background_backward_cpu(const Tensor& v_out_, const Tensor& alphas_,
-                                                             const Tensor& bg_, bool bg_grad) {
-  const BgDims d = check_background(v_out_, alphas_, bg_, "splat_composite_background_backward");
-  const auto v = v_out_.contiguous(), alphas = alphas_.contiguous(), bg = bg_.contiguous();
-  auto v_alpha = at::empty_like(alphas);
-  auto v_bg = bg_grad ? at::empty_like(bg) : at::empty({0}, bg.options());
-  AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "splat_composite_background_backward_cpu", [&] {
-    using T = scalar_t;
-    composite_backward_kernel<T>(d, v.data_ptr<T>(), alphas.data_ptr<T>(), bg.data_ptr<T>(), v_alpha.data_ptr<T>(),
-                                 bg_grad ? v_bg.data_ptr<T>() : nullptr);
-  });
-  return {v_alpha, v_bg};
-}
-
-}  // namespace
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
-  m.impl("splat_composite_background", &gsw::splat::cpu::composite_background_cpu);
-  m.impl("splat_composite_background_backward", &gsw::splat::cpu::composite_background_backward_cpu);
-}

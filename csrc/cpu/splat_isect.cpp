@@ -3,16 +3,8 @@
 // gsw/tile_cover.h), and the (tile, depth)-sorted list of intersections the rasterizer walks: one
 // radix sort of the visible Gaussians by depth, then a stable parallel counting sort by tile; with
 // cut_saturated, each tile's list ends where every pixel of the tile has surely stopped
-// (gsw/tile_saturation.h). The input checks are gsw/splat_op.h, shared with the CUDA bindings.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
+// (gsw/tile_saturation.h, splat_isect_saturated.h). Bound to the op by splat_cpu.cpp.
 #include <omp.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,17 +13,14 @@
 #include <vector>
 
 #include "gsw/parallel.h"
-#include "gsw/splat_op.h"
 #include "gsw/tile_cover.h"
-#include "gsw/tile_saturation.h"
-#include "tile_saturation_simd.h"
+#include "splat.h"
+#include "splat_isect_saturated.h"
 
 namespace gsw {
 namespace splat {
 namespace cpu {
 namespace {
-
-using at::Tensor;
 
 // When cut_saturated cuts: lists of at least kSaturationMinPairsPerTile pairs a tile on average (about a
 // tile's pixels), from footprints of at least kSaturationMinTilesPerGaussian tiles on average. The cut
@@ -42,11 +31,6 @@ using at::Tensor;
 // splats of 15 (none cut).
 constexpr int64_t kSaturationMinPairsPerTile = 256;
 constexpr int64_t kSaturationMinTilesPerGaussian = 20;
-
-// Entries ahead at which the passes in depth order prefetch what they read of a Gaussian: its inputs,
-// box or depth lie at its index, scattered over arrays larger than the L2 cache at 10^5 Gaussians, and
-// each entry's own work is too short for the core to have many of those misses in flight.
-constexpr int64_t kGatherAhead = 32;
 
 // Camera-Gaussian pairs per thread below which the intersection passes wake no further thread.
 constexpr int64_t kMinIsectPerThread = 8192;
@@ -106,26 +90,6 @@ inline void sort_by_depth(std::vector<uint64_t>& keys, std::vector<uint64_t>& tm
     }
     keys.swap(tmp);
   }
-}
-
-// The pass's working arrays, kept by each calling thread from one call to the next: at 10^5-10^6
-// Gaussians, fresh ones cost page faults and zero fills on every step (about 16 bytes per Gaussian,
-// and 32 per visible one, stay allocated; with cut_saturated, 6 floats per visible one and 8 bytes per
-// kept intersection more).
-struct IsectScratch {
-  std::vector<int32_t> box, sbox;
-  std::vector<uint64_t> done;
-  std::vector<std::vector<uint64_t>> kept;  // per part, grown to the largest call's entries
-  std::vector<int64_t> kept_n;
-  std::vector<uint64_t> order, tmp;
-  std::vector<int64_t> hist;
-  std::vector<uint32_t> count;
-  std::vector<float> rec;
-  std::vector<double> rec64;
-};
-inline IsectScratch& isect_scratch() {
-  thread_local IsectScratch s;
-  return s;
 }
 
 inline uint32_t depth_key(float d) {  // order-preserving for d >= 0 (visible depths are > near > 0)
@@ -210,197 +174,40 @@ void cut_boxes(const T* m, const T* conics, const T* opac, int64_t n, int64_t ti
   }
 }
 
-// The lists cut at saturation are built per tile front to back: nth parts, part p owning the rows of
-// tiles r = c * tile_height + ty with r % nth == p, and walking every visible Gaussian in depth order
-// over its own rows (interleaved rows: a crowded region is shared). Calls fn(j, r, ty, x0, x1, i) for
-// each (Gaussian j in depth order, row r of its box that part p owns, the box's columns [x0, x1)); i is
-// the Gaussian's index c * N + n.
+// For each of the visible Gaussians in depth order (order[j], its box sbox[4 j ..]), fn(t) for every
+// tile t of its box (global tile ids c * ntiles + ty * tile_width + tx).
 template <typename Fn>
-inline void for_owned_rows(const std::vector<int32_t>& sbox, const std::vector<uint64_t>& order, int64_t C,
-                           int64_t N, int64_t tile_height, int nth, int p, Fn&& fn) {
-  const int64_t V = static_cast<int64_t>(order.size());
-  for (int64_t j = 0; j < V; ++j) {
-    const int32_t* b = sbox.data() + 4 * j;
-    const int32_t i = static_cast<int32_t>(order[j] & 0xffffffffu);
-    const int64_t c = C == 1 ? 0 : i / N, r0 = c * tile_height + b[1];
-    // the first row from r0 that part p owns (no division for the usual one or two parts)
-    const int64_t skip = nth == 1 ? 0 : nth == 2 ? ((p ^ r0) & 1) : ((p - r0 % nth) + nth) % nth;
-    for (int64_t r = r0 + skip; r < c * tile_height + b[3]; r += nth)
-      fn(j, r, static_cast<int32_t>(r - c * tile_height), b[0], b[2], i);
-  }
+inline void for_box_tiles(const IsectScratch& sc, int64_t j, int64_t N, int64_t tile_width, int64_t ntiles, Fn&& fn) {
+  const int32_t* b = sc.sbox.data() + 4 * j;
+  const int64_t base = static_cast<int64_t>(sc.order[j] & 0xffffffffu) / N * ntiles;
+  for (int32_t ty = b[1]; ty < b[3]; ++ty)
+    for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
+}
+
+}  // namespace
+
+IsectScratch& isect_scratch() {
+  thread_local IsectScratch s;
+  return s;
 }
 
 template <typename T>
-std::vector<T>& saturation_records(IsectScratch& sc);
-template <>
-std::vector<float>& saturation_records<float>(IsectScratch& sc) {
-  return sc.rec;
-}
-template <>
-std::vector<double>& saturation_records<double>(IsectScratch& sc) {
-  return sc.rec64;
-}
-
-// The bits of tiles [x0, x1) in word wx of a row's flags (tile 64 wx + k at bit k).
-inline uint64_t word_span(int32_t x0, int32_t x1, int32_t wx) {
-  const int32_t lo = std::max(x0 - (wx << 6), 0), hi = std::min(x1 - (wx << 6), 64);
-  return (hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1);
-}
-
-// One row of Gaussian i's box (its record g): the tiles [x0, x1) of the row whose first tile is row (a
-// global tile id) and whose pixels start at y = ty ts. Each tile not yet saturated (its bit clear in the
-// row's words dw) gets the entry (tile << 32 | i) at w, one more in its count and Gaussian i's bound, and
-// its bit once saturated. Returns the write cursor past the entries; w has room for x1 - x0 + 4.
-template <typename T>
-inline uint64_t* bound_row(const T* g, int32_t i, int64_t row, int32_t ty, int32_t x0, int32_t x1, T ts,
-                           const T* edges, uint64_t* dw, int64_t* cnt, T* tbs, uint64_t* w) {
-  const bool bounded = g[5] > T(0);
-  for (int32_t wx = x0 >> 6; wx <= (x1 - 1) >> 6; ++wx) {
-    const uint64_t span = word_span(x0, x1, wx);
-    for (uint64_t todo = span & ~dw[wx]; todo != 0; todo &= todo - 1) {
-      const int32_t tx = (wx << 6) + __builtin_ctzll(todo);
-      const int64_t t = row + tx;
-      ++cnt[t];
-      *w++ = static_cast<uint64_t>(t) << 32 | static_cast<uint32_t>(i);
-      if (bounded && saturate_tile<T>(g, T(tx) * ts, T(ty) * ts, edges, tbs + 4 * t))
-        dw[wx] |= uint64_t(1) << (tx & 63);
-    }
-  }
-  return w;
-}
-
-#if defined(GSW_SATURATION_TILES4)
-// Four tiles at a time, from the first open one on, with no branch on which of the four are open: their
-// entries packed from one vector, their counts one masked add, their bounds saturate_tiles4 (the same
-// bounds as saturate_tile's). A row whose tiles are all saturated costs one test.
-template <>
-inline uint64_t* bound_row<float>(const float* g, int32_t i, int64_t row, int32_t ty, int32_t x0, int32_t x1,
-                                  float ts, const float* edges, uint64_t* dw, int64_t* cnt,
-                                  float* tbs, uint64_t* w) {
-  const float py = float(ty) * ts;
-  const bool bounded = g[5] > 0.0f;
-  const __m256i step = _mm256_set_epi64x(3, 2, 1, 0), id = _mm256_set1_epi64x(static_cast<uint32_t>(i));
-  for (int32_t wx = x0 >> 6; wx <= (x1 - 1) >> 6; ++wx) {
-    const uint64_t span = word_span(x0, x1, wx);
-    for (uint64_t open = span & ~dw[wx]; open != 0;) {
-      const int o = __builtin_ctzll(open);
-      const uint32_t todo = static_cast<uint32_t>(open >> o) & 0xFu;  // tiles o .. o + 3 of the word
-      open &= ~(uint64_t(0xF) << o);
-      const int32_t c = (wx << 6) + o;
-      const int64_t t0 = row + c;
-      const __mmask8 m = static_cast<__mmask8>(todo);
-      const __m256i ids = _mm256_or_si256(_mm256_slli_epi64(_mm256_add_epi64(_mm256_set1_epi64x(t0), step), 32), id);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w), _mm256_maskz_compress_epi64(m, ids));
-      w += __builtin_popcount(todo);
-      const __m256i n = _mm256_maskz_loadu_epi64(m, cnt + t0);
-      _mm256_mask_storeu_epi64(cnt + t0, m, _mm256_add_epi64(n, _mm256_set1_epi64x(1)));
-      if (bounded) dw[wx] |= uint64_t(saturate_tiles4(g, c, ts, py, edges, todo, tbs + 4 * t0)) << o;
-    }
-  }
-  return w;
-}
-#endif
-
-// The lists cut at saturation (gsw/tile_saturation.h), counted: their lengths into sc.hist [tiles] and
-// their entries, (tile << 32 | Gaussian index) in depth order, into sc.kept[p] for each part p (whose
-// tiles are its own). Entries past a tile's end are neither kept nor bounded.
-template <typename T>
-void count_saturated(const T* m, const T* conics, const T* opac, const std::vector<uint64_t>& order,
-                     const std::vector<int32_t>& sbox, int64_t N, int64_t tile_size, int64_t tile_width,
-                     int64_t tile_height, int64_t C, int nth, IsectScratch& sc) {
-  const int64_t V = static_cast<int64_t>(order.size()), CT = C * tile_width * tile_height;
-  std::vector<T>& rec = saturation_records<T>(sc);
-  rec.resize(static_cast<size_t>(V) * 6);
-#pragma omp parallel for num_threads(nth) schedule(static)
-  for (int64_t j = 0; j < V; ++j) {
-    if (j + kGatherAhead < V) {
-      const int64_t ia = static_cast<int64_t>(order[j + kGatherAhead] & 0xffffffffu);
-      __builtin_prefetch(m + 2 * ia);
-      __builtin_prefetch(conics + 3 * ia);
-      __builtin_prefetch(opac + ia);
-    }
-    const int64_t i = static_cast<int64_t>(order[j] & 0xffffffffu);
-    const T* co = conics + 3 * i;
-    saturation_record<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i], rec.data() + 6 * j);
-  }
-  sc.hist.assign(static_cast<size_t>(CT), 0);
-  // per row of tiles, a bit per saturated tile: a box's row skips its saturated tiles a word at a time
-  // a row's words padded to a cache line: the parts own alternate rows, and rows sharing a line would
-  // pass it between the cores at every bit set
-  const int64_t words = (tile_width + 63) / 64, row_words = (words + 7) / 8 * 8;
-  sc.done.assign(static_cast<size_t>(C * tile_height * row_words), 0);
-  sc.kept.resize(static_cast<size_t>(nth));
-  sc.kept_n.assign(static_cast<size_t>(nth), 0);
-  std::vector<T> tb(static_cast<size_t>(CT) * 4, T(1));  // each quarter's transmittance bound
-  T edges[4];
-  quarter_edges<T>(tile_size, edges);
-  int64_t* cnt = sc.hist.data();
-  uint64_t* done = sc.done.data();
-  const T* recs = rec.data();
-  T* tbs = tb.data();
-  const T ts = T(tile_size);
-#pragma omp parallel num_threads(nth)
-  {
-    for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
-      std::vector<uint64_t>& kp = sc.kept[static_cast<size_t>(p)];
-      if (kp.size() < 4096) kp.resize(4096);
-      // the part's write cursor in locals (registers): kp grows, rarely, when full
-      uint64_t *w = kp.data(), *wend = w + kp.size();
-      for_owned_rows(sbox, order, C, N, tile_height, nth, p,
-                     [&](int64_t j, int64_t r, int32_t ty, int32_t x0, int32_t x1, int32_t i) {
-                       // room for the row's entries and the four a group of tiles stores (bound_row)
-                       if (wend - w < x1 - x0 + 4) {
-                         const size_t used = static_cast<size_t>(w - kp.data());
-                         kp.resize(2 * kp.size() + static_cast<size_t>(x1 - x0 + 4));
-                         w = kp.data() + used;
-                         wend = kp.data() + kp.size();
-                       }
-                       // r = c * tile_height + ty: global tile ids
-                       w = bound_row<T>(recs + 6 * j, i, r * tile_width, ty, x0, x1, ts, edges,
-                                        done + r * row_words, cnt, tbs, w);
-                     });
-      sc.kept_n[static_cast<size_t>(p)] = static_cast<int64_t>(w - kp.data());
-    }
-  }
-}
-
-std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d_, const Tensor& radii_,
-                                                           const Tensor& depths_, int64_t tile_size,
-                                                           int64_t tile_width, int64_t tile_height,
-                                                           const std::optional<Tensor>& conics_,
-                                                           const std::optional<Tensor>& opacities_,
-                                                           bool cut_saturated) {
-  check_isect_inputs(means2d_, radii_, depths_, tile_size, tile_width, tile_height, conics_, opacities_,
-                     cut_saturated);
-  const int64_t C = means2d_.size(0), N = means2d_.size(1);
-  const auto radii = radii_.contiguous();
-  const auto depths = contiguous_as(depths_, at::kFloat);
-  const auto means2d = means2d_.contiguous();
+int64_t isect_count(const T* m, const int32_t* r, const float* d, const T* conics, const T* opac, int64_t C,
+                    int64_t N, int64_t tile_size, int64_t tile_width, int64_t tile_height, bool cut_saturated,
+                    int32_t* cnt, IsectScratch& sc) {
   const int64_t ntiles = tile_width * tile_height;
-  auto tiles_per_gauss = at::zeros({C, N}, radii.options());
-  IsectScratch& sc = isect_scratch();
   std::vector<int32_t>& box = sc.box;
   box.resize(static_cast<size_t>(C * N) * 4);  // every entry is written below
-  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_isect_tiles_cpu", [&] {
-    using T = scalar_t;
-    const T* m = means2d.data_ptr<T>();
-    const int32_t* r = radii.data_ptr<int32_t>();
-    int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
-    tile_boxes<T>(m, r, C * N, tile_size, tile_width, tile_height, box.data(), cnt);
-    if (conics_.has_value()) {
-      const auto conics = conics_->contiguous(), opac = opacities_->contiguous();
-      cut_boxes<T>(m, conics.data_ptr<T>(), opac.data_ptr<T>(), C * N, tile_size, box.data(), cnt);
-    }
-  });
+  tile_boxes<T>(m, r, C * N, tile_size, tile_width, tile_height, box.data(), cnt);
+  if (conics != nullptr) cut_boxes<T>(m, conics, opac, C * N, tile_size, box.data(), cnt);
   // The visible Gaussians sorted once by depth (ties by index), then a counting sort by tile that is
   // stable in that order: each tile's run comes out sorted by (depth, Gaussian id), with no per-tile
   // sort. nth contiguous parts of the depth order: per-part tile histograms, then per-part write
   // cursors (tile start + the counts of the parts before), so the parallel scatter keeps the order.
-  const int32_t* cnt = tiles_per_gauss.data_ptr<int32_t>();
-  const float* d = depths.data_ptr<float>();
   const int64_t CT = C * ntiles, CN = C * N;
   // nth parts (one thread for small inputs: waking one costs more than the work)
   const int nth = threads_for(CN, kMinIsectPerThread);
+  sc.nth = nth;
   std::vector<uint64_t>& order = sc.order;
   order.resize(static_cast<size_t>(CN));
   int64_t nvis = 0;
@@ -419,13 +226,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     std::memcpy(sbox.data() + 4 * j, box.data() + 4 * static_cast<int64_t>(order[j] & 0xffffffffu), 4 * sizeof(int32_t));
   }
   std::vector<int64_t>& hist = sc.hist;
-  auto for_boxes = [&](int64_t j, auto&& fn) {
-    const int32_t* b = sbox.data() + 4 * j;
-    const int64_t base = static_cast<int64_t>(order[j] & 0xffffffffu) / N * ntiles;
-    for (int32_t ty = b[1]; ty < b[3]; ++ty)
-      for (int32_t tx = b[0]; tx < b[2]; ++tx) fn(base + ty * tile_width + tx);
-  };
-  std::vector<int64_t> start(static_cast<size_t>(CT) + 1, 0);
+  std::vector<int64_t>& start = sc.start;
+  start.assign(static_cast<size_t>(CT) + 1, 0);
   // Cut only lists long enough to saturate: the cut's extra work (a bound per entry up to the cut, and
   // each part walking every Gaussian) costs more than it saves where lists are short.
   if (cut_saturated) {
@@ -433,12 +235,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
     for (int64_t i = 0; i < CN; ++i) pairs += cnt[i];
     cut_saturated = pairs >= kSaturationMinPairsPerTile * CT && pairs >= kSaturationMinTilesPerGaussian * V;
   }
+  sc.cut = cut_saturated;
   if (cut_saturated) {
-    AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "splat_isect_saturated_cpu", [&] {
-      const auto conics = conics_->contiguous(), opac = opacities_->contiguous();
-      count_saturated<scalar_t>(means2d.data_ptr<scalar_t>(), conics.data_ptr<scalar_t>(), opac.data_ptr<scalar_t>(),
-                                order, sbox, N, tile_size, tile_width, tile_height, C, nth, sc);
-    });
+    count_saturated<T>(m, conics, opac, order, sbox, N, tile_size, tile_width, tile_height, C, nth, sc);
     for (int64_t t = 0; t < CT; ++t) start[t + 1] = start[t] + hist[t];
   } else {
     hist.assign(static_cast<size_t>(nth) * CT, 0);
@@ -448,7 +247,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
         int64_t* h = hist.data() + static_cast<size_t>(p) * CT;
         for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j)
-          for_boxes(j, [&](int64_t t) { ++h[t]; });
+          for_box_tiles(sc, j, N, tile_width, ntiles, [&](int64_t t) { ++h[t]; });
       }
     }
     for (int64_t t = 0; t < CT; ++t) {
@@ -461,16 +260,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       start[t + 1] = run;
     }
   }
-  const int64_t M = start[CT];
-  TORCH_CHECK(M < (int64_t(1) << 31), "splat_isect_tiles: more than 2^31 intersections");
-  auto isect_ids = at::empty({M}, radii.options().dtype(at::kLong));
-  auto flatten_ids = at::empty({M}, radii.options());
-  auto tile_offsets = at::empty({C, tile_height, tile_width}, radii.options());
-  int32_t* fid = flatten_ids.data_ptr<int32_t>();
-  int64_t* iid = isect_ids.data_ptr<int64_t>();
-  int32_t* toff = tile_offsets.data_ptr<int32_t>();
+  return start[CT];
+}
+
+void isect_fill(const float* d, int64_t C, int64_t N, int64_t tile_width, int64_t tile_height, int64_t M,
+                IsectScratch& sc, int32_t* toff, int32_t* fid, int64_t* iid) {
+  const int64_t ntiles = tile_width * tile_height, CT = C * ntiles;
+  const int nth = sc.nth;
+  const int64_t V = static_cast<int64_t>(sc.order.size());
+  const std::vector<int64_t>& start = sc.start;
+  std::vector<int64_t>& hist = sc.hist;
   for (int64_t t = 0; t < CT; ++t) toff[t] = static_cast<int32_t>(start[t]);
-  if (cut_saturated) {
+  if (sc.cut) {
     for (int64_t t = 0; t < CT; ++t) hist[t] = start[t];  // write cursors, each tile's owned by one part
     int64_t* pos = hist.data();
 #pragma omp parallel num_threads(nth)
@@ -486,8 +287,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       for (int p = omp_get_thread_num(); p < nth; p += omp_get_num_threads()) {
         int64_t* pos = hist.data() + static_cast<size_t>(p) * CT;
         for (int64_t j = V * p / nth; j < V * (p + 1) / nth; ++j) {
-          const int32_t i = static_cast<int32_t>(order[j] & 0xffffffffu);
-          for_boxes(j, [&](int64_t t) { fid[pos[t]++] = i; });
+          const int32_t i = static_cast<int32_t>(sc.order[j] & 0xffffffffu);
+          for_box_tiles(sc, j, N, tile_width, ntiles, [&](int64_t t) { fid[pos[t]++] = i; });
         }
       }
     }
@@ -500,12 +301,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> isect_tiles_cpu(const Tensor& means2d
       if (k + kGatherAhead < M) __builtin_prefetch(d + fid[k + kGatherAhead]);
       iid[k] = (t << 32) | static_cast<int64_t>(depth_key(d[fid[k]]));
     }
-  return {tiles_per_gauss, isect_ids, flatten_ids, tile_offsets};
 }
 
-}  // namespace
+template int64_t isect_count<float>(const float*, const int32_t*, const float*, const float*, const float*, int64_t,
+                                    int64_t, int64_t, int64_t, int64_t, bool, int32_t*, IsectScratch&);
+template int64_t isect_count<double>(const double*, const int32_t*, const float*, const double*, const double*,
+                                     int64_t, int64_t, int64_t, int64_t, int64_t, bool, int32_t*, IsectScratch&);
+
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) { m.impl("splat_isect_tiles", &gsw::splat::cpu::isect_tiles_cpu); }

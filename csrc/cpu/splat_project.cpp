@@ -1,38 +1,26 @@
 // CPU kernels of the 3DGS rasterizer, stage 1: projection of the 3D Gaussians into each camera
 // (means2d, depths, conics, compensation, radii) and its analytic backward. The per-Gaussian math is
-// gsw/projection.h, shared with the CUDA kernels (csrc/cuda/splat_project.cu); the input checks are
-// gsw/splat_op.h, shared with the CUDA bindings.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
+// gsw/projection.h, shared with the CUDA kernels (csrc/cuda/splat_project.cu); bound to the ops by
+// splat_cpu.cpp.
 #include <omp.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "gsw/parallel.h"
 #include "gsw/projection.h"
-#include "gsw/splat_op.h"
 #include "scan_values.h"
+#include "splat.h"
 
 namespace gsw {
 namespace splat {
 namespace cpu {
 namespace {
 
-using at::Tensor;
-
 template <typename T>
-std::vector<Camera<T>> load_cameras(const Tensor& viewmats, const Tensor& Ks) {
-  const int64_t C = viewmats.size(0);
-  std::vector<Camera<T>> cams(static_cast<size_t>(C));
-  for (int64_t c = 0; c < C; ++c)
-    cams[c] = load_camera(viewmats.data_ptr<T>() + 16 * c, Ks.data_ptr<T>() + 9 * c);
+std::vector<Camera<T>> load_cameras(const ProjectInputs<T>& in) {
+  std::vector<Camera<T>> cams(static_cast<size_t>(in.C));
+  for (int64_t c = 0; c < in.C; ++c) cams[c] = load_camera(in.viewmats + 16 * c, in.Ks + 9 * c);
   return cams;
 }
 
@@ -40,51 +28,9 @@ std::vector<Camera<T>> load_cameras(const Tensor& viewmats, const Tensor& Ks) {
 // sleeping thread under OMP_WAIT_POLICY=PASSIVE costs more than projecting fewer pairs).
 constexpr int64_t kMinProjectPerThread = 4096;
 
-// What a checking projection (check_values) found in its inputs: false where means, quats or scales
-// held a NaN or an infinity, or a scale was negative.
-struct ProjectionScan {
-  bool means_finite = true, quats_finite = true, scales_finite = true, scales_nonneg = true;
-};
-
 // Gaussians that a checking projection scans and then projects at a time (their 40 bytes in float stay
 // in the L1 cache between the two).
 constexpr int64_t kProjScanBlock = 256;
-
-// The projection loops run over Gaussians for one camera at a time with branch-free per-Gaussian math
-// (gsw/projection.h), which the compiler vectorizes (ivdep: the Gaussians are independent).
-template <typename T>
-void project_forward_kernel(const T* mu, const T* q, const T* s, const std::vector<Camera<T>>& cams, int64_t N,
-                            int64_t width, int64_t height, T eps2d, T near_plane, T far_plane, int32_t* r, T* m2,
-                            T* d, T* co, T* cp, ProjectionScan* scan = nullptr) {
-  const int64_t C = static_cast<int64_t>(cams.size());
-  bool fm = true, fq = true, fs = true, nonneg = true;
-#pragma omp parallel num_threads(threads_for(C * N, kMinProjectPerThread)) reduction(&& : fm, fq, fs, nonneg)
-  {
-    const Range share = thread_range(N);
-    // Gaussians [n0, n1) projected into camera c
-    const auto project = [&](int64_t c, int64_t n0, int64_t n1) {
-      const Camera<T> cam = cams[c];
-      const int64_t off = c * N;
-#pragma GCC ivdep
-      for (int64_t n = n0; n < n1; ++n) {
-        Projected<T> o;
-        const bool ok =
-            project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, width, height, eps2d, near_plane, far_plane, o);
-        store_projected(ok, o, off + n, r, m2, d, co, cp);
-      }
-    };
-    const auto scan_block = [&](int64_t n0, int64_t n1) {
-      const int64_t k = n1 - n0;
-      const ValueStats sc = value_stats(s + 3 * n0, 3 * k);
-      fm = fm && value_stats(mu + 3 * n0, 3 * k).nonfinite == 0;
-      fq = fq && value_stats(q + 4 * n0, 4 * k).nonfinite == 0;
-      fs = fs && sc.nonfinite == 0;
-      nonneg = nonneg && sc.lo >= 0.0;
-    };
-    scan_then_compute(share, C, scan != nullptr, kProjScanBlock, scan_block, project);
-  }
-  if (scan != nullptr) *scan = {fm, fq, fs, nonneg};
-}
 
 // Gaussians [n0, n1) of one camera (n1 - n0 <= kProjBlock): adds their mean, quaternion and scale
 // gradients, and writes their viewmat gradients to vw[k * kProjBlock + n - n0] (k < 12; 0 if culled).
@@ -116,52 +62,68 @@ void project_backward_block(const T* mu, const T* q, const T* s, const Camera<T>
   }
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cpu(const Tensor& means_, const Tensor& quats_,
-                                                               const Tensor& scales_, const Tensor& viewmats_,
-                                                               const Tensor& Ks_, int64_t width, int64_t height,
-                                                               double eps2d, double near_plane, double far_plane,
-                                                               bool check_values) {
-  check_projection_inputs(means_, quats_, scales_, viewmats_, Ks_);
-  const auto means = means_.contiguous(), quats = quats_.contiguous(), scales = scales_.contiguous();
-  const auto viewmats = viewmats_.contiguous(), Ks = Ks_.contiguous();
-  const int64_t N = means.size(0), C = viewmats.size(0);
-  const auto opt = means.options();
-  auto radii = at::empty({C, N}, opt.dtype(at::kInt));
-  auto means2d = at::empty({C, N, 2}, opt);
-  auto depths = at::empty({C, N}, opt);
-  auto conics = at::empty({C, N, 3}, opt);
-  auto comps = at::empty({C, N}, opt);
-  ProjectionScan scan;
-  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_project_cpu", [&] {
-    using T = scalar_t;
-    project_forward_kernel<T>(means.data_ptr<T>(), quats.data_ptr<T>(), scales.data_ptr<T>(),
-                              load_cameras<T>(viewmats, Ks), N, width, height, T(eps2d), T(near_plane), T(far_plane),
-                              radii.data_ptr<int32_t>(), means2d.data_ptr<T>(), depths.data_ptr<T>(),
-                              conics.data_ptr<T>(), comps.data_ptr<T>(), check_values ? &scan : nullptr);
-  });
-  check_projection_values(scan.means_finite, scan.quats_finite, scan.scales_finite, scan.scales_nonneg);
-  return {radii, means2d, depths, conics, comps};
+}  // namespace
+
+// The projection loops run over Gaussians for one camera at a time with branch-free per-Gaussian math
+// (gsw/projection.h), which the compiler vectorizes (ivdep: the Gaussians are independent).
+template <typename T>
+void project_forward_kernel(const ProjectForwardParams<T>& p, ProjectionScan* scan) {
+  const T* mu = p.in.means;
+  const T* q = p.in.quats;
+  const T* s = p.in.scales;
+  const std::vector<Camera<T>> cams = load_cameras(p.in);
+  const int64_t C = p.in.C, N = p.in.N, width = p.in.width, height = p.in.height;
+  const T eps2d = p.in.eps2d, near_plane = p.in.near_plane, far_plane = p.in.far_plane;
+  int32_t* r = p.radii;
+  T* m2 = p.means2d;
+  T* d = p.depths;
+  T* co = p.conics;
+  T* cp = p.comps;
+  bool fm = true, fq = true, fs = true, nonneg = true;
+#pragma omp parallel num_threads(threads_for(C * N, kMinProjectPerThread)) reduction(&& : fm, fq, fs, nonneg)
+  {
+    const Range share = thread_range(N);
+    // Gaussians [n0, n1) projected into camera c
+    const auto project = [&](int64_t c, int64_t n0, int64_t n1) {
+      const Camera<T> cam = cams[c];
+      const int64_t off = c * N;
+#pragma GCC ivdep
+      for (int64_t n = n0; n < n1; ++n) {
+        Projected<T> o;
+        const bool ok =
+            project_forward<T>(mu + 3 * n, q + 4 * n, s + 3 * n, cam, width, height, eps2d, near_plane, far_plane, o);
+        store_projected(ok, o, off + n, r, m2, d, co, cp);
+      }
+    };
+    const auto scan_block = [&](int64_t n0, int64_t n1) {
+      const int64_t k = n1 - n0;
+      const ValueStats sc = value_stats(s + 3 * n0, 3 * k);
+      fm = fm && value_stats(mu + 3 * n0, 3 * k).nonfinite == 0;
+      fq = fq && value_stats(q + 4 * n0, 4 * k).nonfinite == 0;
+      fs = fs && sc.nonfinite == 0;
+      nonneg = nonneg && sc.lo >= 0.0;
+    };
+    scan_then_compute(share, C, scan != nullptr, kProjScanBlock, scan_block, project);
+  }
+  if (scan != nullptr) *scan = {fm, fq, fs, nonneg};
 }
 
 template <typename T>
-void project_backward_kernel(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
-                             const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
-                             double far_plane, const Tensor& radii, const Tensor& v_means2d, const Tensor& v_depths,
-                             const Tensor& v_conics, const Tensor& v_comps, Tensor& v_means, Tensor& v_quats,
-                             Tensor& v_scales, Tensor& v_viewmats) {
-  const int64_t N = means.size(0), C = viewmats.size(0);
-  const auto cams = load_cameras<T>(viewmats, Ks);
-  const T* mu = means.data_ptr<T>();
-  const T* q = quats.data_ptr<T>();
-  const T* s = scales.data_ptr<T>();
-  const int32_t* r = radii.data_ptr<int32_t>();
-  const T* vm2 = v_means2d.data_ptr<T>();
-  const T* vd = v_depths.data_ptr<T>();
-  const T* vco = v_conics.data_ptr<T>();
-  const T* vcp = v_comps.data_ptr<T>();
-  T* gm = v_means.data_ptr<T>();
-  T* gq = v_quats.data_ptr<T>();
-  T* gs = v_scales.data_ptr<T>();
+void project_backward_kernel(const ProjectBackwardParams<T>& p) {
+  const int64_t N = p.in.N, C = p.in.C, width = p.in.width, height = p.in.height;
+  const T eps2d = p.in.eps2d, near_plane = p.in.near_plane, far_plane = p.in.far_plane;
+  const auto cams = load_cameras(p.in);
+  const T* mu = p.in.means;
+  const T* q = p.in.quats;
+  const T* s = p.in.scales;
+  const int32_t* r = p.radii;
+  const T* vm2 = p.v_means2d;
+  const T* vd = p.v_depths;
+  const T* vco = p.v_conics;
+  const T* vcp = p.v_comps;
+  T* gm = p.v_means;
+  T* gq = p.v_quats;
+  T* gs = p.v_scales;
   const int nthreads = threads_for(C * N, kMinProjectPerThread);
   std::vector<double> vview(static_cast<size_t>(nthreads) * C * 12, 0.0);
   const int64_t nblocks = (N + kProjBlock - 1) / kProjBlock;
@@ -173,8 +135,8 @@ void project_backward_kernel(const Tensor& means, const Tensor& quats, const Ten
     for (int64_t b = 0; b < nblocks; ++b) {
       const int64_t n0 = b * kProjBlock, n1 = std::min(N, n0 + kProjBlock);
       for (int64_t c = 0; c < C; ++c) {
-        project_backward_block<T>(mu, q, s, cams[c], width, height, T(eps2d), T(near_plane), T(far_plane), r, vm2, vd,
-                                  vco, vcp, gm, gq, gs, vw.data(), n0, n1, c * N);
+        project_backward_block<T>(mu, q, s, cams[c], width, height, eps2d, near_plane, far_plane, r, vm2, vd, vco, vcp,
+                                  gm, gq, gs, vw.data(), n0, n1, c * N);
         for (int k = 0; k < 12; ++k) {
           double sum = 0;
           for (int64_t j = 0; j < n1 - n0; ++j) sum += vw[k * kProjBlock + j];
@@ -183,7 +145,7 @@ void project_backward_kernel(const Tensor& means, const Tensor& quats, const Ten
       }
     }
   }
-  T* gv = v_viewmats.data_ptr<T>();
+  T* gv = p.v_viewmats;
   for (int64_t c = 0; c < C; ++c) {
     double acc[12] = {0};
     for (int t = 0; t < nthreads; ++t)
@@ -195,37 +157,11 @@ void project_backward_kernel(const Tensor& means, const Tensor& quats, const Ten
   }
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> project_backward_cpu(
-    const Tensor& means_, const Tensor& quats_, const Tensor& scales_, const Tensor& viewmats_, const Tensor& Ks_,
-    int64_t width, int64_t height, double eps2d, double near_plane, double far_plane, const Tensor& radii_,
-    const Tensor& v_means2d_, const Tensor& v_depths_, const Tensor& v_conics_, const Tensor& v_comps_) {
-  check_projection_inputs(means_, quats_, scales_, viewmats_, Ks_);
-  const auto means = means_.contiguous(), quats = quats_.contiguous(), scales = scales_.contiguous();
-  const auto viewmats = viewmats_.contiguous(), Ks = Ks_.contiguous();
-  const int64_t N = means.size(0), C = viewmats.size(0);
-  const auto dt = means.scalar_type();
-  check_projection_grads(means_, viewmats_, radii_, v_means2d_, v_depths_, v_conics_, v_comps_);
-  const auto radii = radii_.contiguous();
-  const auto v_means2d = contiguous_as(v_means2d_, dt), v_depths = contiguous_as(v_depths_, dt);
-  const auto v_conics = contiguous_as(v_conics_, dt), v_comps = contiguous_as(v_comps_, dt);
-  auto v_means = at::zeros({N, 3}, means.options());
-  auto v_quats = at::zeros({N, 4}, means.options());
-  auto v_scales = at::zeros({N, 3}, means.options());
-  auto v_viewmats = at::zeros({C, 4, 4}, means.options());
-  AT_DISPATCH_FLOATING_TYPES(dt, "splat_project_backward_cpu", [&] {
-    project_backward_kernel<scalar_t>(means, quats, scales, viewmats, Ks, width, height, eps2d, near_plane,
-                                      far_plane, radii, v_means2d, v_depths, v_conics, v_comps, v_means, v_quats,
-                                      v_scales, v_viewmats);
-  });
-  return {v_means, v_quats, v_scales, v_viewmats};
-}
+template void project_forward_kernel<float>(const ProjectForwardParams<float>&, ProjectionScan*);
+template void project_forward_kernel<double>(const ProjectForwardParams<double>&, ProjectionScan*);
+template void project_backward_kernel<float>(const ProjectBackwardParams<float>&);
+template void project_backward_kernel<double>(const ProjectBackwardParams<double>&);
 
-}  // namespace
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
-  m.impl("splat_project", &gsw::splat::cpu::project_cpu);
-  m.impl("splat_project_backward", &gsw::splat::cpu::project_backward_cpu);
-}

@@ -2,16 +2,8 @@
 // (splat_rasterize_forward.cpp). Gaussian-major per tile: each Gaussian of a tile, back to front,
 // visits every chunk of the tile that it can have contributed to (splat_rasterize_backward.h), so its
 // gradient is summed lane-wise over the chunks and reduced across lanes once per tile; per-thread
-// per-Gaussian sums are then reduced by the same team. Input checks: gsw/splat_op.h.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
+// per-Gaussian sums are then reduced by the same team. Bound to the op by splat_cpu.cpp.
 #include <omp.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstring>
@@ -19,24 +11,34 @@
 #include <vector>
 
 #include "gsw/parallel.h"
-#include "gsw/splat_op.h"
-#include "splat_rasterize_backward.h"
+#include "splat.h"
 #include "splat_pixels.h"
+#include "splat_rasterize_backward.h"
 #include "splat_simd.h"
 #include "splat_tiles.h"
 
 namespace gsw {
 namespace splat {
 namespace cpu {
-namespace {
-
-using at::Tensor;
 
 template <typename T>
-void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* conics, const T* colors,
-                               const T* opac, const int32_t* toff, const int32_t* fid, const T* Tfinal,
-                               const int32_t* lastids, const T* v_color, const T* v_alpha, T* g_means2d,
-                               T* g_conics, T* g_colors, T* g_opac, T* g_means2d_abs) {
+void rasterize_backward_kernel(const RasterBackwardParams<T>& p) {
+  const RasterDims g = raster_dims(p.in);
+  const T* means2d = p.in.means2d;
+  const T* conics = p.in.conics;
+  const T* colors = p.in.colors;
+  const T* opac = p.in.opacities;
+  const int32_t* toff = p.in.tile_offsets;
+  const int32_t* fid = p.in.flatten_ids;
+  const T* Tfinal = p.trans;
+  const int32_t* lastids = p.last_ids;
+  const T* v_color = p.v_out_colors;
+  const T* v_alpha = p.v_out_alphas;
+  T* g_means2d = p.v_means2d;
+  T* g_conics = p.v_conics;
+  T* g_colors = p.v_colors;
+  T* g_opac = p.v_opacities;
+  T* g_means2d_abs = p.v_means2d_abs;
   // Gaussian-major: each Gaussian of a tile (back to front) visits every chunk of the tile, so its
   // gradient is summed lane-wise over the chunks and reduced across lanes once per tile.
   const int64_t D = g.D, ntiles = g.tw * g.th, CN = g.C * g.N;
@@ -147,40 +149,9 @@ void rasterize_backward_kernel(const RasterDims& g, const T* means2d, const T* c
   }
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_backward_cpu(
-    const Tensor& means2d_, const Tensor& conics_, const Tensor& colors_, const Tensor& opacities_, int64_t width,
-    int64_t height, int64_t tile_size, const Tensor& tile_offsets_, const Tensor& flatten_ids_,
-    const Tensor& transmittances_, const Tensor& last_ids_, const Tensor& v_colors_, const Tensor& v_alphas_,
-    bool absgrad) {
-  const RasterDims g = check_raster_inputs(means2d_, conics_, colors_, opacities_, width, height, tile_size,
-                                           tile_offsets_, flatten_ids_);
-  const auto dt = means2d_.scalar_type();
-  check_raster_grads(g, means2d_, transmittances_, last_ids_, v_colors_, v_alphas_);
-  const auto means2d = means2d_.contiguous(), conics = conics_.contiguous(), colors = colors_.contiguous();
-  const auto opac = opacities_.contiguous(), toff = tile_offsets_.contiguous(), fid = flatten_ids_.contiguous();
-  const auto Tf = contiguous_as(transmittances_, dt), last = last_ids_.contiguous();
-  const auto vc = contiguous_as(v_colors_, dt), va = contiguous_as(v_alphas_, dt);
-  auto g_means2d = at::empty_like(means2d);
-  auto g_conics = at::empty_like(conics);
-  auto g_colors = at::empty_like(colors);
-  auto g_opac = at::empty_like(opac);
-  auto g_abs = absgrad ? at::empty_like(means2d) : at::empty({0}, means2d.options());
-  AT_DISPATCH_FLOATING_TYPES(dt, "splat_rasterize_backward_cpu", [&] {
-    using T = scalar_t;
-    rasterize_backward_kernel<T>(g, means2d.data_ptr<T>(), conics.data_ptr<T>(), colors.data_ptr<T>(),
-                                 opac.data_ptr<T>(), toff.data_ptr<int32_t>(), fid.data_ptr<int32_t>(),
-                                 Tf.data_ptr<T>(), last.data_ptr<int32_t>(), vc.data_ptr<T>(), va.data_ptr<T>(),
-                                 g_means2d.data_ptr<T>(), g_conics.data_ptr<T>(), g_colors.data_ptr<T>(),
-                                 g_opac.data_ptr<T>(), absgrad ? g_abs.data_ptr<T>() : nullptr);
-  });
-  return {g_means2d, g_conics, g_colors, g_opac, g_abs};
-}
+template void rasterize_backward_kernel<float>(const RasterBackwardParams<float>&);
+template void rasterize_backward_kernel<double>(const RasterBackwardParams<double>&);
 
-}  // namespace
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
-  m.impl("splat_rasterize_backward", &gsw::splat::cpu::rasterize_backward_cpu);
-}

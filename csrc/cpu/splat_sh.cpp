@@ -1,17 +1,8 @@
 // CPU kernels of the 3DGS rasterizer, stage 2: spherical harmonics to colour per camera and Gaussian,
 // and its analytic backward, for one [N,K,3] block of coefficients or 3DGS's split (sh0, shN) pair. The
-// per-Gaussian math is gsw/sh.h, shared with the CUDA kernels
-// (csrc/cuda/splat_sh.cu); the input checks are gsw/splat_op.h, shared with the CUDA bindings.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
-#include <ATen/ops/zeros_like.h>
+// per-Gaussian math is gsw/sh.h, shared with the CUDA kernels (csrc/cuda/splat_sh.cu); bound to the ops
+// by splat_cpu.cpp.
 #include <omp.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,15 +14,13 @@
 
 #include "gsw/parallel.h"
 #include "gsw/sh.h"
-#include "gsw/splat_op.h"
 #include "scan_values.h"
+#include "splat.h"
 
 namespace gsw {
 namespace splat {
 namespace cpu {
 namespace {
-
-using at::Tensor;
 
 // Camera-Gaussian pairs per thread below which the SH passes wake no further thread.
 constexpr int64_t kMinShPerThread = 2048;
@@ -47,15 +36,6 @@ void with_sh_degree(int64_t degree, Fn&& fn) {
     default: return fn(std::integral_constant<int, 3>{});
   }
 }
-
-// The coefficients of Gaussian n: row 0 at c0 + n s0, rows 1.. at cr + n sr (gsw/sh.h sh_row). One
-// [N,K,3] tensor: c0 = cr - 3 = its data, s0 = sr = 3K; the split form (sh0 [N,1,3], shN [N,K-1,3]):
-// s0 = 3, sr = 3 (K - 1).
-template <typename T>
-struct ShRows {
-  const T *c0, *cr;
-  int64_t s0, sr;
-};
 
 #if defined(__AVX512F__)
 // r[0..16) rows of a 16 x 16 float matrix -> its columns, in place (unpacks, then in-lane shuffles,
@@ -158,17 +138,6 @@ struct Sh3Colors {
 };
 #endif
 
-// The coefficients that a checking forward (check_finite) scans: Gaussian n's values are
-// a[n sa .. (n + 1) sa) and, in the split form, b[n sb .. (n + 1) sb) (b null otherwise); every row of
-// the tensors, those the degree leaves unused too.
-template <typename T>
-struct ShScan {
-  const T* a;
-  int64_t sa;
-  const T* b;
-  int64_t sb;
-};
-
 // Gaussians that a checking forward scans and then colours at a time: a multiple of the 16-Gaussian
 // blocks, whose coefficients (192 bytes a Gaussian at degree 3 in float) stay in the L1 cache between
 // the scan and the colours, so the check reads memory once.
@@ -181,45 +150,6 @@ struct NoBlocks {
   template <typename Rows, typename T>
   void block(const Rows&, const T*, T*, int64_t) const {}
 };
-
-// Colours o [C,N,3] of the coefficients co seen along the directions d [C,N,3]. With scan, the
-// coefficients are also checked (finite_a, finite_b: false where a NaN or an infinity was found).
-template <typename T>
-void sh_forward_kernel(int64_t degree, ShRows<T> co, const T* d, T* o, int64_t C, int64_t N,
-                       const ShScan<T>* scan = nullptr, bool* finite_a = nullptr, bool* finite_b = nullptr) {
-  bool fa = true, fb = true;
-  with_sh_degree(degree, [&](auto deg) {
-#pragma omp parallel num_threads(threads_for(C * N, kMinShPerThread)) reduction(&& : fa, fb)
-    {
-#if defined(__AVX512F__)
-      // degree 3, float, DC rows close enough for 32-bit gather offsets: blocks of 16 Gaussians
-      constexpr bool kBlocks = std::is_same_v<T, float> && decltype(deg)::value == 3;
-      const bool blocks = kBlocks && 16 * co.s0 < (int64_t(1) << 31);
-      const std::conditional_t<kBlocks, Sh3Colors, NoBlocks> lanes(co);
-#endif
-      // the colours of Gaussians [n0, n1) seen from camera c
-      const auto colours = [&](int64_t c, int64_t n0, int64_t n1) {
-        const T* dc = d + 3 * c * N;
-        T* oc = o + 3 * c * N;
-#if defined(__AVX512F__)
-        if constexpr (kBlocks)
-          if (blocks)
-            for (; n0 + 16 <= n1; n0 += 16) lanes.block(co, dc, oc, n0);
-#endif
-#pragma omp simd
-        for (int64_t n = n0; n < n1; ++n)
-          sh_to_color_forward<T>(deg, co.c0 + n * co.s0, co.cr + n * co.sr, dc + 3 * n, oc + 3 * n);
-      };
-      const auto scan_block = [&](int64_t n0, int64_t n1) {
-        fa = fa && value_stats(scan->a + n0 * scan->sa, (n1 - n0) * scan->sa).nonfinite == 0;
-        fb = fb && (scan->b == nullptr || value_stats(scan->b + n0 * scan->sb, (n1 - n0) * scan->sb).nonfinite == 0);
-      };
-      scan_then_compute(thread_range(N), C, scan != nullptr, kScanBlock, scan_block, colours);
-    }
-  });
-  if (finite_a != nullptr) *finite_a = fa;
-  if (finite_b != nullptr) *finite_b = fb;
-}
 
 #if defined(__AVX512F__)
 // Degree 3, float: the coefficient gradients b[i] v[ch] of 16 Gaussians, from their basis B[i][l] and
@@ -274,7 +204,45 @@ inline void sh3_core_block(const ShRows<float>& co, const float* __restrict d, c
 }
 #endif
 
-// g0, gr: the coefficient gradients, laid out as co.c0 and co.cr (same strides).
+}  // namespace
+
+template <typename T>
+void sh_forward_kernel(int64_t degree, ShRows<T> co, const T* d, T* o, int64_t C, int64_t N, const ShScan<T>* scan,
+                       bool* finite_a, bool* finite_b) {
+  bool fa = true, fb = true;
+  with_sh_degree(degree, [&](auto deg) {
+#pragma omp parallel num_threads(threads_for(C * N, kMinShPerThread)) reduction(&& : fa, fb)
+    {
+#if defined(__AVX512F__)
+      // degree 3, float, DC rows close enough for 32-bit gather offsets: blocks of 16 Gaussians
+      constexpr bool kBlocks = std::is_same_v<T, float> && decltype(deg)::value == 3;
+      const bool blocks = kBlocks && 16 * co.s0 < (int64_t(1) << 31);
+      const std::conditional_t<kBlocks, Sh3Colors, NoBlocks> lanes(co);
+#endif
+      // the colours of Gaussians [n0, n1) seen from camera c
+      const auto colours = [&](int64_t c, int64_t n0, int64_t n1) {
+        const T* dc = d + 3 * c * N;
+        T* oc = o + 3 * c * N;
+#if defined(__AVX512F__)
+        if constexpr (kBlocks)
+          if (blocks)
+            for (; n0 + 16 <= n1; n0 += 16) lanes.block(co, dc, oc, n0);
+#endif
+#pragma omp simd
+        for (int64_t n = n0; n < n1; ++n)
+          sh_to_color_forward<T>(deg, co.c0 + n * co.s0, co.cr + n * co.sr, dc + 3 * n, oc + 3 * n);
+      };
+      const auto scan_block = [&](int64_t n0, int64_t n1) {
+        fa = fa && value_stats(scan->a + n0 * scan->sa, (n1 - n0) * scan->sa).nonfinite == 0;
+        fb = fb && (scan->b == nullptr || value_stats(scan->b + n0 * scan->sb, (n1 - n0) * scan->sb).nonfinite == 0);
+      };
+      scan_then_compute(thread_range(N), C, scan != nullptr, kScanBlock, scan_block, colours);
+    }
+  });
+  if (finite_a != nullptr) *finite_a = fa;
+  if (finite_b != nullptr) *finite_b = fb;
+}
+
 template <typename T>
 void sh_backward_kernel(int64_t degree, ShRows<T> co, const T* d, const T* vc, T* g0, T* gr, T* gd, int64_t C,
                         int64_t N) {
@@ -312,65 +280,15 @@ void sh_backward_kernel(int64_t degree, ShRows<T> co, const T* d, const T* vc, T
   });
 }
 
-// The rows of coeffs (and coeffs_rest, when given: the split form) as ShRows.
-template <typename T>
-ShRows<T> sh_rows(const Tensor& coeffs, const c10::optional<Tensor>& rest) {
-  const T* c0 = coeffs.data_ptr<T>();
-  if (!rest.has_value()) return {c0, c0 + 3, 3 * coeffs.size(1), 3 * coeffs.size(1)};
-  return {c0, rest->data_ptr<T>(), 3, 3 * rest->size(1)};
-}
+template void sh_forward_kernel<float>(int64_t, ShRows<float>, const float*, float*, int64_t, int64_t,
+                                       const ShScan<float>*, bool*, bool*);
+template void sh_forward_kernel<double>(int64_t, ShRows<double>, const double*, double*, int64_t, int64_t,
+                                        const ShScan<double>*, bool*, bool*);
+template void sh_backward_kernel<float>(int64_t, ShRows<float>, const float*, const float*, float*, float*, float*,
+                                        int64_t, int64_t);
+template void sh_backward_kernel<double>(int64_t, ShRows<double>, const double*, const double*, double*, double*,
+                                         double*, int64_t, int64_t);
 
-Tensor sh_to_color_cpu(const Tensor& coeffs_, const Tensor& dirs_, int64_t degree, const c10::optional<Tensor>& rest_,
-                       bool check_finite) {
-  check_sh_inputs(coeffs_, dirs_, degree, rest_);
-  const auto coeffs = coeffs_.contiguous(), dirs = dirs_.contiguous();
-  const c10::optional<Tensor> rest = rest_.has_value() ? c10::optional<Tensor>(rest_->contiguous()) : c10::nullopt;
-  const int64_t C = dirs.size(0), N = dirs.size(1);
-  auto out = at::empty({C, N, 3}, coeffs.options());
-  bool finite = true, rest_finite = true;
-  AT_DISPATCH_FLOATING_TYPES(coeffs.scalar_type(), "splat_sh_to_color_cpu", [&] {
-    using T = scalar_t;
-    const ShScan<T> scan{coeffs.data_ptr<T>(), 3 * coeffs.size(1), rest.has_value() ? rest->data_ptr<T>() : nullptr,
-                         rest.has_value() ? 3 * rest->size(1) : 0};
-    sh_forward_kernel<T>(degree, sh_rows<T>(coeffs, rest), dirs.data_ptr<T>(), out.data_ptr<T>(), C, N,
-                         check_finite ? &scan : nullptr, &finite, &rest_finite);
-  });
-  check_sh_finite(finite, rest_finite);
-  return out;
-}
-
-std::tuple<Tensor, Tensor, Tensor> sh_to_color_backward_cpu(const Tensor& v_colors_, const Tensor& coeffs_,
-                                                            const Tensor& dirs_, int64_t degree,
-                                                            const c10::optional<Tensor>& rest_) {
-  check_sh_inputs(coeffs_, dirs_, degree, rest_);
-  check_sh_grads(v_colors_, coeffs_, dirs_);
-  const auto coeffs = coeffs_.contiguous(), dirs = dirs_.contiguous();
-  const c10::optional<Tensor> rest = rest_.has_value() ? c10::optional<Tensor>(rest_->contiguous()) : c10::nullopt;
-  const auto v_colors = contiguous_as(v_colors_, coeffs.scalar_type());
-  const int64_t C = dirs.size(0), N = dirs.size(1);
-  const int64_t K = coeffs.size(1) + (rest.has_value() ? rest->size(1) : 0);
-  // rows the degree uses are written by the kernel; only unused rows (K > (degree + 1)^2) need zeros
-  const bool all_rows = K == (degree + 1) * (degree + 1);
-  auto alloc = [&](const Tensor& t) { return all_rows ? at::empty_like(t) : at::zeros_like(t); };
-  auto v_coeffs = alloc(coeffs);
-  auto v_rest = rest.has_value() ? alloc(*rest) : at::empty({0}, coeffs.options());
-  auto v_dirs = at::zeros_like(dirs);
-  AT_DISPATCH_FLOATING_TYPES(coeffs.scalar_type(), "splat_sh_to_color_backward_cpu", [&] {
-    using T = scalar_t;
-    T* g0 = v_coeffs.data_ptr<T>();
-    T* gr = rest.has_value() ? v_rest.data_ptr<T>() : g0 + 3;
-    sh_backward_kernel<T>(degree, sh_rows<T>(coeffs, rest), dirs.data_ptr<T>(), v_colors.data_ptr<T>(), g0, gr,
-                          v_dirs.data_ptr<T>(), C, N);
-  });
-  return {v_coeffs, v_dirs, v_rest};
-}
-
-}  // namespace
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
-  m.impl("splat_sh_to_color", &gsw::splat::cpu::sh_to_color_cpu);
-  m.impl("splat_sh_to_color_backward", &gsw::splat::cpu::sh_to_color_backward_cpu);
-}

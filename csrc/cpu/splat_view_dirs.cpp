@@ -1,26 +1,15 @@
 // CPU kernels of gsworkbench::splat_view_dirs and its backward: plain loops over the C cameras and N
-// means, in place of the device-agnostic ATen version (csrc/splat_view_dirs.cpp, which other devices
-// use), whose handful of tiny ATen ops cost a tiny call more than the arithmetic.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <torch/library.h>
+// means, in place of the device-agnostic ATen version (csrc/composite/splat_view_dirs_composite.cpp,
+// which other devices use), whose handful of tiny ATen ops cost a tiny call more than the arithmetic.
+// Bound to the ops by splat_cpu.cpp.
+#include <algorithm>
 
-#include <tuple>
-
-#include "gsw/splat_op.h"
+#include "splat.h"
 
 namespace gsw {
 namespace splat {
 namespace cpu {
-namespace {
 
-using at::Tensor;
-
-// dirs[c, n, j] = means[n, j] + sum_k t_c[k] R_c[k, j] (= means[n] - centre_c).
 template <typename T>
 void view_dirs_kernel(const T* means, const T* vm, T* dirs, int64_t C, int64_t N) {
   for (int64_t c = 0; c < C; ++c) {
@@ -33,8 +22,6 @@ void view_dirs_kernel(const T* means, const T* vm, T* dirs, int64_t C, int64_t N
   }
 }
 
-// With g_c = sum_n v_dirs[c, n]: v_means[n] = sum_c v_dirs[c, n], v_R_c[k, j] = t_c[k] g_c[j],
-// v_t_c[k] = sum_j R_c[k, j] g_c[j]; the bottom row of v_viewmats is zero.
 template <typename T>
 void view_dirs_backward_kernel(const T* v, const T* vm, T* v_means, T* v_vm, int64_t C, int64_t N) {
   std::fill(v_means, v_means + 3 * N, T(0));
@@ -56,38 +43,11 @@ void view_dirs_backward_kernel(const T* v, const T* vm, T* v_means, T* v_vm, int
   }
 }
 
-Tensor view_dirs_cpu(const Tensor& means_, const Tensor& viewmats_) {
-  check_view_dirs_inputs(means_, viewmats_);
-  const Tensor means = means_.contiguous(), viewmats = viewmats_.contiguous();
-  const int64_t C = viewmats.size(0), N = means.size(0);
-  Tensor dirs = at::empty({C, N, 3}, means.options());
-  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_view_dirs_cpu", [&] {
-    view_dirs_kernel<scalar_t>(means.data_ptr<scalar_t>(), viewmats.data_ptr<scalar_t>(), dirs.data_ptr<scalar_t>(),
-                               C, N);
-  });
-  return dirs;
-}
+template void view_dirs_kernel<float>(const float*, const float*, float*, int64_t, int64_t);
+template void view_dirs_kernel<double>(const double*, const double*, double*, int64_t, int64_t);
+template void view_dirs_backward_kernel<float>(const float*, const float*, float*, float*, int64_t, int64_t);
+template void view_dirs_backward_kernel<double>(const double*, const double*, double*, double*, int64_t, int64_t);
 
-std::tuple<Tensor, Tensor> view_dirs_backward_cpu(const Tensor& v_dirs_, const Tensor& means_,
-                                                  const Tensor& viewmats_) {
-  check_view_dirs_grads(v_dirs_, means_, viewmats_);
-  const Tensor means = means_.contiguous(), viewmats = viewmats_.contiguous();
-  const Tensor v_dirs = contiguous_as(v_dirs_, means.scalar_type());
-  const int64_t C = viewmats.size(0), N = means.size(0);
-  Tensor v_means = at::empty({N, 3}, means.options()), v_viewmats = at::empty({C, 4, 4}, means.options());
-  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_view_dirs_backward_cpu", [&] {
-    view_dirs_backward_kernel<scalar_t>(v_dirs.data_ptr<scalar_t>(), viewmats.data_ptr<scalar_t>(),
-                                        v_means.data_ptr<scalar_t>(), v_viewmats.data_ptr<scalar_t>(), C, N);
-  });
-  return {v_means, v_viewmats};
-}
-
-}  // namespace
 }  // namespace cpu
 }  // namespace splat
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) {
-  m.impl("splat_view_dirs", &gsw::splat::cpu::view_dirs_cpu);
-  m.impl("splat_view_dirs_backward", &gsw::splat::cpu::view_dirs_backward_cpu);
-}

@@ -10,8 +10,6 @@
 // transposed blur, streaming down a thread's rows with a kWin-row ring (rows_grad).
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -52,19 +50,6 @@ struct Dims {
   int64_t vrow() const { return Wv * C; }
   int64_t windows() const { return Hv * Wv * C; }
 };
-
-// Checks img and ref (named in errors by `op`) and returns their dimensions.
-inline Dims check(const at::Tensor& img, const at::Tensor& ref, const char* op) {
-  TORCH_CHECK(img.dim() == 3 && img.sizes() == ref.sizes(), op, ": img and ref must be [H,W,C] of one shape, got ",
-              img.sizes(), " and ", ref.sizes());
-  TORCH_CHECK(img.scalar_type() == ref.scalar_type() &&
-                  (img.scalar_type() == at::kFloat || img.scalar_type() == at::kDouble),
-              op, ": img and ref must both be float32 or float64");
-  TORCH_CHECK(img.device().is_cpu() && ref.device().is_cpu(), op, ": CPU tensors expected");
-  const int64_t H = img.size(0), W = img.size(1), C = img.size(2);
-  TORCH_CHECK(H >= kWin && W >= kWin && C >= 1, op, ": images must be at least 11 x 11, got ", H, " x ", W);
-  return {H, W, C, H - kWin + 1, W - kWin + 1};
-}
 
 inline int64_t num_bands(int64_t rows) { return (rows + kBand - 1) / kBand; }
 

@@ -1,13 +1,8 @@
 // CPU kernels of the splat transforms: one fused pass over the splats per frame, OpenMP over blocks
 // of kBlock Gaussians; each block is transposed to SoA in a small stack buffer so the per-Gaussian
-// math (csrc/include/gsw/transforms.h) runs as SIMD across the Gaussians of the block.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
+// math (csrc/include/gsw/transforms.h) runs as SIMD across the Gaussians of the block. Bound to the op
+// by transforms_cpu.cpp.
 #include <omp.h>
-#include <torch/library.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -16,7 +11,7 @@
 #include <type_traits>
 
 #include "gsw/transforms.h"
-#include "gsw/transforms_op.h"
+#include "transforms_cpu.h"
 #include "transforms_simd.h"  // transpose16, rotate_band16 and <immintrin.h> on AVX-512 targets
 #if defined(__SSE2__)
 #include <immintrin.h>  // streaming stores, on every x86-64 target
@@ -284,28 +279,29 @@ void advise_huge_pages(const void* p, int64_t bytes) {
 }
 
 template <typename T, int Deg>
-void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales, const at::Tensor& sh_rest,
-         const at::Tensor& affine, const at::Tensor& quat_r, const at::Tensor& log_s, const at::Tensor& sh_rot,
-         bool general, at::Tensor& out_means, at::Tensor& out_quats, at::Tensor& out_log_scales,
-         at::Tensor& out_sh_rest) {
+void run(const TransformParams<T>& p) {
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
-  const int64_t F = affine.size(0), N = means.size(0);
+  const int64_t F = p.F, N = p.N;
+  const bool general = p.general;
   const int64_t nchunks = (N + kChunk - 1) / kChunk;
-  const T* mu = means.data_ptr<T>();
-  const T* q = quats.data_ptr<T>();
-  const T* ls = log_scales.data_ptr<T>();
-  const T* sh = K ? sh_rest.data_ptr<T>() : nullptr;
-  const T* aff = affine.data_ptr<T>();
-  const T* qr = quat_r.data_ptr<T>();  // per frame (uniform case): A = s R(qr), lsr = log s
-  const T* lsr = log_s.data_ptr<T>();
-  const T* D = K ? sh_rot.data_ptr<T>() : nullptr;
-  T* om = out_means.data_ptr<T>();
-  T* oq = out_quats.data_ptr<T>();
-  T* os = out_log_scales.data_ptr<T>();
-  T* osh = K ? out_sh_rest.data_ptr<T>() : nullptr;
+  const T* mu = p.means;
+  const T* q = p.quats;
+  const T* ls = p.log_scales;
+  const T* sh = K ? p.sh_rest : nullptr;
+  const T* aff = p.affine;
+  const T* qr = p.quat_r;  // per frame (uniform case): A = s R(qr), lsr = log s
+  const T* lsr = p.log_s;
+  const T* D = K ? p.sh_rot : nullptr;
+  T* om = p.out_means;
+  T* oq = p.out_quats;
+  T* os = p.out_log_scales;
+  T* osh = K ? p.out_sh_rest : nullptr;
   const int64_t total = F * nchunks;
-  for (const at::Tensor* o : {&out_means, &out_quats, &out_log_scales, &out_sh_rest})
-    advise_huge_pages(o->data_ptr(), o->numel() * static_cast<int64_t>(sizeof(T)));
+  const int64_t out_bytes = F * N * static_cast<int64_t>(sizeof(T));
+  advise_huge_pages(om, out_bytes * 3);
+  advise_huge_pages(oq, out_bytes * 4);
+  advise_huge_pages(os, out_bytes * 3);
+  advise_huge_pages(osh, out_bytes * K * 3);
   // outputs much larger than the last-level cache are written with streaming stores: the SH rest, and
   // (similarity path) means, quaternions and log-scales when they are not the inputs (in place, the
   // output lines are already in the cache) and 64-byte aligned
@@ -349,29 +345,20 @@ void run(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log
 #endif
 }
 
-void transform_splats_cpu(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& log_scales,
-                          const at::Tensor& sh_rest, const at::Tensor& affine, const at::Tensor& quat_r,
-                          const at::Tensor& log_s, const at::Tensor& sh_rot, bool general, at::Tensor out_means,
-                          at::Tensor out_quats, at::Tensor out_log_scales, at::Tensor out_sh_rest) {
-  const TransformDims d = check_transform_inputs(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot,
-                                                 out_means, out_quats, out_log_scales, out_sh_rest);
-  TORCH_CHECK(means.device().is_cpu(), "transform_splats (CPU): inputs must be CPU tensors");
-  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "transform_splats_cpu", [&] {
-    auto go = [&](auto deg) {
-      run<scalar_t, decltype(deg)::value>(means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot, general,
-                                          out_means, out_quats, out_log_scales, out_sh_rest);
-    };
-    switch (d.K) {
-      case 0: go(std::integral_constant<int, 0>{}); break;
-      case 3: go(std::integral_constant<int, 1>{}); break;
-      case 8: go(std::integral_constant<int, 2>{}); break;
-      default: go(std::integral_constant<int, 3>{}); break;
-    }
-  });
+}  // namespace
+
+template <typename T>
+void transform_splats_cpu(const TransformParams<T>& p) {
+  switch (p.K) {
+    case 0: return run<T, 0>(p);
+    case 3: return run<T, 1>(p);
+    case 8: return run<T, 2>(p);
+    default: return run<T, 3>(p);
+  }
 }
 
-}  // namespace
+template void transform_splats_cpu<float>(const TransformParams<float>&);
+template void transform_splats_cpu<double>(const TransformParams<double>&);
+
 }  // namespace transforms
 }  // namespace gsw
-
-TORCH_LIBRARY_IMPL(gsworkbench, CPU, m) { m.impl("transform_splats", &gsw::transforms::transform_splats_cpu); }

@@ -1,6 +1,6 @@
 // CUDA launchers of the 3DGS tile rasterizer (kernels in splat_*.cu). Raw device pointers, contiguous
 // row-major layouts as documented in csrc/gsworkbench.cpp; the projection and rasterization launchers
-// take one parameter struct each (splat_params.h). Every launcher enqueues on `stream` and does not
+// take one parameter struct each (gsw/splat_params.h). Every launcher enqueues on `stream` and does not
 // synchronise. Outputs written by atomics (the *_backward gradients) must be zeroed first.
 // T is float or double.
 #pragma once
@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "splat_params.h"
+#include "gsw/splat_params.h"
 
 namespace gsw {
 namespace splat {

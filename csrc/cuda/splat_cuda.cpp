@@ -23,28 +23,6 @@ void check_cuda(const Tensor& t, const char* op) {
   TORCH_CHECK(t.is_cuda(), op, " (CUDA): inputs must be CUDA tensors");
 }
 
-// The projection inputs of both bindings (contiguous tensors, after the shared checks) as the launchers'
-// struct.
-template <typename T>
-ProjectInputs<T> project_inputs(const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& viewmats,
-                                const Tensor& Ks, int64_t width, int64_t height, double eps2d, double near_plane,
-                                double far_plane) {
-  ProjectInputs<T> in;
-  in.means = means.data_ptr<T>();
-  in.quats = quats.data_ptr<T>();
-  in.scales = scales.data_ptr<T>();
-  in.viewmats = viewmats.data_ptr<T>();
-  in.Ks = Ks.data_ptr<T>();
-  in.C = viewmats.size(0);
-  in.N = means.size(0);
-  in.width = width;
-  in.height = height;
-  in.eps2d = T(eps2d);
-  in.near_plane = T(near_plane);
-  in.far_plane = T(far_plane);
-  return in;
-}
-
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_cuda(const Tensor& means, const Tensor& quats,
                                                                 const Tensor& scales, const Tensor& viewmats,
                                                                 const Tensor& Ks, int64_t width, int64_t height,
@@ -226,29 +204,6 @@ RasterDims check_raster(const Tensor& means2d, const Tensor& conics, const Tenso
   TORCH_CHECK(raster_blocks(g.C, width, height, tile_size) < (int64_t(1) << 31),
               "splat_rasterize (CUDA): image too large for one launch (C * tiles * blocks per tile >= 2^31)");
   return g;
-}
-
-// The rasterization inputs of both bindings (contiguous tensors, after check_raster) as the launchers'
-// struct.
-template <typename T>
-RasterInputs<T> raster_inputs(const Tensor& means2d, const Tensor& conics, const Tensor& colors,
-                              const Tensor& opacities, int64_t width, int64_t height, int64_t tile_size,
-                              const Tensor& tile_offsets, const Tensor& flatten_ids) {
-  RasterInputs<T> in;
-  in.means2d = means2d.data_ptr<T>();
-  in.conics = conics.data_ptr<T>();
-  in.colors = colors.data_ptr<T>();
-  in.opacities = opacities.data_ptr<T>();
-  in.tile_offsets = tile_offsets.data_ptr<int32_t>();
-  in.flatten_ids = flatten_ids.data_ptr<int32_t>();
-  in.C = colors.size(0);
-  in.N = colors.size(1);
-  in.D = colors.size(2);
-  in.M = flatten_ids.size(0);
-  in.width = width;
-  in.height = height;
-  in.tile_size = tile_size;
-  return in;
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> rasterize_cuda(const Tensor& means2d, const Tensor& conics,

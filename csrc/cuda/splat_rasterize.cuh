@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
+#include "gsw/splat_params.h"
 #include "splat.h"
-#include "splat_params.h"
 
 namespace gsw {
 namespace splat {

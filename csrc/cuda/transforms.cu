@@ -15,7 +15,7 @@ constexpr int kThreads = 256;
 // The outputs may be the inputs (an in-place transform, F = 1): each thread reads its splat into
 // registers before it writes anything, and the aliasable pointers are not __restrict__.
 template <typename T, int Deg>
-__global__ void transform_kernel(const TransformArgs<T> a) {
+__global__ void transform_kernel(const TransformParams<T> a) {
   constexpr int K = (Deg + 1) * (Deg + 1) - 1;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t N = a.N;
@@ -61,7 +61,7 @@ __global__ void transform_kernel(const TransformArgs<T> a) {
 }
 
 template <typename T, int Deg>
-cudaError_t launch(const TransformArgs<T>& a, cudaStream_t stream) {
+cudaError_t launch(const TransformParams<T>& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.N + kThreads - 1) / kThreads),
                   static_cast<unsigned>(a.F < 65535 ? a.F : 65535));
   transform_kernel<T, Deg><<<grid, kThreads, 0, stream>>>(a);
@@ -71,7 +71,7 @@ cudaError_t launch(const TransformArgs<T>& a, cudaStream_t stream) {
 }  // namespace
 
 template <typename T>
-cudaError_t transform_splats_cuda(const TransformArgs<T>& a, cudaStream_t stream) {
+cudaError_t transform_splats_cuda(const TransformParams<T>& a, cudaStream_t stream) {
   if (a.F == 0 || a.N == 0) return cudaSuccess;
   if ((a.N + kThreads - 1) / kThreads > 2147483647LL) return cudaErrorInvalidValue;
   switch (a.K) {
@@ -83,8 +83,8 @@ cudaError_t transform_splats_cuda(const TransformArgs<T>& a, cudaStream_t stream
   }
 }
 
-template cudaError_t transform_splats_cuda<float>(const TransformArgs<float>&, cudaStream_t);
-template cudaError_t transform_splats_cuda<double>(const TransformArgs<double>&, cudaStream_t);
+template cudaError_t transform_splats_cuda<float>(const TransformParams<float>&, cudaStream_t);
+template cudaError_t transform_splats_cuda<double>(const TransformParams<double>&, cudaStream_t);
 
 }  // namespace transforms
 }  // namespace gsw

@@ -23,14 +23,9 @@ void transform_splats_cuda_op(const at::Tensor& means, const at::Tensor& quats, 
   const c10::cuda::CUDAGuard guard(means.device());
   auto stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "transform_splats_cuda", [&] {
-    const bool sh = d.K > 0;
-    const TransformArgs<scalar_t> args{
-        means.data_ptr<scalar_t>(), quats.data_ptr<scalar_t>(), log_scales.data_ptr<scalar_t>(),
-        sh ? sh_rest.data_ptr<scalar_t>() : nullptr, affine.data_ptr<scalar_t>(), quat_r.data_ptr<scalar_t>(),
-        log_s.data_ptr<scalar_t>(), sh ? sh_rot.data_ptr<scalar_t>() : nullptr, out_means.data_ptr<scalar_t>(),
-        out_quats.data_ptr<scalar_t>(), out_log_scales.data_ptr<scalar_t>(),
-        sh ? out_sh_rest.data_ptr<scalar_t>() : nullptr, d.F, d.N, static_cast<int>(d.K), general};
-    const cudaError_t err = transform_splats_cuda<scalar_t>(args, stream);
+    const auto p = transform_params<scalar_t>(d, means, quats, log_scales, sh_rest, affine, quat_r, log_s, sh_rot,
+                                              general, out_means, out_quats, out_log_scales, out_sh_rest);
+    const cudaError_t err = transform_splats_cuda<scalar_t>(p, stream);
     TORCH_CHECK(err == cudaSuccess, "transform_splats_cuda: ", cudaGetErrorString(err));
   });
 }

@@ -3,7 +3,7 @@
 ``field_forward(points, means, factors, weights) -> values`` is fused (O(B+N) memory); its backward
 is the analytic ``field_backward`` op. Both live in csrc/ (CPU: csrc/cpu/field.cpp, CUDA:
 csrc/cuda/field.cu), with their per-pair math in csrc/include/gsw/field.h. The autograd of
-``field_forward`` is registered in C++ (csrc/field_autograd.cpp): a Python autograd layer
+``field_forward`` is registered in C++ (csrc/autograd/field_autograd.cpp): a Python autograd layer
 (torch.library.register_autograd) cost tiny calls more than the kernels themselves.
 """
 

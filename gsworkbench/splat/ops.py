@@ -5,7 +5,7 @@ Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/inclu
 - ``splat_project``: EWA projection -> radii, means2d, depths, conics, compensations (``check_values``:
   its inputs scanned as the CPU kernel reads them);
 - ``splat_view_dirs``: view directions (camera centre to mean) of the SH colours (device-agnostic ATen
-  ops in csrc/splat_view_dirs.cpp, which also serve as its fake kernel);
+  ops in csrc/composite/splat_view_dirs_composite.cpp, which also serve as its fake kernel);
 - ``splat_sh_to_color``: SH coefficients and view directions -> colours (``check_finite``: the
   coefficients scanned as the CPU kernel reads them);
 - ``splat_sh_colors_from_cameras``: the two above as one op (what ``rasterize`` calls: one autograd node);
@@ -18,9 +18,9 @@ Forward ops (csrc/cpu/splat_*.cpp; per-Gaussian and per-pixel math in csrc/inclu
   registered here, as it is a single cheap elementwise op).
 
 Each differentiable forward has an analytic ``*_backward`` op, wired to it in C++
-(csrc/splat_autograd.cpp: a Python autograd layer cost tiny calls more than the kernels). absgrad, the
-Python attribute ``means2d.absgrad`` set by the backward, comes from :class:`_RasterizeWithAbsgrad` here,
-which :func:`rasterize_to_pixels` uses when asked for it.
+(csrc/autograd/splat_autograd.cpp: a Python autograd layer cost tiny calls more than the kernels).
+absgrad, the Python attribute ``means2d.absgrad`` set by the backward, comes from
+:class:`_RasterizeWithAbsgrad` here, which :func:`rasterize_to_pixels` uses when asked for it.
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ def rasterize_to_pixels(
 
 # ---- work counts of the forward kernels, for the roofline (gsworkbench.bench.roofline) ----
 # Floating-point operations of one pixel-splat evaluation of the CPU forward (csrc/cpu/splat_simd.h
-# chunk_alpha_vis, csrc/cpu/splat_rasterize_forward.cpp composite_chunk), an FMA counted as two:
+# chunk_alpha_vis, csrc/cpu/splat_rasterize_forward.h composite_chunk), an FMA counted as two:
 # offsets dx, dy (2), sigma = (ca dx^2 + cc dy^2) / 2 + cb dx dy (9), exp(-sigma) (range reduction 6,
 # degree-6 polynomial 12, scale 1: 19), alpha = opacity e (1), 1 - alpha, T (1 - alpha), alpha T (3),
 # then one FMA per colour channel: 34 + 2 D. Comparisons, min/max and mask moves are not counted.

@@ -1,11 +1,14 @@
 // Host-side (ATen) input checks of the splat rasterizer ops, shared by the CPU (csrc/cpu/splat_*.cpp)
 // and CUDA (csrc/cuda/splat_cuda.cpp) bindings, so that both accept exactly the same inputs: shapes,
-// dtypes and one device for all tensors of a call. Not for .cu files (they stay ATen-free).
+// dtypes and one device for all tensors of a call; and the checked tensors as the kernels' parameter
+// structs (gsw/splat_params.h). Not for .cu files (they stay ATen-free).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+
+#include "gsw/splat_params.h"
 
 namespace gsw {
 namespace splat {
@@ -71,6 +74,28 @@ inline void check_projection_grads(const at::Tensor& means, const at::Tensor& vi
   check_float_on(v_depths, op, "v_depths", means);
   check_float_on(v_conics, op, "v_conics", means);
   check_float_on(v_comps, op, "v_comps", means);
+}
+
+// The projection inputs of both bindings (contiguous tensors, after check_projection_inputs) as the
+// kernels' struct.
+template <typename T>
+ProjectInputs<T> project_inputs(const at::Tensor& means, const at::Tensor& quats, const at::Tensor& scales,
+                                const at::Tensor& viewmats, const at::Tensor& Ks, int64_t width, int64_t height,
+                                double eps2d, double near_plane, double far_plane) {
+  ProjectInputs<T> in;
+  in.means = means.data_ptr<T>();
+  in.quats = quats.data_ptr<T>();
+  in.scales = scales.data_ptr<T>();
+  in.viewmats = viewmats.data_ptr<T>();
+  in.Ks = Ks.data_ptr<T>();
+  in.C = viewmats.size(0);
+  in.N = means.size(0);
+  in.width = width;
+  in.height = height;
+  in.eps2d = T(eps2d);
+  in.near_plane = T(near_plane);
+  in.far_plane = T(far_plane);
+  return in;
 }
 
 // splat_view_dirs(_backward): means [N,3], viewmats [C,4,4], one dtype (float32/float64) and one device.
@@ -167,10 +192,6 @@ inline void check_isect_inputs(const at::Tensor& means2d, const at::Tensor& radi
   }
 }
 
-struct RasterDims {
-  int64_t C, N, D, W, H, ts, tw, th, M;
-};
-
 // splat_rasterize(_backward): means2d [C,N,2], conics [C,N,3], colors [C,N,D] (any D >= 1),
 // opacities [C,N], one dtype and device; tile_offsets int32 [C,th,tw] for tiles of tile_size pixels;
 // flatten_ids int32 [M].
@@ -198,7 +219,7 @@ inline RasterDims check_raster_inputs(const at::Tensor& means2d, const at::Tenso
   check_like(opacities, op, "opacities", means2d, dt);
   check_like(tile_offsets, op, "tile_offsets", means2d, at::kInt);
   check_like(flatten_ids, op, "flatten_ids", means2d, at::kInt);
-  return {C, N, colors.size(2), width, height, tile_size, tw, th, flatten_ids.size(0)};
+  return raster_dims(C, N, colors.size(2), flatten_ids.size(0), width, height, tile_size);
 }
 
 // splat_rasterize_backward's saved forward outputs (transmittances [C,H,W] float, last_ids int32
@@ -215,6 +236,29 @@ inline void check_raster_grads(const RasterDims& g, const at::Tensor& means2d, c
               ": v_colors must be [C,H,W,D] and v_alphas [C,H,W,1]");
   check_float_on(v_colors, op, "v_colors", means2d);
   check_float_on(v_alphas, op, "v_alphas", means2d);
+}
+
+// The rasterization inputs of both bindings (contiguous tensors, after check_raster_inputs) as the
+// kernels' struct.
+template <typename T>
+RasterInputs<T> raster_inputs(const at::Tensor& means2d, const at::Tensor& conics, const at::Tensor& colors,
+                              const at::Tensor& opacities, int64_t width, int64_t height, int64_t tile_size,
+                              const at::Tensor& tile_offsets, const at::Tensor& flatten_ids) {
+  RasterInputs<T> in;
+  in.means2d = means2d.data_ptr<T>();
+  in.conics = conics.data_ptr<T>();
+  in.colors = colors.data_ptr<T>();
+  in.opacities = opacities.data_ptr<T>();
+  in.tile_offsets = tile_offsets.data_ptr<int32_t>();
+  in.flatten_ids = flatten_ids.data_ptr<int32_t>();
+  in.C = colors.size(0);
+  in.N = colors.size(1);
+  in.D = colors.size(2);
+  in.M = flatten_ids.size(0);
+  in.width = width;
+  in.height = height;
+  in.tile_size = tile_size;
+  return in;
 }
 
 }  // namespace splat

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "gsw/transforms_params.h"
+
 namespace gsw {
 namespace transforms {
 
@@ -52,6 +54,32 @@ inline TransformDims check_transform_inputs(const at::Tensor& means, const at::T
   check_operand(out_log_scales, means, "out_log_scales", {F, N, 3});
   check_operand(out_sh_rest, means, "out_sh_rest", {F, N, K, 3});
   return {F, N, K};
+}
+
+// The operands of a checked call (d: check_transform_inputs) as the kernels' struct.
+template <typename T>
+TransformParams<T> transform_params(const TransformDims& d, const at::Tensor& means, const at::Tensor& quats,
+                                    const at::Tensor& log_scales, const at::Tensor& sh_rest, const at::Tensor& affine,
+                                    const at::Tensor& quat_r, const at::Tensor& log_s, const at::Tensor& sh_rot,
+                                    bool general, const at::Tensor& out_means, const at::Tensor& out_quats,
+                                    const at::Tensor& out_log_scales, const at::Tensor& out_sh_rest) {
+  const bool sh = d.K > 0;
+  return {means.data_ptr<T>(),
+          quats.data_ptr<T>(),
+          log_scales.data_ptr<T>(),
+          sh ? sh_rest.data_ptr<T>() : nullptr,
+          affine.data_ptr<T>(),
+          quat_r.data_ptr<T>(),
+          log_s.data_ptr<T>(),
+          sh ? sh_rot.data_ptr<T>() : nullptr,
+          out_means.data_ptr<T>(),
+          out_quats.data_ptr<T>(),
+          out_log_scales.data_ptr<T>(),
+          sh ? out_sh_rest.data_ptr<T>() : nullptr,
+          d.F,
+          d.N,
+          static_cast<int>(d.K),
+          general};
 }
 
 }  // namespace transforms

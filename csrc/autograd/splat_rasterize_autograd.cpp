@@ -1,11 +1,10 @@
 // Autograd of the rasterizer's tile intersection (none: integer outputs) and rasterization, in C++ (see
-// csrc/splat_autograd.cpp): the rasterization backward is the analytic splat_rasterize_backward op.
+// splat_autograd.cpp): the rasterization backward is the analytic splat_rasterize_backward op.
 // absgrad (the sum of per-pixel |dL/dmeans2d|, set as the Python attribute means2d.absgrad) is not
 // produced here: gsworkbench.splat.ops.rasterize_to_pixels(absgrad=True) runs the op under a Python
 // autograd.Function that does it (eager only).
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>

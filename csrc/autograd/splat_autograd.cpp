@@ -1,10 +1,9 @@
-// Autograd of the rasterizer's projection, view-direction and SH ops, in C++ (as csrc/field_autograd.cpp for
-// the field; tile intersection and rasterization: csrc/splat_rasterize_autograd.cpp): the backwards are the
+// Autograd of the rasterizer's projection, view-direction and SH ops, in C++ (as field_autograd.cpp for
+// the field; tile intersection and rasterization: splat_rasterize_autograd.cpp): the backwards are the
 // analytic *_backward ops. C++ because a Python autograd layer (torch.library.register_autograd) would
 // cost a tiny call more than its kernels, in the forward and again in the backward.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>

@@ -1,9 +1,8 @@
 // tensor_stats: (all finite, min, max) of several floating-point CPU tensors in one pass and one call,
 // for the input checks on hot paths (gsworkbench/validation.py; torch reductions are the reference
 // there and handle other devices).
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

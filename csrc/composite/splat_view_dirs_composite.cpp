@@ -1,12 +1,11 @@
 // gsworkbench::splat_view_dirs and its backward: the SH view directions, each mean minus each camera
 // centre. Device-agnostic (a handful of ATen ops on [C,4,4] camera matrices), registered for every
 // backend (CompositeExplicitAutograd; the fake kernel too) except the CPU, which has plain loops
-// (csrc/cpu/splat_view_dirs.cpp). Autograd in csrc/splat_autograd.cpp: one node in place of the dozen
-// that the same ops written in Python put in a tiny call's graph. Torch reference:
+// (csrc/cpu/splat_view_dirs.cpp). Autograd in csrc/autograd/splat_autograd.cpp: one node in place of
+// the dozen that the same ops written in Python put in a tiny call's graph. Torch reference:
 // gsworkbench/splat/_torch_impl.py view_dirs.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/constant_pad_nd.h>

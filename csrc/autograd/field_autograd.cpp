@@ -2,9 +2,8 @@
 // Registered for every device (the Autograd alias key) and traced by torch.compile like any op.
 // Being C++, it adds far less to a tiny call than a Python autograd layer (torch.library.register_autograd)
 // would, in the forward and again in the backward.
-// Per-operator ATen headers only: <ATen/ATen.h> (every operator, most of the compile time) then fails.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include "gsw/aten_ops.h"  // first: before any ATen header
+
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 

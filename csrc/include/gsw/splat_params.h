@@ -1,16 +1,16 @@
-// Parameter structs of the CUDA projection and rasterization launches (splat_project.cu,
-// splat_rasterize_*.cu), filled by the bindings (splat_cuda.cpp). One plain struct of device pointers
-// and sizes per launch instead of a score of positional arguments: a forward and its backward share
-// their inputs as one member, so the two cannot disagree on their order, and each kernel receives its
-// whole call as one parameter. Layouts are contiguous row-major as documented in csrc/gsworkbench.cpp.
-// Plain C++ (no CUDA or ATen headers), so nvcc and the host compiler both read it. T is float or double.
+// Parameter structs of the projection and rasterization kernels, the same for the CPU kernels
+// (csrc/cpu/splat_project.cpp, splat_rasterize_*.cpp) and the CUDA launchers (csrc/cuda/splat.h), filled
+// by the bindings from the op's tensors (gsw/splat_op.h). One plain struct of pointers and sizes per call
+// instead of a score of positional arguments: a forward and its backward share their inputs as one
+// member, so the two cannot disagree on their order, and each kernel receives its whole call as one
+// parameter. Layouts are contiguous row-major as documented in csrc/gsworkbench.cpp. Plain C++ (no
+// CUDA or ATen headers), so nvcc and the host compiler both read it. T is float or double.
 #pragma once
 
 #include <cstdint>
 
 namespace gsw {
 namespace splat {
-namespace cuda {
 
 // ---- stage 1: projection ----------------------------------------------------------------------------
 
@@ -37,7 +37,7 @@ struct ProjectForwardParams {
   T* comps;        // [C,N]
 };
 
-// The input gradients are added by atomics: the caller zeroes them first.
+// The input gradients are added to (by atomics on CUDA): the caller zeroes them first.
 template <typename T>
 struct ProjectBackwardParams {
   ProjectInputs<T> in;
@@ -76,7 +76,8 @@ struct RasterForwardParams {
   int32_t* out_last;  // [C,H,W]: index into flatten_ids of the last contributor, -1 for none
 };
 
-// The input gradients are added by atomics: the caller zeroes them first.
+// The input gradients are added by atomics on CUDA, so the CUDA caller zeroes them first; the CPU
+// kernel writes them whole.
 template <typename T>
 struct RasterBackwardParams {
   RasterInputs<T> in;
@@ -91,6 +92,21 @@ struct RasterBackwardParams {
   T* v_means2d_abs;         // [C,N,2]: sums over pixels of |per-pixel v_means2d| (absgrad), or null
 };
 
-}  // namespace cuda
+// The sizes of one rasterization call with its tile grid: tw x th tiles of ts x ts pixels per image.
+struct RasterDims {
+  int64_t C, N, D, W, H, ts, tw, th, M;
+};
+
+inline RasterDims raster_dims(int64_t C, int64_t N, int64_t D, int64_t M, int64_t width, int64_t height,
+                              int64_t tile_size) {
+  return {C, N, D, width, height, tile_size, (width + tile_size - 1) / tile_size, (height + tile_size - 1) / tile_size,
+          M};
+}
+
+template <typename T>
+RasterDims raster_dims(const RasterInputs<T>& in) {
+  return raster_dims(in.C, in.N, in.D, in.M, in.width, in.height, in.tile_size);
+}
+
 }  // namespace splat
 }  // namespace gsw
