@@ -22,15 +22,15 @@
 # %% [markdown]
 # # 07 · From photos to splats
 #
-# A folder of photos (or a video) with no poses becomes a trained splat scene, all on the CPU:
-# `gsworkbench.sfm.reconstruct` runs COLMAP through pycolmap (SIFT features, matching, incremental
-# mapping, undistortion), the report says whether the poses can be trusted, and `train` fits Gaussians
-# from the SfM points with the `capture` preset. Held-out photos (every 8th) give PSNR and SSIM, and the
-# splats are written as `splats.ply`. With `photos` empty, the input is the built-in capture scene's
-# JPEG photos (a cluttered room through a distorted lens), without its poses or points.
+# A folder of photos (or a video) with no poses becomes a trained splat scene, all on the CPU, in one
+# call: `gsworkbench.capture.capture` runs COLMAP through pycolmap (SIFT features, matching, mapping
+# with fallbacks until the photos register, undistortion), trains Gaussians from the SfM points with
+# the `capture` preset, scores the held-out photos (every 8th), and writes `splats.ply`, `viewer.html`
+# and `summary.html`. With `photos` empty, the input is the built-in capture scene's JPEG photos (a
+# cluttered room through a distorted lens), without its poses or points.
 #
-# From a terminal: `gsworkbench reconstruct PHOTOS` alone, or this notebook with
-# `gsworkbench run notebooks/07_capture.ipynb -p photos PHOTOS`.
+# From a terminal: `gsworkbench capture PHOTOS` does the same; `gsworkbench reconstruct PHOTOS` only
+# the poses; or this notebook with `gsworkbench run notebooks/07_capture.ipynb -p photos PHOTOS`.
 
 # %%
 from gsworkbench.jupyter import ParameterGuard
@@ -73,18 +73,16 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pycolmap
 import torch
-from IPython.display import display
+from IPython.display import Image, display
 
+from gsworkbench.capture import capture
 from gsworkbench.core.figures import save_figure
 from gsworkbench.jupyter.display import metrics_table, result_link
 from gsworkbench.jupyter.start import start_run
 from gsworkbench.scenes import load_scene
-from gsworkbench.sfm import reconstruct
 from gsworkbench.sfm.sfm_report import format_report, plot_cameras, read_report
 from gsworkbench.synthetic import generate_scene
-from gsworkbench.train import preset as train_preset
-from gsworkbench.train import train
-from gsworkbench.train.plots import test_views, training_curves
+from gsworkbench.train.plots import training_curves
 
 run_dir = start_run("07_capture", params)
 print("threads:", torch.get_num_threads())
@@ -98,57 +96,49 @@ else:  # the built-in capture's JPEGs: its poses and points stay behind
 print("photos:", source)
 
 # %% [markdown]
-# ## Reconstruct: photos to poses
+# ## Photos to poses to splats
 #
-# Each stage shows a bar. Ctrl-C keeps COLMAP's database; running the cell again goes on from the
-# finished stages.
+# Each stage shows a bar. Ctrl-C keeps what each stage finished (COLMAP's database, the training's
+# checkpoint); running the cell again goes on from there.
 
 # %%
-scene_dir = reconstruct(source, run_dir / "scene", camera=camera, camera_model=camera_model, max_size=max_size,
-                        seed=seed, log=None)
+result = capture(source, run_dir / "capture", preset=preset, iterations=iterations or None, seed=seed,
+                 camera=camera, camera_model=camera_model, max_size=max_size, log=None)
+display(result_link(result.summary, results_dir, "summary page"))
 
 # %% [markdown]
 # ## How good are the poses?
 #
 # The mean reprojection error should be well under a pixel and nearly every photo registered; the
-# cameras should sit where the photos were taken.
+# cameras should sit where the photos were taken. Strategies tried beyond the first mapping, photos
+# left out (duplicates, panoramas) and photos that never registered are listed with the reason.
 
 # %%
-report = read_report(scene_dir)
-print(format_report(report))
-fig = plot_cameras(pycolmap.Reconstruction(str(scene_dir / "sparse" / "0")), "cameras and sparse points")
+print(format_report(read_report(result.scene)))
+fig = plot_cameras(pycolmap.Reconstruction(str(result.scene / "sparse" / "0")), "cameras and sparse points")
 save_figure(run_dir / "cameras.png", fig)
 plt.show()
 
 # %% [markdown]
-# ## Train from the SfM points
+# ## Training and the held-out photos
 #
-# Every 8th registered photo is held out. Training starts from the sparse points.
+# Every 8th registered photo is held out; training started from the sparse points. Each held-out
+# photo is shown beside its render and the error (x 4).
 
 # %%
-data = load_scene(scene_dir)
-overrides = {"seed": seed, "progress": True}
-if iterations:
-    overrides["iterations"] = iterations
-config = train_preset(preset, **overrides)
+data = load_scene(result.scene)
 print(f"{len(data.train_ids)} train + {len(data.test_ids)} test photos at {data.width}x{data.height}, "
-      f"{len(data.points)} SfM points")
-result = train(data, config, results_dir=run_dir / "training")
+      f"{len(data.points)} SfM points; minutes per stage:",
+      ", ".join(f"{k} {v / 60:.1f}" for k, v in result.seconds.items()))
 metrics_table(result.metrics)
 
 # %%
 fig = training_curves(result.history)
 save_figure(run_dir / "curves.png", fig)
 plt.show()
-
-# %% [markdown]
-# ## Held-out photos: photo, render, error
-
-# %%
 print(result.evaluation.to_string(index=False))
-fig = test_views(data, result.renders, result.evaluation)
-save_figure(run_dir / "test_views.png", fig)
-plt.show()
+for png in sorted((result.folder / "training").glob("test_*.png"))[:3]:
+    display(Image(filename=str(png)))
 
 # %% [markdown]
 # ## The splats
@@ -161,16 +151,14 @@ plt.show()
 
 # %%
 from gsworkbench.jupyter.display import headless
-from gsworkbench.viewer import SplatViewer, save_result_page
+from gsworkbench.viewer import SplatViewer
 
-ply = result.files["ply"]
-print(f"{ply}: {ply.stat().st_size / 1e6:.1f} MB")
-display(result_link(ply, results_dir, "splats"))
-page = save_result_page(run_dir / "viewer.html", result, data)
-if page is not None:
-    display(result_link(page, results_dir, "viewer page"))
+print(f"{result.splats}: {result.splats.stat().st_size / 1e6:.1f} MB")
+display(result_link(result.splats, results_dir, "splats"))
+if result.viewer is not None:
+    display(result_link(result.viewer, results_dir, "viewer page"))
 if headless():
     print("run headless: no live viewer; open the notebook in JupyterLab, or the viewer page in a browser")
 else:
-    viewer = SplatViewer(result, scene=data)  # viewer.viewmat, viewer.K: the view shown now
+    viewer = SplatViewer(result.splats, scene=data)  # viewer.viewmat, viewer.K: the view shown now
     display(viewer)

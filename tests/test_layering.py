@@ -31,11 +31,12 @@ LAYERS = {
     "gsworkbench.synthetic": 8,  # the built-in scenes: generated, then read by the loaders of scenes
     "gsworkbench.train": 9,
     "gsworkbench.viewer": 10,
-    "gsworkbench.bench": 11,  # the benchmark engine
-    "gsworkbench.profiling": 12,
-    "gsworkbench.studies": 13,  # the suites, the table scripts, quality and converge
-    "gsworkbench.jupyter": 14,  # the notebooks' helpers, headless runner and sweeps
-    "gsworkbench.cli": 15,
+    "gsworkbench.capture": 11,  # photos to a splat to orbit: sfm, train and viewer in one workflow
+    "gsworkbench.bench": 12,  # the benchmark engine
+    "gsworkbench.profiling": 13,
+    "gsworkbench.studies": 14,  # the suites, the table scripts, quality and converge
+    "gsworkbench.jupyter": 15,  # the notebooks' helpers, headless runner and sweeps
+    "gsworkbench.cli": 16,
 }
 ROOT_MODULES = {"gsworkbench", "gsworkbench._ext", "gsworkbench._libz"}
 

@@ -10,6 +10,7 @@ gsworkbench compare BASELINE CANDIDATE [--suite S]  two runs or two git revision
 gsworkbench history SUITE                        every run of a suite over commits, as a plot
 gsworkbench sweep NOTEBOOK -p NAME V1,V2 ...      a parameter grid of notebook runs on Dask
 gsworkbench reconstruct PHOTOS [--out DIR]      photos or a video to a posed scene (pycolmap, CPU)
+gsworkbench capture PHOTOS [--out DIR]          photos or a video to trained splats, a viewer page, a summary
 gsworkbench env                                  the environment metadata every run records
 gsworkbench profile WORKLOAD [-p NAME VALUE]...  stages, op table, flamegraph, overheads
 gsworkbench profile diff BEFORE AFTER            what changed between two profiles
@@ -225,6 +226,23 @@ def _cmd_reconstruct(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_capture(args: argparse.Namespace) -> int:
+    from gsworkbench.capture import capture
+    from gsworkbench.core.runs import new_run_dir
+
+    out = args.out if args.out is not None else new_run_dir("capture")
+    options = dict(camera=args.camera, camera_model=args.camera_model, max_size=args.max_size,
+                   matcher=args.matcher, video_frames=args.video_frames)  # fmt: skip
+    try:
+        result = capture(args.photos, out, preset=args.preset, iterations=args.iterations or None, seed=args.seed,
+                         overwrite=args.overwrite, **options)  # fmt: skip
+    except FileNotFoundError as err:
+        raise ValueError(str(err)) from None
+    print(f"splats: {result.splats}\nviewer: {result.viewer or '(not written: the browser bundle is not built)'}\n"
+          f"summary: {result.summary}")  # fmt: skip
+    return 0
+
+
 def _cmd_env(args: argparse.Namespace) -> int:
     from gsworkbench.core.provenance import environment
 
@@ -315,15 +333,32 @@ def _add_profile_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_reconstruct_parser(sub: argparse._SubParsersAction) -> None:
-    from gsworkbench.sfm.pipeline import CAMERA_MODELS, CAMERA_MODES, MATCHERS, ReconstructOptions
-
-    d = ReconstructOptions()
     p = sub.add_parser("reconstruct", help="photos (a folder or a video) to a posed scene, with pycolmap on the CPU",
                        description="Photos to a posed scene folder (images/, sparse/0/, report.json) that "
                                    "load_scene reads. Ctrl-C keeps the work; the same command goes on "
                                    "from there.")  # fmt: skip
-    p.add_argument("photos", type=Path, help="a folder of JPEG/PNG photos, or a video file")
     p.add_argument("--out", type=Path, default=None, help="scene folder (default: results/<run-id>/scene)")
+    _add_photo_options(p)
+    p.set_defaults(func=_cmd_reconstruct)
+    p = sub.add_parser("capture", help="photos (a folder or a video) to trained splats you can orbit",
+                       description="Photos to poses, splats trained with the capture preset, held-out photos "
+                                   "scored, and OUT/splats.ply, OUT/viewer.html and OUT/summary.html written. "
+                                   "Ctrl-C keeps what each stage finished; the same command goes on.")  # fmt: skip
+    p.add_argument("--out", type=Path, default=None, help="capture folder (default: results/<run-id>/)")
+    p.add_argument("--preset", choices=("capture", "short", "smoke"), default="capture",
+                   help="training schedule (default capture)")  # fmt: skip
+    p.add_argument("--iterations", type=int, default=0, help="training steps (default: the preset's)")
+    p.add_argument("--seed", type=int, default=0, help="the mapper's and the training's seed")
+    _add_photo_options(p)
+    p.set_defaults(func=_cmd_capture)
+
+
+def _add_photo_options(p: argparse.ArgumentParser) -> None:
+    """The photos argument and the reconstruction options that ``reconstruct`` and ``capture`` share."""
+    from gsworkbench.sfm.pipeline import CAMERA_MODELS, CAMERA_MODES, MATCHERS, ReconstructOptions
+
+    d = ReconstructOptions()
+    p.add_argument("photos", type=Path, help="a folder of JPEG/PNG photos, or a video file")
     p.add_argument("--camera", choices=CAMERA_MODES, default=d.camera,
                    help=f"cameras shared per lens (sizes a few px apart cropped to one), per image size, by all, "
                         f"or one per image (default {d.camera})")  # fmt: skip
@@ -334,8 +369,7 @@ def _add_reconstruct_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--matcher", choices=MATCHERS, default=d.matcher,
                    help=f"auto: exhaustive up to {d.exhaustive_max} images, else sequential")  # fmt: skip
     p.add_argument("--video-frames", type=int, default=d.video_frames, help="frames kept of a video at most")
-    p.add_argument("--overwrite", action="store_true", help="start again in an --out that holds another reconstruction")
-    p.set_defaults(func=_cmd_reconstruct)
+    p.add_argument("--overwrite", action="store_true", help="start again in an --out that holds another run's work")
 
 
 def build_parser() -> argparse.ArgumentParser:
