@@ -57,7 +57,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
 
 TRAIN_SCRIPT = """
 import sys
-from gsworkbench.scenes import builtin_scene
+from gsworkbench.synthetic import builtin_scene
 from gsworkbench.train import TrainingInterrupted, preset, train
 
 scene = builtin_scene(**{scene!r})

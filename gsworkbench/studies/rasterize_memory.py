@@ -139,7 +139,7 @@ def measure(case: MemoryCase, timeout_s: float = 600.0) -> dict[str, Any]:
 
 def memory_table(cases: tuple[MemoryCase, ...] = TABLE_CASES) -> pd.DataFrame:
     """One row per case, measured one at a time: sizes, intersections, measured peak and estimate (MiB),
-    their ratio (estimate / measured) and the commit measured (:func:`~gsworkbench.provenance.short_commit`)."""
+    their ratio (estimate / measured) and the commit measured (:func:`~gsworkbench.core.provenance.short_commit`)."""
     rows = [measure(c) for c in cases]
     df = pd.DataFrame(rows)
     df["peak_mib"] = (df.pop("peak_bytes") / 2**20).round(1)

@@ -1,7 +1,7 @@
 """3DGS training from posed images: :func:`train`, :class:`Trainer`, :class:`TrainConfig` with its
 strategy (:class:`DefaultStrategy`, :class:`MCMCStrategy`), and the presets.
 
->>> from gsworkbench.scenes import builtin_scene
+>>> from gsworkbench.synthetic import builtin_scene
 >>> from gsworkbench.train import preset, preset_scene, train
 >>> result = train(builtin_scene(**preset_scene("smoke")), preset("smoke"))  # doctest: +SKIP
 """
