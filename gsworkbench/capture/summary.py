@@ -7,14 +7,12 @@ import base64
 import html
 import io
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from gsworkbench.core.atomic import atomic_write_text
 from gsworkbench.core.figures import add_footer
 from gsworkbench.core.provenance import machine_summary
 from gsworkbench.sfm.sfm_report import format_report
@@ -85,17 +83,3 @@ footer{{color:#666;font-size:12px;margin-top:2em}}</style></head><body>
 <footer>{html.escape(machine_summary("cpu"))}</footer>
 </body></html>
 """
-
-
-def write_summary(
-    path: str | os.PathLike[str],
-    report: Mapping[str, Any],
-    history: pd.DataFrame,
-    evaluation: pd.DataFrame,
-    metrics: Mapping[str, Any],
-    test_images: Sequence[Path],
-    seconds: Mapping[str, float],
-    viewer: Path | None,
-) -> Path:
-    """Writes :func:`summary_html` atomically to ``path``; returns it."""
-    return atomic_write_text(path, summary_html(report, history, evaluation, metrics, test_images, seconds, viewer))

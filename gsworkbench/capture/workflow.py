@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from gsworkbench.capture.summary import write_summary
-from gsworkbench.core.atomic import write_json
+from gsworkbench.capture.summary import summary_html
+from gsworkbench.core.atomic import atomic_write_text, write_json
 from gsworkbench.scenes import load_scene
 from gsworkbench.sfm import reconstruct
 from gsworkbench.sfm.sfm_report import read_report
@@ -147,8 +147,9 @@ def capture(
         history = pd.read_csv(run_dir / "history.csv")
         evaluation = pd.read_csv(run_dir / "evaluation.csv")
         metrics = json.loads((run_dir / "metrics.json").read_text())
-        summary = write_summary(out / "summary.html", read_report(scene_dir), history, evaluation, metrics,
-                                sorted(run_dir.glob("test_*.png")), state.data["seconds"], viewer)  # fmt: skip
+        page = summary_html(read_report(scene_dir), history, evaluation, metrics, sorted(run_dir.glob("test_*.png")),
+                            state.data["seconds"], viewer)  # fmt: skip
+        summary = atomic_write_text(out / "summary.html", page)
         stages.update(1)
     minutes = ", ".join(f"{k} {v / 60:.1f}" for k, v in state.data["seconds"].items())
     say(f"capture: {out}  (held-out PSNR {metrics.get('psnr_db', float('nan')):.2f} dB; minutes: {minutes})")

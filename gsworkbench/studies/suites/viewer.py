@@ -93,24 +93,24 @@ def frame_row(intervals_s: list[float]) -> dict[str, Any]:
     return row
 
 
-def fps_setup(params: dict[str, Any], quick: bool, browser: Callable[[int, int], Any] | None = None):  # noqa: ANN201
-    """A frame-rate case's setup; ``browser(width, height)``: the browser (default headless Chromium)."""
+def _page_setup(
+    params: dict[str, Any], quick: bool, browser: Callable[..., Any] | None,
+    measure: Callable[[Any, Any, Any, dict[str, Any]], dict[str, Any]],
+):  # noqa: ANN202
+    """A browser case's setup: the stand-in splats and the object scene's view at the case's size, then
+    ``measure(splats, viewmat [4,4], K [3,3], options)`` (``options``: the browser, when one is given)
+    gives the row's columns."""
 
     def setup() -> Prepared:
         from gsworkbench.studies.scene_splats import object_scene, view_camera
-        from gsworkbench.viewer.measure import splats_frame_intervals
 
-        w, h = params["width"], params["height"]
         splats = stand_in_splats(params["num"], params["sh_degree"], quick)
-        viewmat, Ks = view_camera(object_scene(*_scene_size(quick)), w, h)
+        viewmat, Ks = view_camera(object_scene(*_scene_size(quick)), params["width"], params["height"])
         extras: dict[str, Any] = {}
         options = {} if browser is None else {"browser": browser}
 
         def run() -> bool:
-            intervals = splats_frame_intervals(splats, viewmat[0], Ks[0], w, h, params["frames"],
-                                               encoding=params["encoding"], settle_frames=SETTLE_FRAMES,
-                                               **options)  # fmt: skip
-            extras.update(frame_row(intervals))
+            extras.update(measure(splats, viewmat[0], Ks[0], options))
             return True
 
         return Prepared(run, lambda: extras)
@@ -118,30 +118,36 @@ def fps_setup(params: dict[str, Any], quick: bool, browser: Callable[[int, int],
     return setup
 
 
-def idle_setup(params: dict[str, Any], quick: bool, browser: Callable[..., Any] | None = None):  # noqa: ANN201
-    """An idle case's setup; ``browser(width, height, timeout_s=...)``: the browser (default headless Chromium)."""
+def fps_setup(params: dict[str, Any], quick: bool, browser: Callable[..., Any] | None = None):  # noqa: ANN201
+    """A frame-rate case's setup; ``browser(width, height, timeout_s=...)``: the browser (default
+    headless Chromium)."""
 
-    def setup() -> Prepared:
-        from gsworkbench.studies.scene_splats import object_scene, view_camera
+    def measure(splats: Any, viewmat: Any, K: Any, options: dict[str, Any]) -> dict[str, Any]:
+        from gsworkbench.viewer.measure import splats_frame_intervals
+
+        intervals = splats_frame_intervals(splats, viewmat, K, params["width"], params["height"], params["frames"],
+                                           encoding=params["encoding"], settle_frames=SETTLE_FRAMES,
+                                           **options)  # fmt: skip
+        return frame_row(intervals)
+
+    return _page_setup(params, quick, browser, measure)
+
+
+def idle_setup(params: dict[str, Any], quick: bool, browser: Callable[..., Any] | None = None):  # noqa: ANN201
+    """An idle case's setup; ``browser(width, height, timeout_s=...)``: the browser (default headless
+    Chromium)."""
+
+    def measure(splats: Any, viewmat: Any, K: Any, options: dict[str, Any]) -> dict[str, Any]:
         from gsworkbench.viewer.measure import page_idle_cpu
         from gsworkbench.viewer.page import save_viewer_html
 
         w, h = params["width"], params["height"]
-        splats = stand_in_splats(params["num"], params["sh_degree"], quick)
-        viewmat, Ks = view_camera(object_scene(*_scene_size(quick)), w, h)
-        extras: dict[str, Any] = {}
-        options = {} if browser is None else {"browser": browser}
+        with tempfile.TemporaryDirectory(prefix="gsw-viewer-idle-") as tmp:
+            page = save_viewer_html(Path(tmp) / "page.html", splats, viewmat=viewmat, K=K, width=w, height=h,
+                                    encoding=params["encoding"])  # fmt: skip
+            return page_idle_cpu(page, w, h, params["seconds"], settle_frames=SETTLE_FRAMES, **options)
 
-        def run() -> bool:
-            with tempfile.TemporaryDirectory(prefix="gsw-viewer-idle-") as tmp:
-                page = save_viewer_html(Path(tmp) / "page.html", splats, viewmat=viewmat[0], K=Ks[0], width=w,
-                                        height=h, encoding=params["encoding"])  # fmt: skip
-                extras.update(page_idle_cpu(page, w, h, params["seconds"], settle_frames=SETTLE_FRAMES, **options))
-            return True
-
-        return Prepared(run, lambda: extras)
-
-    return setup
+    return _page_setup(params, quick, browser, measure)
 
 
 def wire_setup(params: dict[str, Any], quick: bool):  # noqa: ANN201
