@@ -46,11 +46,15 @@ $(KERNEL_STAMP): $(EXT_STAMP)
 run: setup
 	$(BIN)/gsworkbench run-all
 
+# The notebooks' smoke run goes two notebooks at a time: --dist loadfile keeps each notebook's cells on
+# one worker, in order, in the one kernel nbval starts for it (their run folders and the scene cache
+# are safe to share).
 test: setup
 	$(BIN)/python -m ruff check gsworkbench tests notebooks
 	GSW_REQUIRE_EXT=1 $(BIN)/python -m pytest -q -n 2 tests
 	rm -rf build/smoke && $(BIN)/gsworkbench prepare-smoke build/smoke
-	GSW_HEADLESS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
+	GSW_HEADLESS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile \
+		--nbval-lax --nbval-current-env build/smoke
 	@if $(BIN)/python -c "import sys, torch, gsworkbench._C as c; sys.exit(0 if c.avx512 else 1)"; then \
 		$(MAKE) --no-print-directory test-generic test-raster16; \
 	else echo "test-generic and test-raster16 skipped: this build has no AVX-512 loops," \
