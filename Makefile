@@ -46,11 +46,15 @@ $(KERNEL_STAMP): $(EXT_STAMP)
 run: setup
 	$(BIN)/gsworkbench run-all
 
+# The notebooks' smoke run goes two notebooks at a time: --dist loadfile keeps each notebook's cells on
+# one worker, in order, in the one kernel nbval starts for it (their run folders and the scene cache
+# are safe to share).
 test: setup
 	$(BIN)/python -m ruff check gsworkbench tests notebooks
 	GSW_REQUIRE_EXT=1 $(BIN)/python -m pytest -q -n 2 tests
 	rm -rf build/smoke && $(BIN)/gsworkbench prepare-smoke build/smoke
-	GSW_HEADLESS=1 $(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env build/smoke
+	GSW_HEADLESS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile \
+		--nbval-lax --nbval-current-env build/smoke
 	@if $(BIN)/python -c "import sys, torch, gsworkbench._C as c; sys.exit(0 if c.avx512 else 1)"; then \
 		$(MAKE) --no-print-directory test-generic test-raster16; \
 	else echo "test-generic and test-raster16 skipped: this build has no AVX-512 loops," \
@@ -77,7 +81,9 @@ test-generic: setup
 # The rasterizer's tests again against a build with its AVX-512 twin (GSW_RASTER_LANES=16: 16 lanes a
 # chunk, mask registers), which the default build leaves out for the AVX2 twin (csrc/cpu/splat_simd.h):
 # as test-generic, a copy of the package in build/raster16 with that build's _C. Run by make test only
-# where the default build has AVX-512 loops.
+# where the default build has AVX-512 loops. It is built as the default build is (CUDA included where
+# that has it) and into its object folder (setup.py's build/ext-objects), so ninja recompiles only the
+# units that read GSW_RASTER_LANES and links the default build's objects for the rest.
 RASTER16 := build/raster16
 RASTER_TESTS := tests/test_build_target.py tests/test_splat_stages.py tests/test_splat_raster.py \
 	tests/test_splat_absgrad.py tests/test_splat_edge_cases.py tests/test_rasterize_lanes.py tests/test_splat_tile_cover.py \
@@ -86,8 +92,8 @@ RASTER_TESTS := tests/test_build_target.py tests/test_splat_stages.py tests/test
 test-raster16: setup
 	rm -rf $(RASTER16)/gsworkbench && mkdir -p $(RASTER16)
 	tar -c --exclude='_C*.so' --exclude=__pycache__ --exclude=_build_info.json gsworkbench | tar -x -C $(RASTER16)
-	GSW_RASTER_LANES=16 GSW_NO_CUDA=1 GSW_BUILD_INFO=$(RASTER16)/gsworkbench/_build_info.json \
-		$(BIN)/python setup.py -q build_ext --build-lib $(RASTER16) --build-temp $(RASTER16)-tmp
+	GSW_RASTER_LANES=16 GSW_BUILD_INFO=$(RASTER16)/gsworkbench/_build_info.json \
+		$(BIN)/python setup.py -q build_ext --build-lib $(RASTER16)
 	PYTHONPATH=$(RASTER16) GSW_EXPECT_RASTER_LANES=16 GSW_REQUIRE_EXT=1 \
 		$(BIN)/python -P -m pytest -q -p no:cacheprovider -n 2 $(RASTER_TESTS)
 

@@ -8,10 +8,17 @@ x86-64-v3, which has no AVX-512), GSW_RASTER_LANES (16: the rasterizer's AVX-512
 where the target has AVX-512; by default it runs its AVX2 twin, 8 lanes, wherever AVX2 is: see
 csrc/cpu/splat_simd.h), GSW_NO_CUDA=1, GSW_BUILD_INFO (where the build record is written, default
 gsworkbench/_build_info.json), MAX_JOBS.
+
+The objects are kept in build/ext-objects (build_ext --build-temp changes it), where ninja recompiles
+only the translation units whose inputs or command line changed. GSW_RASTER_LANES reaches only the
+units that include a file reading it (through generated wrappers, with the command line every unit
+shares unchanged), so a GSW_RASTER_LANES=16 build into the same --build-temp recompiles those and
+links the others as the default build left them.
 """
 
 import glob
 import os
+import re
 import shutil
 
 import torch
@@ -30,12 +37,11 @@ define_macros = [("GSW_MARCH", march)]
 raster_lanes = os.environ.get("GSW_RASTER_LANES")
 if raster_lanes not in (None, "", "8", "16"):
     raise SystemExit(f"GSW_RASTER_LANES must be 8 or 16, got {raster_lanes!r}")
-if raster_lanes:
-    define_macros.append(("GSW_RASTER_LANES", raster_lanes))
 sources = ["csrc/gsworkbench.cpp"] + [
     f for folder in ("autograd", "composite", "cpu") for f in sorted(glob.glob(f"csrc/{folder}/*.cpp"))
 ]
 include_dirs = [os.path.join(here, "csrc", "include")]
+BUILD_TEMP = os.path.join("build", "ext-objects")
 
 with_cuda = (
     torch.version.cuda is not None
@@ -98,5 +104,71 @@ def _compiler_info() -> dict:
         json.dump(info, f, indent=2)
 
 
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+
+
+def reading(macro: str, files: list[str], dirs: list[str]) -> list[str]:
+    """The ``files`` that name ``macro`` themselves or through their ``#include``s of project headers,
+    followed transitively (looked up beside the including file, then in ``dirs``; headers found in
+    neither, the system's and torch's, are not read): the translation units whose preprocessing a
+    ``-D<macro>`` can change. A comment naming it counts too, which can only add a unit. Every unit that
+    sees a header's definitions must see the same macro, or an inline function of that header would
+    differ between units."""
+    verdict: dict[str, bool] = {}
+
+    def reads(path: str) -> bool:
+        path = os.path.realpath(path)
+        if path not in verdict:
+            verdict[path] = False  # an include cycle (stopped by #pragma once) adds nothing
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            found = re.search(rf"\b{macro}\b", text) is not None
+            for name in _INCLUDE.findall(text):
+                where = [os.path.join(d, name) for d in (os.path.dirname(path), *dirs)]
+                header = next((w for w in where if os.path.isfile(w)), None)
+                found = (header is not None and reads(header)) or found
+            verdict[path] = found
+        return verdict[path]
+
+    return [f for f in files if reads(f)]
+
+
+class BuildExt(BuildExtension):
+    """torch's ninja build with GSW_RASTER_LANES given to only the units that read it: each such source
+    is compiled through a wrapper in the build folder (``#define`` + ``#include`` of the source), written
+    only when its text changes, so that ninja sees it unchanged on the next build. The objects go to
+    ``BUILD_TEMP`` unless ``--build-temp`` says otherwise (pip's editable build would use a new
+    temporary folder each time, and so recompile every unit)."""
+
+    def finalize_options(self) -> None:
+        if self.build_temp is None:
+            self.build_temp = BUILD_TEMP
+        super().finalize_options()
+
+    def build_extensions(self) -> None:
+        if raster_lanes:
+            for e in self.extensions:
+                lanes = set(reading("GSW_RASTER_LANES", e.sources, include_dirs))  # ours, not torch's
+                e.sources = [self._with_lanes(src) if src in lanes else src for src in e.sources]
+        super().build_extensions()
+
+    def _with_lanes(self, src: str) -> str:
+        wrapper = os.path.join(self.build_temp, f"raster_lanes_{raster_lanes}", os.path.relpath(src, here))
+        text = (
+            f"// {src} with GSW_RASTER_LANES={raster_lanes} (setup.py: only the units that read it get it)\n"
+            f"#define GSW_RASTER_LANES {raster_lanes}\n"
+            f'#include "{os.path.abspath(src)}"\n'
+        )
+        old = None
+        if os.path.isfile(wrapper):
+            with open(wrapper, encoding="utf-8") as f:
+                old = f.read()
+        if old != text:
+            os.makedirs(os.path.dirname(wrapper), exist_ok=True)
+            with open(wrapper, "w", encoding="utf-8") as f:
+                f.write(text)
+        return wrapper
+
+
 _compiler_info()
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension})
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 class FakeClock:
@@ -29,3 +30,23 @@ class FakeClock:
     def case(self, seconds: float) -> Callable[[], Callable[[], None]]:
         """A bench case's setup whose call takes ``seconds`` on this clock."""
         return lambda: (lambda: self.work(seconds))
+
+
+class OpClock(TorchDispatchMode):
+    """A clock that ticks once per torch op dispatched while it is entered (``with clock:``), forward
+    and backward, the extension's ops included: "seconds" that measure the work the code under test
+    hands to torch, the same on a busy machine as on a quiet one.
+
+    Stage coverage on this clock (the share of the ops that ran inside a named stage) checks the
+    structure a wall-time coverage stands for, that the stages hold the work, without its noise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+
+    def __call__(self) -> float:
+        return float(self.ops)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.ops += 1
+        return func(*args, **(kwargs or {}))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import requires_ext
 from cpp_driver import MISSING, ROOT, build_driver
 
 DRIVER = ROOT / "tests" / "cpp" / "chunk_support_driver.cpp"
@@ -77,6 +78,16 @@ def chunk_alpha_max(ts: int, lanes: int, tx: int, ty: int, x: list[float]) -> tu
     alpha = torch.where(sigma >= 0, (op * torch.exp(-sigma)).clamp(max=0.99), torch.zeros(()))
     amax = torch.where(inside, alpha, torch.zeros(())).reshape(-1, lanes).amax(-1)
     return amax.tolist(), inside.reshape(-1, lanes).any(-1).tolist()
+
+
+@requires_ext
+def test_the_driver_has_the_lanes_of_the_imported_build(driver: Path) -> None:
+    """The driver's chunks are the rasterizer's: 16 lanes in ``make test-raster16``'s run, where the
+    AVX-512 form of support_bits is what is checked."""
+    import gsworkbench._C as ext
+
+    lanes, _ = run(driver, 16, torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 6))
+    assert lanes == ext.raster_lanes, f"driver {lanes} lanes, {ext.__file__} {ext.raster_lanes}"
 
 
 @pytest.mark.parametrize("ts", [16, 13])

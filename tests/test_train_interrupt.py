@@ -130,15 +130,17 @@ def test_a_signal_into_the_cli_is_one_line_and_keeps_the_training(tmp_path, cach
         assert (run / name).is_file(), name
     if sig != signal.SIGINT:
         return
-    # the notebook goes on from that folder
+    # training goes on from the folder the interrupted notebook left: here through train(), which the
+    # notebook's resume parameter is handed to (that hand-over runs in the refusal test below), so no
+    # second kernel has to start and train
+    from gsworkbench.synthetic import builtin_scene
+    from gsworkbench.train import preset_scene
+
     step = load_checkpoint(run / "checkpoint.pt")["step"]
-    again = tmp_path / "again"
-    cmd = [sys.executable, "-m", "gsworkbench.cli.main", "run", str(REPO / "notebooks" / "02_training.py"),
-           "-p", "preset", "smoke", "-p", "iterations", str(step + 2), "-p", "backend", BACKEND,
-           "-p", "resume", str(run), "--out", str(again)]  # fmt: skip
-    done = subprocess.run(cmd, env=_env(cache), text=True, capture_output=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert len(pd.read_csv(again / "history.csv")) == step + 2
+    scene = builtin_scene(**preset_scene("smoke"), cache_dir=cache)
+    again = train(scene, preset("smoke", iterations=step + 2, backend=BACKEND), resume=run,
+                  results_dir=tmp_path / "again")  # fmt: skip
+    assert len(again.history) == step + 2 and len(pd.read_csv(tmp_path / "again" / "history.csv")) == step + 2
 
 
 def test_the_resume_hint_can_name_a_notebook_parameter(tmp_path, cache, monkeypatch):
@@ -242,17 +244,18 @@ def test_resume_on_other_data_is_refused_on_the_terminal(tmp_path, cache):
     """A checkpoint of one scene resumed on another exited 0 (the "trained on other data" warning only
     inside the executed notebook), or, with another view count, failed with an IndexError."""
     from gsworkbench.synthetic import builtin_scene
+    from gsworkbench.train import preset_scene
 
     nb = REPO / "notebooks" / "02_training.py"
-    first = tmp_path / "first"
-    cmd = [sys.executable, "-m", "gsworkbench.cli.main", "run", str(nb), "-p", "preset", "smoke", "-p", "iterations",
-           "3", "-p", "backend", BACKEND, "--out", str(first)]  # fmt: skip
-    done = subprocess.run(cmd, env=_env(cache), text=True, capture_output=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    first = tmp_path / "first"  # a run of the notebook's smoke scene; made in-process, only its files matter
+    train(builtin_scene(**preset_scene("smoke"), cache_dir=cache), preset("smoke", iterations=3, backend=BACKEND),
+          results_dir=first)  # fmt: skip
+    assert (first / "checkpoint.pt").is_file()
     other = builtin_scene(**SCENE, cache_dir=cache).source["folder"]  # other images, fewer views
 
-    args = [*cmd[:-1], str(tmp_path / "again"), "-p", "resume", str(first), "-p", "scene_path", other,
-            "-p", "iterations", "6"]  # fmt: skip
+    args = [sys.executable, "-m", "gsworkbench.cli.main", "run", str(nb), "-p", "preset", "smoke", "-p", "iterations",
+            "6", "-p", "backend", BACKEND, "--out", str(tmp_path / "again"), "-p", "resume", str(first),
+            "-p", "scene_path", other]  # fmt: skip
     refused = subprocess.run(args, env=_env(cache), text=True, capture_output=True, timeout=600)
     assert refused.returncode == 1, refused.stderr
     assert f"ValueError: {first / 'checkpoint.pt'} was trained on other data (then scene " in refused.stderr

@@ -69,7 +69,7 @@ def profile_ops(
     timer = StageTimer(device, ranges=True)
     with torch.profiler.profile(activities=activities, record_shapes=record_shapes) as prof:
         t0 = time.perf_counter()
-        run(timer.stage)
+        run(timer.stage, time.perf_counter)
         if str(device).startswith("cuda"):
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from gsworkbench.core.figures import add_footer, stage_colors
-from gsworkbench.profiling.workloads import RunFn
+from gsworkbench.profiling.workloads import Clock, RunFn
 from gsworkbench.train.timers import StageTimer
 
 OTHER = "other"
@@ -28,14 +28,15 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def timed_run(run: RunFn, device: str = "cpu") -> tuple[float, dict[str, float]]:
-    """One run: its wall seconds and seconds per stage (``other`` included)."""
-    timer = StageTimer(device, ranges=True)
+def timed_run(run: RunFn, device: str = "cpu", clock: Clock = time.perf_counter) -> tuple[float, dict[str, float]]:
+    """One run: its wall seconds and seconds per stage (``other`` included), all read on ``clock``
+    (tests pass a fake one)."""
+    timer = StageTimer(device, ranges=True, clock=clock)
     _sync(device)
-    t0 = time.perf_counter()
-    extra = run(timer.stage)
+    t0 = clock()
+    extra = run(timer.stage, clock)
     _sync(device)
-    wall = time.perf_counter() - t0
+    wall = clock() - t0
     times = timer.reset()
     for k, v in (extra or {}).items():
         times[k] = times.get(k, 0.0) + float(v)
@@ -43,13 +44,14 @@ def timed_run(run: RunFn, device: str = "cpu") -> tuple[float, dict[str, float]]
     return wall, times
 
 
-def time_repeats(run: RunFn, repeats: int, device: str = "cpu") -> pd.DataFrame:
-    """``repeats`` runs -> long table: repeat, stage, seconds (one row per stage, ``other`` and the total)."""
+def time_repeats(run: RunFn, repeats: int, device: str = "cpu", clock: Clock = time.perf_counter) -> pd.DataFrame:
+    """``repeats`` runs -> long table: repeat, stage, seconds (one row per stage, ``other`` and the total),
+    on ``clock`` (see :func:`timed_run`)."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
     rows = []
     for r in range(repeats):
-        wall, times = timed_run(run, device)
+        wall, times = timed_run(run, device, clock)
         rows += [{"repeat": r, "stage": s, "seconds": v} for s, v in times.items()]
         rows.append({"repeat": r, "stage": TOTAL, "seconds": wall})
     return pd.DataFrame(rows)

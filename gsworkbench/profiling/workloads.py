@@ -3,7 +3,8 @@
 A :class:`Workload` is set up once (scenes, inputs) and then run several times. Each run receives a
 ``stage`` hook (``name -> context manager``) and wraps its stages in it, so that the profiler can time
 them and open ``torch.profiler.record_function("stage:<name>")`` ranges; a run may also return stage
-seconds it measured itself (the trainer's per-step timers).
+seconds it measured itself (the trainer's per-step timers) on the ``clock`` it is given, the one the
+hook reads.
 
 Spec strings (the command line): ``train:<preset>`` (``smoke``, ``micro``, ...; any
 :class:`gsworkbench.train.TrainConfig` field is a parameter), ``render`` and ``field`` (parameters in
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 StageHook = Callable[[str], AbstractContextManager[Any]]
-RunFn = Callable[[StageHook], "Mapping[str, float] | None"]
+Clock = Callable[[], float]  # seconds
+RunFn = Callable[[StageHook, Clock], "Mapping[str, float] | None"]
 
 # One run of ``render``: ``calls`` renders of one view of ``synthetic_splats(num, sh_degree)``.
 RENDER_DEFAULTS: dict[str, Any] = dict(
@@ -38,7 +39,7 @@ MODES = ("forward", "forward+backward")
 
 @dataclass
 class Workload:
-    """``setup()`` builds the inputs once and returns ``run(stage)``, one repetition of the work.
+    """``setup()`` builds the inputs once and returns ``run(stage, clock)``, one repetition of the work.
 
     ``name`` and ``params`` identify the workload: two profiles compare only when both agree
     (``backend`` aside, see :mod:`gsworkbench.profiling.compare`). ``device`` is ``"cpu"`` or ``"cuda"``.
@@ -109,27 +110,27 @@ def render_workload(**params: Any) -> Workload:
         grad = p["mode"] == "forward+backward"
         leaves = [t.detach().clone().requires_grad_(grad) for t in (s.means, s.quats, s.scales, s.opacities, s.sh)]
 
-        def run(stage: StageHook) -> dict[str, float]:
+        def run(stage: StageHook, clock: Clock) -> dict[str, float]:
             inner = [0.0]
 
             @contextlib.contextmanager
             def timed(name: str) -> Iterator[None]:
-                t0 = time.perf_counter()
+                t0 = clock()
                 with stage(name):
                     yield
-                inner[0] += time.perf_counter() - t0
+                inner[0] += clock() - t0
 
             glue = 0.0
             for _ in range(p["calls"]):
                 for t in leaves:
                     t.grad = None
-                inner[0], t0 = 0.0, time.perf_counter()
+                inner[0], t0 = 0.0, clock()
                 with torch.set_grad_enabled(grad):
                     img, alpha, _ = rasterize(
                         *leaves, vm, Ks, p["width"], p["height"], sh_degree=p["sh_degree"], backend=p["backend"],
                         stages=timed,
                     )  # fmt: skip
-                glue += time.perf_counter() - t0 - inner[0]
+                glue += clock() - t0 - inner[0]
                 if grad:
                     with stage("backward"):
                         (img.sum() + alpha.sum()).backward()
@@ -154,7 +155,7 @@ def field_workload(**params: Any) -> Workload:
         grad = p["mode"] == "forward+backward"
         inputs = [t.to(p["device"]).requires_grad_(grad) for t in random_field_inputs(p["B"], p["N"], p["covariance"])]
 
-        def run(stage: StageHook) -> None:
+        def run(stage: StageHook, clock: Clock) -> None:
             for _ in range(p["calls"]):
                 for t in inputs:
                     t.grad = None
@@ -190,9 +191,9 @@ def train_workload(preset: str, scene: Any = None, **overrides: Any) -> Workload
         else:
             data = scene
 
-        def run(stage: StageHook) -> dict[str, float]:
+        def run(stage: StageHook, clock: Clock) -> dict[str, float]:
             with stage("init"):
-                trainer = Trainer(data, cfg, ranges=True)
+                trainer = Trainer(data, cfg, ranges=True, clock=clock)
             sums = dict.fromkeys(STAGES, 0.0)
             with retained_freed_memory():  # the malloc policy of Trainer.run
                 for _ in range(cfg.iterations):
@@ -219,7 +220,7 @@ def callable_workload(fn: Callable[..., Any], name: str | None = None, params: M
     label = name or f"callable:{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
     def setup() -> RunFn:
-        def run(stage: StageHook) -> Any:
+        def run(stage: StageHook, clock: Clock) -> Any:
             if takes_stage:
                 fn(stage)
             else:

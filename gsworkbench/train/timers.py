@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -19,11 +19,15 @@ class StageTimer:
 
     ``sync``: wait for the device before reading the clock (CUDA), so each stage's time is its own.
     ``ranges``: also open a ``torch.profiler.record_function`` range per stage, for profiles.
+    ``clock``: seconds (tests pass a fake one, so that no assertion depends on how busy the machine is).
     """
 
-    def __init__(self, device: torch.device | str = "cpu", ranges: bool = False) -> None:
+    def __init__(
+        self, device: torch.device | str = "cpu", ranges: bool = False, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.sync = torch.device(device).type == "cuda"
         self.ranges = ranges
+        self.clock = clock
         self.times: dict[str, float] = {}
 
     def reset(self) -> dict[str, float]:
@@ -37,11 +41,11 @@ class StageTimer:
             torch.cuda.synchronize()
         # the clock starts before the profiler range opens and stops after it closes, so the ranges' own
         # cost is counted in their stage, not left between the stages as unexplained time
-        t0 = time.perf_counter()
+        t0 = self.clock()
         try:
             with torch.profiler.record_function(f"stage:{name}") if self.ranges else contextlib.nullcontext():
                 yield
                 if self.sync:
                     torch.cuda.synchronize()
         finally:
-            self.times[name] = self.times.get(name, 0.0) + time.perf_counter() - t0
+            self.times[name] = self.times.get(name, 0.0) + self.clock() - t0

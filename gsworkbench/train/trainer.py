@@ -53,14 +53,26 @@ class Trainer:
     ``splats``: the starting splats (default: the scene's point cloud or random points by
     ``config.init_rule``, see :mod:`gsworkbench.train.init_points`; the rule used is ``init_info``).
     ``ranges``: open ``torch.profiler`` ranges per stage.
+    ``clock``: seconds for the step's timers (``t_<stage>``, ``t_step``) and ``checkpoint_minutes``;
+    default the class's :attr:`clock`. Tests give a fake one (here, or as the class's attribute), so
+    that nothing they assert depends on how busy the machine is.
     """
 
-    clock = staticmethod(time.monotonic)  # seconds, for checkpoint_minutes (tests give a fake one)
+    clock = staticmethod(time.perf_counter)
 
-    def __init__(self, scene: Any, config: TrainConfig, splats: SplatSet | None = None, ranges: bool = False):
+    def __init__(
+        self,
+        scene: Any,
+        config: TrainConfig,
+        splats: SplatSet | None = None,
+        ranges: bool = False,
+        clock: Callable[[], float] | None = None,
+    ):
         if not isinstance(config, TrainConfig):
             raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
         self.cfg = config
+        if clock is not None:
+            self.clock = clock
         self.device = torch.device(config.device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("device 'cuda' asked for, but torch sees no CUDA device")
@@ -83,7 +95,7 @@ class Trainer:
         self.strategy = config.strategy
         self.strategy_state: dict[str, torch.Tensor] = {}  # the strategy's running statistics
         self.scene_scale = scene.scene_scale  # world units; the strategy's 3D thresholds are relative to it
-        self.timer = StageTimer(self.device, ranges=ranges)
+        self.timer = StageTimer(self.device, ranges=ranges, clock=self.clock)
         check_fits(config.resolution_schedule, scene.width, scene.height, SSIM_WINDOW if config.ssim_lambda else 1)
         self.reduced = ReducedViews(self.scene)  # train views at the schedule's reduced sizes, cached
         self.step_index = 0
@@ -168,7 +180,7 @@ class Trainer:
     def step(self) -> dict[str, Any]:
         """One training step; returns (and records) its history row."""
         cfg, s, stage = self.cfg, self.step_index, self.timer.stage
-        t0 = time.perf_counter()
+        t0 = self.clock()
         self.timer.reset()
         with stage("prepare"):
             decay = cfg.lr_means_final ** (s / max(cfg.iterations, 1))
@@ -221,7 +233,7 @@ class Trainer:
         }
         times = self.timer.reset()
         row.update({f"t_{k}": times.get(k, 0.0) for k in STAGES})
-        row["t_step"] = time.perf_counter() - t0
+        row["t_step"] = self.clock() - t0
         self.rows.append(row)
         self.step_index += 1
         return row
