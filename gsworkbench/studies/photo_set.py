@@ -1,10 +1,17 @@
 """Photo sets with known poses, rendered in milliseconds by our rasterizer: the reconstruction tests'
 input and the ``reconstruct`` benchmark's 1-megapixel case.
 
-The scene: a cube of side 1.2 on a 4 x 4 floor, covered by small opaque splats whose colours mix a
-per-splat random colour with smooth colour fields (a speckled, non-repeating texture that SIFT finds
-thousands of distinct points on). Cameras on an arc around it (radius 3, 10 degrees apart, height
-1.2 to 1.6) look at the cube's centre.
+Two scenes (:data:`SCENES`):
+
+- ``textured_cube``: a cube of side 1.2 on a 4 x 4 floor, covered by small opaque splats whose colours
+  mix a per-splat random colour with smooth colour fields (a speckled, non-repeating texture that SIFT
+  finds thousands of distinct points on);
+- ``plain_wall``: a small textured object (a cube of side 0.5) on a plain grey floor in front of a
+  plain wall, as a phone capture of a thing on a table against a wall: the plain surfaces give SIFT
+  nothing, so every pose rests on the few hundred points of the object.
+
+Cameras on an arc around the scene (radius 3, ``step_deg`` apart, height 1.2 to 1.6) look at the
+origin.
 """
 
 from __future__ import annotations
@@ -46,6 +53,43 @@ def textured_splats(n: int = 60_000, seed: int = 0) -> dict[str, torch.Tensor]:
     }
 
 
+def plain_wall_splats(n: int = 60_000, seed: int = 0, side: float = 0.5) -> dict[str, torch.Tensor]:
+    """The ``plain_wall`` scene (see the module docstring): a third of ``n`` splats each for the wall, the
+    floor and the object, in the layout of :func:`textured_splats`."""
+    g = np.random.default_rng(seed)
+    across = math.radians(75.0)  # the arc's middle azimuth for a dozen views: the wall stands behind the object
+    u = np.array([math.cos(across), math.sin(across), 0.0])
+    v = np.array([-u[1], u[0], 0.0])
+    n_wall = n_floor = n // 3
+    n_obj = n - n_wall - n_floor
+    up = np.array([0.0, 0.0, 1.0])
+    wall = -1.6 * u + g.uniform(-3, 3, n_wall)[:, None] * v + g.uniform(-0.6, 2.5, n_wall)[:, None] * up
+    floor = g.uniform(-3, 3, n_floor)[:, None] * v + g.uniform(-1.6, 3, n_floor)[:, None] * u + np.array([0, 0, -0.6])
+    face = g.integers(0, 5, n_obj)
+    uv = g.uniform(-side / 2, side / 2, (n_obj, 2))
+    cube = np.zeros((n_obj, 3))
+    for k, (axis, sign) in enumerate(((0, 1), (0, -1), (1, 1), (1, -1), (2, 1))):
+        m = face == k
+        others = [a for a in range(3) if a != axis]
+        cube[m, axis] = side / 2 * sign
+        cube[m, others[0]], cube[m, others[1]] = uv[m, 0], uv[m, 1]
+    cube[:, 2] += side / 2 - 0.6  # on the floor
+    smooth = 0.5 + 0.5 * np.sin(cube @ g.normal(0, 12.0, (3, 3)) + g.uniform(0, 6.3, 3))
+    plain = np.concatenate([np.tile([0.85, 0.82, 0.75], (n_wall, 1)), np.tile([0.55, 0.55, 0.58], (n_floor, 1))])
+    colours = np.concatenate([plain, np.clip(0.45 * g.uniform(0, 1, (n_obj, 3)) + 0.55 * smooth, 0, 1)])
+    scales = np.concatenate([np.full(n_wall + n_floor, 0.03), np.full(n_obj, side / 60)])
+    return {
+        "means": torch.tensor(np.concatenate([wall, floor, cube]), dtype=torch.float32),
+        "quats": torch.tensor([[1.0, 0.0, 0.0, 0.0]]).repeat(n, 1),
+        "scales": torch.tensor(scales, dtype=torch.float32)[:, None].repeat(1, 3),
+        "opacities": torch.full((n,), 0.98),
+        "colors": torch.tensor(colours, dtype=torch.float32),
+    }
+
+
+SCENES = {"textured_cube": textured_splats, "plain_wall": plain_wall_splats}
+
+
 def arc_cameras(
     n: int, step_deg: float = 10.0, dtype: torch.dtype = torch.float32, width: int = W, height: int = H
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,16 +119,19 @@ def render(
 
 
 def write_photos(
-    folder: Path, n: int = 12, width: int = W, height: int = H, step_deg: float = 10.0, num_splats: int = 60_000
+    folder: Path, n: int = 12, width: int = W, height: int = H, step_deg: float = 10.0, num_splats: int = 60_000,
+    scene: str = "textured_cube",
 ) -> dict[str, np.ndarray]:
-    """Writes n JPEG photos (``view_NN.jpg``) into ``folder``; returns their true world-to-camera
-    matrices [4,4] by name."""
+    """Writes n JPEG photos (``view_NN.jpg``) of ``scene`` (:data:`SCENES`) into ``folder``; returns their
+    true world-to-camera matrices [4,4] by name."""
     from PIL import Image
 
+    if scene not in SCENES:
+        raise ValueError(f"scene must be one of {sorted(SCENES)}, got {scene!r}")
     folder.mkdir(parents=True, exist_ok=True)
     viewmats, K = arc_cameras(n, step_deg, width=width, height=height)
     truth = {}
-    for i, rgb in enumerate(render(viewmats, K, textured_splats(num_splats), width, height)):
+    for i, rgb in enumerate(render(viewmats, K, SCENES[scene](num_splats), width, height)):
         name = f"view_{i:02d}.jpg"
         Image.fromarray(rgb).save(folder / name, quality=95)
         truth[name] = viewmats[i].double().numpy()
