@@ -347,6 +347,29 @@ def test_an_untouched_viewer_draws_nothing(tmp_path: Path) -> None:
         assert browser.evaluate("gswViewer.framesDrawn") > drawn
 
 
+def test_fly_mode_draws_while_a_key_is_held_and_stops_after(tmp_path: Path) -> None:
+    """Fly mode (WASD): holding W moves the camera forward, frame by frame; once the key is released and
+    the camera has stopped, the page draws nothing more."""
+    import time
+
+    page = save_viewer_html(tmp_path / "page.html", few_splats(1), viewmat=VIEWMAT, K=K, width=W, height=H)
+    with HeadlessChromium(W, H) as browser:
+        browser.open(page)
+        browser.evaluate("window.gswReady.then((v) => v.settle(5))")
+        browser.evaluate("document.querySelector('button').click(); document.querySelector('canvas').focus()")
+        before, drawn = _centre(browser.evaluate("gswViewer.getCamera()")), browser.evaluate("gswViewer.framesDrawn")
+        browser.key("KeyW", down=True)
+        time.sleep(0.5)
+        browser.key("KeyW", down=False)
+        time.sleep(0.5)  # the movement's last frames
+        after, moving = _centre(browser.evaluate("gswViewer.getCamera()")), browser.evaluate("gswViewer.framesDrawn")
+        time.sleep(1.0)
+        still = browser.evaluate("gswViewer.framesDrawn")
+    forward = VIEWMAT[2, :3].double().numpy()  # the camera's viewing direction (OpenCV +z) in world axes
+    assert float((after - before) @ forward) > 0.05, (before, after)
+    assert moving > drawn + 3 and still == moving
+
+
 def test_a_lost_webgl_context_says_so_and_comes_back(tmp_path: Path) -> None:
     """The browser takes the WebGL context away (as when its GPU process restarts): one line over the
     canvas says so; when the context is restored the splats load again and the same picture comes

@@ -161,6 +161,15 @@ class HeadlessChromium:
             self._mouse("mouseMoved", x0 + t * (x1 - x0), y0 + t * (y1 - y0), buttons=1)
         self._mouse("mouseReleased", x1, y1, buttons=0, clickCount=1)
 
+    def key(self, code: str, down: bool) -> None:
+        """A letter key (``code`` as the DOM names it, e.g. ``"KeyW"``) pressed (``down``) or released
+        in the focused element, as a user's keyboard sends it."""
+        letter = code.removeprefix("Key")
+        if len(letter) != 1 or not letter.isalpha():
+            raise ValueError(f"key takes a letter key's code such as 'KeyW', got {code!r}")
+        self._call("Input.dispatchKeyEvent", type="keyDown" if down else "keyUp", code=code, key=letter.lower(),
+                   windowsVirtualKeyCode=ord(letter.upper()), session=True)  # fmt: skip
+
     def _mouse(self, kind: str, x: float, y: float, **params: Any) -> None:
         self._call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", session=True, **params)
 
