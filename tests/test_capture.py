@@ -34,11 +34,14 @@ def test_photos_become_splats_a_viewer_page_and_a_summary(photos: Path, tmp_path
     assert (result.viewer is not None) == bundle_built()
     page = result.summary.read_text()
     for part in ("Capture summary", "Minutes per stage", "images registered", "PSNR, held-out photos",
+                 "PSNR, background only",
                  "data:image/png;base64,", "held-out photo | render | error"):  # fmt: skip
         assert part in page, part
     if result.viewer is not None:
         assert "href='viewer.html'" in page
     assert result.metrics["psnr_db"] > 10 and len(result.evaluation) >= 1 and len(result.history) == 40
+    share = result.evaluation["background_share"]  # the SfM points leave part of each photo uncovered
+    assert ((share > 0) & (share < 1)).all() and result.evaluation["psnr_background_db"].notna().all()
     assert any(line.startswith("capture: ") and "held-out PSNR" in line for line in said)
     state = json.loads((out / "capture.json").read_text())
     assert state["inputs"]["preset"] == "smoke" and set(state["seconds"]) == set(result.seconds)

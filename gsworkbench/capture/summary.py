@@ -21,6 +21,8 @@ from gsworkbench.train.plots import training_curves
 MAX_VIEWS = 4  # held-out photos shown (photo | render | error)
 # metrics.json key -> (label, format)
 SHOWN_METRICS = {"psnr_db": ("PSNR, held-out photos (mean)", "{:.2f} dB"), "ssim": ("SSIM (mean)", "{:.4f}"),
+                 "psnr_background_db": ("PSNR, background only (no SfM point near)", "{:.2f} dB"),
+                 "ssim_background": ("SSIM, background only", "{:.4f}"),
                  "num_gaussians": ("Gaussians", "{:,}"), "iterations": ("training steps", "{:,}")}  # fmt: skip
 
 

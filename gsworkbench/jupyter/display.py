@@ -181,6 +181,8 @@ def result_link(
 METRICS: dict[str, tuple[str, str, str]] = {
     "psnr_db": ("PSNR, test views (mean)", "dB", "{:.2f}"),
     "ssim": ("SSIM, test views (mean)", "", "{:.4f}"),
+    "psnr_background_db": ("PSNR, background only (no SfM point near; mean)", "dB", "{:.2f}"),
+    "ssim_background": ("SSIM, background only (mean)", "", "{:.4f}"),
     "lpips": ("LPIPS", "", "{}"),
     "num_gaussians": ("Gaussians at the end", "", "{:,}"),
     "iterations": ("training steps", "", "{:,}"),

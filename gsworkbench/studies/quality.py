@@ -2,7 +2,9 @@
 "random init reaches 30 dB" (issue 20's targets). ``gsworkbench quality NAME ...`` runs them.
 
 Each row: the run, the scene's layout, views (train + test), image size, init rule and scale, steps,
-minutes, final Gaussians, test PSNR / SSIM (LPIPS where computed) and the scene's fingerprint. Each
+minutes, final Gaussians, test PSNR / SSIM (LPIPS where computed), the same over the background alone
+(the pixels no sparse point projects near; empty for a scene without a cloud) and the scene's
+fingerprint. Each
 run keeps its results folder (history, checkpoint, splats, test images) beside the table. Minutes are
 wall time on the machine that ran it: compare them only within one table.
 """
@@ -145,6 +147,7 @@ def run_quality(name: str, out: Path) -> dict[str, Any]:
         "steps": m["iterations"],
         "minutes": round((time.perf_counter() - t0) / 60, 2), "gaussians": m["num_gaussians"],
         "psnr_db": round(m["psnr_db"], 2), "ssim": round(m["ssim"], 4), "lpips": m["lpips"],
+        "psnr_background_db": round(m["psnr_background_db"], 2), "ssim_background": round(m["ssim_background"], 4),
         "scene_sha256": m["scene_sha256"], "commit": short_commit(), **scene.source.get("reconstruction", {}),
     }  # fmt: skip
 

@@ -36,7 +36,7 @@ from gsworkbench.splat import rasterize
 from gsworkbench.train.background import eval_background, over_background
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.divergence import LEARNING_RATE_OF, DivergenceMonitor
-from gsworkbench.train.evaluate import evaluate_views
+from gsworkbench.train.evaluate import evaluate_views, sfm_background_mask
 from gsworkbench.train.fingerprint import scene_fingerprint
 from gsworkbench.train.init_points import initial_splats
 from gsworkbench.train.losses import SSIM_WINDOW, photometric_loss, psnr_from_mse
@@ -285,7 +285,10 @@ class Trainer:
         """PSNR and SSIM per held-out view (default: the test views) and the renders (uint8 [H,W,3])."""
         ids = (self.scene.test_ids if views is None else torch.as_tensor(views)).tolist()
         refs = {v: over_background(self.scene, v, self.eval_bg) for v in ids}  # over config.eval_background
-        return evaluate_views(lambda v: self.render([v], background=self.eval_bg)[0][0], refs, ids)
+        sc, masks = self.scene, None
+        if sc.points is not None and len(sc.points):  # the background: what the sparse cloud does not reach
+            masks = {v: sfm_background_mask(sc.points, sc.viewmats[v], sc.Ks[v], sc.width, sc.height) for v in ids}
+        return evaluate_views(lambda v: self.render([v], background=self.eval_bg)[0][0], refs, ids, masks)
 
     def splats(self) -> SplatSet:
         return self.model.splats()
