@@ -34,9 +34,9 @@ def test_a_tiny_table(tmp_path, monkeypatch):
     monkeypatch.setenv("GSW_SCENE_CACHE", str(tmp_path / "cache"))
     table, folder = q.quality_table(["tiny"], tmp_path / "out")
     stored = pd.read_csv(folder / "quality.csv")
-    assert list(stored.columns) == ["run", "layout", "views", "size", "init_rule", "init_scale", "steps", "minutes",
-                                    "gaussians", "psnr_db", "ssim", "lpips", "psnr_background_db", "ssim_background",
-                                    "scene_sha256", "commit"]  # fmt: skip
+    assert list(stored.columns) == ["run", "seed", "layout", "views", "size", "init_rule", "init_scale", "steps",
+                                    "minutes", "gaussians", "psnr_db", "ssim", "lpips", "psnr_cc_db",
+                                    "psnr_background_db", "ssim_background", "scene_sha256", "commit"]  # fmt: skip
     row = stored.iloc[0]
     assert row.run == "tiny" and row.steps == 6 and row.views == "4 + 2" and row["size"] == "32x32"
     assert row.init_rule == "hull" and row.init_scale == 1.0  # the object without a cloud starts in its hull

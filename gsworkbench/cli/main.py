@@ -198,7 +198,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_quality(args: argparse.Namespace) -> int:
     from gsworkbench.studies.quality import quality_table
 
-    table, folder = quality_table(args.runs, args.out)
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    table, folder = quality_table(args.runs, args.out, seeds)
     print(table.to_string(index=False))
     print(f"table: {folder / 'quality.csv'}")
     return 0
@@ -427,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("quality", help="train named runs on the built-in scenes; a table of test PSNR/SSIM")
     p.add_argument("runs", nargs="+", choices=list(RUNS), metavar="RUN", help="one or more of: " + ", ".join(RUNS))
     p.add_argument("--out", type=Path, default=None, help="folder for the table and runs (default: results/<run-id>/)")
+    p.add_argument("--seeds", default="", help="comma-separated training seeds: each run once per seed (e.g. 0,1,2)")
     p.set_defaults(func=_cmd_quality)
 
     _add_reconstruct_parser(sub)

@@ -65,6 +65,25 @@ def _capture(twin: bool, cloud: bool = True) -> Callable[[], Any]:
     return build
 
 
+def _capture_exposure() -> Any:
+    """The capture scene as a phone would take it with auto-exposure: each photo (held-out ones too) at
+    its own gain (x0.55 to x1) and white balance (each channel x0.85 to x1), fixed by a seed; darker
+    only, so that nothing clips."""
+
+    def build() -> Any:
+        import numpy as np
+        import torch
+
+        scene = _capture(False)()
+        g = np.random.default_rng(7)
+        factors = g.uniform(0.55, 1.0, (len(scene.images), 1)) * g.uniform(0.85, 1.0, (len(scene.images), 3))
+        scene.images = scene.images * torch.tensor(factors, dtype=scene.images.dtype)[:, None, None, :]
+        scene.name = "capture (exposure varies)"
+        return scene
+
+    return build
+
+
 def _reconstructed_capture(out: Path) -> Any:
     """The capture scene's photos alone through :func:`gsworkbench.sfm.reconstruct`, loaded with the
     capture's own test photos held out; ``scene.source["reconstruction"]`` holds the pose accuracy
@@ -92,6 +111,9 @@ INSIDE = "NeRF-synthetic (inside a room)"
 BRICKS = "NeRF-synthetic (the bricks scene)"
 BRICKS_400 = dict(width=400, height=400, downsample=1)
 HALF = {"init_scale": 0.5}  # initial scales at half the 3-NN distance (3DGS: the whole distance)
+# a third of CAPTURE's schedule, for comparisons over several seeds (three runs of each option)
+CAPTURE_THIRD = dict(iterations=1000, refine_start=100, refine_stop=800, reset_every=10_000, sh_degree_interval=250)
+EXPOSURE = "nerfstudio OPENCV, exposure and white balance per photo"
 RUNS: dict[str, QualityRun] = {
     "nerf_synthetic": QualityRun("nerf_synthetic"),
     "nerf_synthetic_cloud": QualityRun("nerf_synthetic", scene_overrides={"n_points": 3000}),
@@ -120,11 +142,16 @@ RUNS: dict[str, QualityRun] = {
                                       layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
     # the photos alone: poses, lens and points from reconstruct, the same test photos held out
     "capture_reconstructed": QualityRun("short", CAPTURE, layout="photos only (reconstruct)", reconstructed=True),
+    # per-photo exposure: without and with a learned colour transform per photo (gsworkbench.train.appearance)
+    "capture_exposure": QualityRun("short", CAPTURE_THIRD, scene=_capture_exposure(), layout=EXPOSURE),
+    "capture_exposure_affine": QualityRun("short", {**CAPTURE_THIRD, "appearance": "affine", "lr_appearance": 5e-3},
+                                          scene=_capture_exposure(), layout=EXPOSURE),  # fmt: skip
 }
 
 
-def run_quality(name: str, out: Path) -> dict[str, Any]:
-    """Trains run ``name`` into ``out/<name>/`` and returns its row."""
+def run_quality(name: str, out: Path, seed: int | None = None) -> dict[str, Any]:
+    """Trains run ``name`` (with ``seed`` for the training, else the preset's) into ``out/<name>/``
+    (``<name>-s<seed>``) and returns its row."""
     from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import preset, preset_scene, train
 
@@ -137,31 +164,38 @@ def run_quality(name: str, out: Path) -> dict[str, Any]:
         scene = spec.scene()
     else:
         scene = builtin_scene(**{**preset_scene(spec.preset), **spec.scene_overrides})
-    cfg = preset(spec.preset, progress=False, **spec.overrides)
+    cfg = preset(spec.preset, progress=False, **{**spec.overrides, **({} if seed is None else {"seed": seed})})
     t0 = time.perf_counter()
-    result = train(scene, cfg, results_dir=out / name)
+    result = train(scene, cfg, results_dir=out / (name if seed is None else f"{name}-s{seed}"))
     m = result.metrics
     return {
-        "run": name, "layout": spec.layout, "views": f"{len(scene.train_ids)} + {len(scene.test_ids)}",
+        "run": name, "seed": cfg.seed, "layout": spec.layout,
+        "views": f"{len(scene.train_ids)} + {len(scene.test_ids)}",
         "size": f"{scene.width}x{scene.height}", "init_rule": m["init_rule"], "init_scale": cfg.init_scale,
         "steps": m["iterations"],
         "minutes": round((time.perf_counter() - t0) / 60, 2), "gaussians": m["num_gaussians"],
         "psnr_db": round(m["psnr_db"], 2), "ssim": round(m["ssim"], 4), "lpips": m["lpips"],
+        "psnr_cc_db": round(m["psnr_cc_db"], 2),
         "psnr_background_db": round(m["psnr_background_db"], 2), "ssim_background": round(m["ssim_background"], 4),
         "scene_sha256": m["scene_sha256"], "commit": short_commit(), **scene.source.get("reconstruction", {}),
     }  # fmt: skip
 
 
-def quality_table(names: list[str], out: str | Path | None = None) -> tuple[pd.DataFrame, Path]:
-    """Runs ``names`` in turn into one folder (a new ``results/<run-id>/`` by default); writes
-    ``quality.csv`` after each run, so an interrupted table keeps its finished rows."""
+def quality_table(
+    names: list[str], out: str | Path | None = None, seeds: list[int] | None = None
+) -> tuple[pd.DataFrame, Path]:
+    """Runs ``names`` in turn into one folder (a new ``results/<run-id>/`` by default), each once per
+    seed of ``seeds`` (None: once, at the preset's seed), the seeds interleaved (run A and B at seed 0,
+    then at seed 1, ...) so that a drift in the machine hits both alike; writes ``quality.csv`` after
+    each run, so an interrupted table keeps its finished rows."""
     unknown = [n for n in names if n not in RUNS]
     if unknown:
         raise ValueError(f"unknown quality run(s) {', '.join(unknown)}; runs: {', '.join(RUNS)}")
     folder = Path(out) if out is not None else new_run_dir("quality")
-    write_metadata(folder, {"runs": names})
+    write_metadata(folder, {"runs": names, "seeds": seeds})
     rows: list[dict[str, Any]] = []
-    for name in names:
-        rows.append(run_quality(name, folder))
-        write_table(folder / "quality.csv", pd.DataFrame(rows))
+    for seed in seeds if seeds else [None]:
+        for name in names:
+            rows.append(run_quality(name, folder, seed))
+            write_table(folder / "quality.csv", pd.DataFrame(rows))
     return pd.DataFrame(rows), folder

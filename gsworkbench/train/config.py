@@ -24,6 +24,7 @@ from typing import Any
 
 from gsworkbench.core.compile import COMPILE_MODES
 from gsworkbench.train.adam import OPTIMIZERS
+from gsworkbench.train.appearance import APPEARANCES
 from gsworkbench.train.resolution import check_schedule
 from gsworkbench.train.settings import check_settings, setting
 from gsworkbench.train.strategy import STRATEGIES, DefaultStrategy, MCMCStrategy, Strategy
@@ -109,6 +110,10 @@ class TrainConfig:
     # or "selective_adam" (gsplat's: visible_adam without bias correction); see gsworkbench.train.adam
     optimizer: str = setting("adam", kind="choice", choices=OPTIMIZERS)
     ssim_lambda: float = setting(0.2, kind="number", min=0, max=1)
+    # per-photo appearance (gsworkbench.train.appearance): "affine" learns a colour transform per training
+    # photo (exposure, white balance) beside the splats, at lr_appearance; held-out photos get their mean
+    appearance: str = setting("none", kind="choice", choices=APPEARANCES)
+    lr_appearance: float = setting(1e-3, kind="number", min=0)
     # "scene" (the colour the images were composited over) or "random"
     background: str = setting("scene", kind="choice", choices=BACKGROUNDS)
     # the background of the held-out evaluation: "scene", or the dataset protocol's colour ("white" for

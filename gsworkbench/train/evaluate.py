@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from gsworkbench.train.appearance import colour_corrected_psnr
 from gsworkbench.train.losses import SSIM_SIGMA, psnr
 
 LPIPS_NOTE = (
@@ -38,7 +39,8 @@ def ssim_reference(img: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 BACKGROUND_RADIUS = 0.03  # a point covers a disk of this share of the image diagonal around its projection
-COLUMNS = ["view", "psnr_db", "ssim", "lpips", "background_share", "psnr_background_db", "ssim_background"]
+COLUMNS = ["view", "psnr_db", "ssim", "lpips", "psnr_cc_db", "background_share", "psnr_background_db",
+           "ssim_background"]
 
 
 def sfm_background_mask(
@@ -92,7 +94,8 @@ def evaluate_views(
     ([V,H,W,3], or the reference [H,W,3] of each view by index); ``backgrounds``: each view's background
     mask (:func:`sfm_background_mask`), scored apart too.
 
-    Returns a table (:data:`COLUMNS`: view, psnr_db, ssim, lpips, and background_share,
+    Returns a table (:data:`COLUMNS`: view, psnr_db, ssim, lpips, psnr_cc_db (after the best affine
+    colour fit, :func:`~gsworkbench.train.appearance.colour_corrected_psnr`), and background_share,
     psnr_background_db, ssim_background, NaN without masks) and the renders as uint8 arrays by view;
     lpips is NaN, not computed (:data:`LPIPS_NOTE` says why; the metrics table carries that note).
     """
@@ -104,6 +107,7 @@ def evaluate_views(
         ref = images[v]
         nan = float("nan")
         row = {"view": v, "psnr_db": psnr(img, ref), "ssim": ssim_reference(img, ref), "lpips": nan,
+               "psnr_cc_db": colour_corrected_psnr(img, ref),
                "background_share": nan, "psnr_background_db": nan, "ssim_background": nan}  # fmt: skip
         if backgrounds is not None and v in backgrounds:
             mask = backgrounds[v]

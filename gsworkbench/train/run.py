@@ -108,6 +108,7 @@ def train(
     metrics = {
         "psnr_db": float(evaluation["psnr_db"].mean()) if len(evaluation) else float("nan"),
         "ssim": float(evaluation["ssim"].mean()) if len(evaluation) else float("nan"),
+        "psnr_cc_db": float(evaluation["psnr_cc_db"].mean()) if len(evaluation) else float("nan"),
         "psnr_background_db": float(evaluation["psnr_background_db"].mean()) if len(evaluation) else float("nan"),
         "ssim_background": float(evaluation["ssim_background"].mean()) if len(evaluation) else float("nan"),
         "lpips": LPIPS_NOTE,

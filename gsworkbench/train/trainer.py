@@ -33,6 +33,7 @@ from gsworkbench.core.compile import compile_step
 from gsworkbench.core.limits import retained_freed_memory
 from gsworkbench.core.splats import SplatSet
 from gsworkbench.splat import rasterize
+from gsworkbench.train.appearance import PhotoAppearance
 from gsworkbench.train.background import eval_background, over_background
 from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.divergence import LEARNING_RATE_OF, DivergenceMonitor
@@ -92,6 +93,10 @@ class Trainer:
         self.model = SplatModel(
             splats.to(self.device, torch.float32), self._learning_rates(), config.adam_eps, config.optimizer
         )
+        self.appearance = (
+            PhotoAppearance(len(scene.viewmats), scene.train_ids, config.lr_appearance, self.device)
+            if config.appearance == "affine" else None
+        )  # fmt: skip
         self.strategy = config.strategy
         self.strategy_state: dict[str, torch.Tensor] = {}  # the strategy's running statistics
         self.scene_scale = scene.scene_scale  # world units; the strategy's 3D thresholds are relative to it
@@ -199,12 +204,15 @@ class Trainer:
         meta["means2d"].retain_grad()
         with stage("loss"):
             # the one view as a view of [1,H,W,3] (its backward reshapes; colors[0]'s would zero-fill and copy)
-            loss, parts = self._loss(colors.view(colors.shape[1:]), gt, cfg.ssim_lambda, cfg.backend)
+            pred = colors.view(colors.shape[1:])
+            if self.appearance is not None:  # the photo's exposure and balance, learned beside the splats
+                pred = self.appearance.apply(pred, view)
+            loss, parts = self._loss(pred, gt, cfg.ssim_lambda, cfg.backend)
             if cfg.opacity_reg > 0:
                 loss = loss + cfg.opacity_reg * gaussians.opacity_from_logit(self.model.opacity_logits).mean()
             if cfg.scale_reg > 0:
                 loss = loss + cfg.scale_reg * gaussians.scales_from_log(self.model.log_scales).mean()
-            mse = float(parts["mse"].detach() if "mse" in parts else ((colors.detach()[0] - gt) ** 2).mean())
+            mse = float(parts["mse"].detach() if "mse" in parts else ((pred.detach() - gt) ** 2).mean())
             loss_value = float(loss.detach())
             if cfg.check_divergence or not np.isfinite(loss_value):
                 if not np.isfinite(loss_value):  # name the parameter that blew up, if one did
@@ -217,6 +225,8 @@ class Trainer:
                 self.monitor.check_params(s, self.model.params)
             self.model.step(meta["radii"])  # a visible Adam steps only the Gaussians this view sees
             self.model.optimizer.zero_grad(set_to_none=True)
+            if self.appearance is not None:
+                self.appearance.step()
         with stage("densify"):
             changes = self.strategy.step(self.model, self.strategy_state, s, meta, self.gen, self.scene_scale)
         row: dict[str, Any] = {
@@ -288,7 +298,12 @@ class Trainer:
         sc, masks = self.scene, None
         if sc.points is not None and len(sc.points):  # the background: what the sparse cloud does not reach
             masks = {v: sfm_background_mask(sc.points, sc.viewmats[v], sc.Ks[v], sc.width, sc.height) for v in ids}
-        return evaluate_views(lambda v: self.render([v], background=self.eval_bg)[0][0], refs, ids, masks)
+
+        def render(v: int) -> torch.Tensor:
+            img = self.render([v], background=self.eval_bg)[0][0]
+            return img if self.appearance is None else self.appearance.apply(img, v, held_out=True)
+
+        return evaluate_views(render, refs, ids, masks)
 
     def splats(self) -> SplatSet:
         return self.model.splats()
@@ -308,6 +323,7 @@ class Trainer:
             "generator": self.gen.get_state(),
             "queue": list(self._queue),
             "history": self.rows,
+            "appearance": self.appearance.state_dict() if self.appearance is not None else None,
         }
 
     def save_checkpoint(self, path: str | os.PathLike[str]) -> Path:
@@ -335,6 +351,8 @@ class Trainer:
                 raise ValueError(f"{why}; resume refused (resume_other_data=True goes on anyway)")
             warnings.warn(why, stacklevel=2)
         trainer.model.optimizer.load_state_dict(state["optimizer"])
+        if trainer.appearance is not None and state.get("appearance") is not None:
+            trainer.appearance.load_state_dict(state["appearance"])
         trainer.strategy_state = {k: v.to(trainer.device) for k, v in state["strategy"].items()}
         trainer.gen.set_state(state["generator"])
         trainer._queue = list(state["queue"]) if same else []  # other data: its views, a fresh pass
