@@ -111,8 +111,6 @@ INSIDE = "NeRF-synthetic (inside a room)"
 BRICKS = "NeRF-synthetic (the bricks scene)"
 BRICKS_400 = dict(width=400, height=400, downsample=1)
 HALF = {"init_scale": 0.5}  # initial scales at half the 3-NN distance (3DGS: the whole distance)
-# a third of CAPTURE's schedule, for comparisons over several seeds (three runs of each option)
-CAPTURE_THIRD = dict(iterations=1000, refine_start=100, refine_stop=800, reset_every=10_000, sh_degree_interval=250)
 EXPOSURE = "nerfstudio OPENCV, exposure and white balance per photo"
 RUNS: dict[str, QualityRun] = {
     "nerf_synthetic": QualityRun("nerf_synthetic"),
@@ -143,8 +141,8 @@ RUNS: dict[str, QualityRun] = {
     # the photos alone: poses, lens and points from reconstruct, the same test photos held out
     "capture_reconstructed": QualityRun("short", CAPTURE, layout="photos only (reconstruct)", reconstructed=True),
     # per-photo exposure: without and with a learned colour transform per photo (gsworkbench.train.appearance)
-    "capture_exposure": QualityRun("short", CAPTURE_THIRD, scene=_capture_exposure(), layout=EXPOSURE),
-    "capture_exposure_affine": QualityRun("short", {**CAPTURE_THIRD, "appearance": "affine", "lr_appearance": 5e-3},
+    "capture_exposure": QualityRun("short", CAPTURE, scene=_capture_exposure(), layout=EXPOSURE),
+    "capture_exposure_affine": QualityRun("short", {**CAPTURE, "appearance": "affine", "lr_appearance": 5e-3},
                                           scene=_capture_exposure(), layout=EXPOSURE),  # fmt: skip
 }
 
