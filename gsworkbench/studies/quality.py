@@ -141,6 +141,8 @@ RUNS: dict[str, QualityRun] = {
     # the photos alone: poses, lens and points from reconstruct, the same test photos held out
     "capture_reconstructed": QualityRun("short", CAPTURE, layout="photos only (reconstruct)", reconstructed=True),
     # per-photo exposure: without and with a learned colour transform per photo (gsworkbench.train.appearance)
+    "capture_affine": QualityRun("short", {**CAPTURE, "appearance": "affine", "lr_appearance": 5e-3},
+                                 scene=_capture(False), layout="nerfstudio OPENCV (distorted JPEG)"),  # fmt: skip
     "capture_exposure": QualityRun("short", CAPTURE, scene=_capture_exposure(), layout=EXPOSURE),
     "capture_exposure_affine": QualityRun("short", {**CAPTURE, "appearance": "affine", "lr_appearance": 5e-3},
                                           scene=_capture_exposure(), layout=EXPOSURE),  # fmt: skip
