@@ -56,7 +56,13 @@ from gsworkbench.sfm.registration import (
     recover,
     why_unregistered,
 )
-from gsworkbench.sfm.retrieval import build_vocab_tree, most_similar, neighbour_pairs, retrieval_pairs
+from gsworkbench.sfm.retrieval import (
+    TooFewDescriptors,
+    build_vocab_tree,
+    most_similar,
+    neighbour_pairs,
+    retrieval_pairs,
+)
 from gsworkbench.sfm.screening import PANORAMA_ASPECT, duplicates, panoramas, separate_models
 from gsworkbench.sfm.sfm_report import format_report, sfm_report
 from gsworkbench.sfm.video import extract_frames
@@ -443,13 +449,17 @@ def _match(db: Path, names: list[str], opts: ReconstructOptions, progress: bool,
             else neighbour_pairs(names, opts.retrieval_sequential)
         )
         tree = db.parent / "vocab_tree.bin"
-        with _bar(None, "matching (vocabulary tree)", progress):
-            notes["vocab_tree"] = build_vocab_tree(db, tree, opts.num_threads, opts.seed)
-            ranked = most_similar(db, tree, opts.retrieval_k, opts.num_threads)
-        pairs = retrieval_pairs(sorted(names), ranked, opts.retrieval_k, sequential)
-        if video:
-            kind = "sequential+retrieval"
-    else:
+        try:
+            with _bar(None, "matching (vocabulary tree)", progress):
+                notes["vocab_tree"] = build_vocab_tree(db, tree, opts.num_threads, opts.seed)
+                ranked = most_similar(db, tree, opts.retrieval_k, opts.num_threads)
+        except TooFewDescriptors as e:  # a few tiny photos: matching them all costs less than a tree
+            notes["retrieval_skipped"] = str(e)
+            kind = "exhaustive"
+        else:
+            pairs = retrieval_pairs(sorted(names), ranked, opts.retrieval_k, sequential)
+            kind = "sequential+retrieval" if video else "retrieval"
+    if kind in ("exhaustive", "sequential"):
         pairs = match_pairs(sorted(names), kind, opts.overlap)
     matching = pycolmap.FeatureMatchingOptions()
     matching.num_threads = opts.num_threads

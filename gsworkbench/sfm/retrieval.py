@@ -25,6 +25,10 @@ MIN_WORDS, MAX_WORDS = 64, 4096
 TREE_ITERATIONS = 25  # k-means iterations, a quarter of pycolmap's default: the words only rank one scene's photos
 
 
+class TooFewDescriptors(ValueError):  # noqa: N818 (a ValueError, named for its cause)
+    """The database holds too few SIFT descriptors to cluster into :data:`MIN_WORDS` words."""
+
+
 def tree_words(num_descriptors: int) -> int:
     """Visual words for a tree trained on ``num_descriptors`` descriptors: the largest power of two with
     :data:`POINTS_PER_WORD` descriptors each, within [:data:`MIN_WORDS`, :data:`MAX_WORDS`]."""
@@ -53,14 +57,15 @@ def build_vocab_tree(db: Path, path: Path, num_threads: int = -1, seed: int = 0)
 
     The descriptors are converted as COLMAP converts them when it indexes and queries (uint8 SIFT to
     float32 in 0..255, ``FeatureDescriptors.to_float``), so the tree's words and the queries agree.
-    Returns ``{"descriptors": sampled, "words": visual words}``."""
+    Returns ``{"descriptors": sampled, "words": visual words}``; raises :class:`TooFewDescriptors`
+    below a quarter of :data:`MIN_WORDS` x :data:`POINTS_PER_WORD` descriptors."""
     import pycolmap
 
     with pycolmap.Database.open(str(db)) as d:
         blocks = [d.read_descriptors(im.image_id).to_float().data for im in d.read_all_images()]
     every = np.concatenate([b for b in blocks if len(b)]) if any(len(b) for b in blocks) else np.zeros((0, 128))
     if len(every) < MIN_WORDS * POINTS_PER_WORD // 4:
-        raise ValueError(f"only {len(every)} SIFT descriptors in {db}: too few for a vocabulary tree")
+        raise TooFewDescriptors(f"only {len(every)} SIFT descriptors in {db}: too few for a vocabulary tree")
     pick = np.random.default_rng(seed).choice(len(every), min(len(every), TREE_DESCRIPTORS), replace=False)
     sample = np.ascontiguousarray(every[np.sort(pick)], dtype=np.float32)
     words = tree_words(len(sample))
@@ -126,4 +131,4 @@ def neighbour_pairs(names: Sequence[str], neighbours: int) -> list[tuple[str, st
     return [(order[i], order[j]) for i in range(len(order)) for j in range(i + 1, min(i + 1 + neighbours, len(order)))]
 
 
-__all__ = ["build_vocab_tree", "most_similar", "neighbour_pairs", "retrieval_pairs", "tree_words"]
+__all__ = ["TooFewDescriptors", "build_vocab_tree", "most_similar", "neighbour_pairs", "retrieval_pairs", "tree_words"]

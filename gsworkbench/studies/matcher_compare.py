@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="reconstructions per matcher and case (default 3)")
     p.add_argument("--cases", default=None, help="only the cases whose name contains this (e.g. 1280x800)")
     args = p.parse_args(argv)
+    commit = short_commit()  # the code measured: the package is imported from this checkout now
     rows: list[dict[str, Any]] = []
     for photos, w, h, n in CASES:
         if args.cases and args.cases not in f"{photos}/{w}x{h}/{n}":
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = pd.DataFrame(rows)
     table = summary(runs)
     for df in (runs, table):
-        df["commit"], df["cpu"], df["threads"] = short_commit(), cpu_model(), os.cpu_count()
+        df["commit"], df["cpu"], df["threads"] = commit, cpu_model(), os.cpu_count()
     if args.csv:
         table.to_csv(args.csv, index=False)
         runs.to_csv(Path(args.csv).with_name(Path(args.csv).stem + "_runs.csv"), index=False)
