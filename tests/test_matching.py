@@ -12,7 +12,15 @@ import pytest
 
 from gsworkbench.sfm.pipeline import EXHAUSTIVE_MAX, match_pairs, reconstruct
 from gsworkbench.sfm.pose_accuracy import model_poses, pose_errors
-from gsworkbench.sfm.retrieval import MAX_WORDS, MIN_WORDS, most_similar, neighbour_pairs, retrieval_pairs, tree_words
+from gsworkbench.sfm.retrieval import (
+    MAX_WORDS,
+    MIN_WORDS,
+    build_vocab_tree,
+    most_similar,
+    neighbour_pairs,
+    retrieval_pairs,
+    tree_words,
+)
 from gsworkbench.studies.photo_set import write_photos
 
 NAMES = ["a", "b", "c", "d", "e", "f"]
@@ -71,6 +79,10 @@ def test_retrieval_reconstructs_a_photo_set_from_fewer_pairs(tmp_path: Path) -> 
     # the tree, not the name order, found the photos' neighbours on the arc (no sequential pairs asked)
     work = out / "work"
     ranked = most_similar(work / "database.db", work / "vocab_tree.bin", 3)
+    assert ranked == most_similar(work / "database.db", work / "vocab_tree.bin", 3)  # the same photos, the same pairs
+    again = build_vocab_tree(work / "database.db", tmp_path / "again.bin")
+    assert again == notes["vocab_tree"]
+    assert (tmp_path / "again.bin").read_bytes() == (work / "vocab_tree.bin").read_bytes()
     names = sorted(truth)
     for a, b in zip(names, names[1:]):
         assert b in ranked[a] or a in ranked[b], (a, b, ranked[a], ranked[b])

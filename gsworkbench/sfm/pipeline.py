@@ -451,8 +451,8 @@ def _match(db: Path, names: list[str], opts: ReconstructOptions, progress: bool,
         tree = db.parent / "vocab_tree.bin"
         try:
             with _bar(None, "matching (vocabulary tree)", progress):
-                notes["vocab_tree"] = build_vocab_tree(db, tree, opts.num_threads, opts.seed)
-                ranked = most_similar(db, tree, opts.retrieval_k, opts.num_threads)
+                notes["vocab_tree"] = build_vocab_tree(db, tree, opts.seed)
+                ranked = most_similar(db, tree, opts.retrieval_k)
         except TooFewDescriptors as e:  # a few tiny photos: matching them all costs less than a tree
             notes["retrieval_skipped"] = str(e)
             kind = "exhaustive"

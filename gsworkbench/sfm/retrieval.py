@@ -19,10 +19,15 @@ import numpy as np
 
 from gsworkbench.sfm.colmap_run import cancellable
 
-TREE_DESCRIPTORS = 150_000  # descriptors sampled for the tree's k-means
+TREE_DESCRIPTORS = 50_000  # descriptors sampled for the tree's k-means
 POINTS_PER_WORD = 40  # faiss warns below 39 training points per centroid
-MIN_WORDS, MAX_WORDS = 64, 4096
-TREE_ITERATIONS = 25  # k-means iterations, a quarter of pycolmap's default: the words only rank one scene's photos
+MIN_WORDS, MAX_WORDS = 64, 512
+# one k-means run of 10 iterations (pycolmap's defaults: the best of 3 runs of 100): the words only
+# rank the photos of one scene, and ranked them as well in docs/capture.md's measurements
+TREE_ITERATIONS, TREE_ROUNDS = 10, 1
+# with more threads the tree and the rankings differ from run to run (each worker thread draws its own
+# random numbers); one thread gives the same pairs for the same photos, for a second of a minute's matching
+DETERMINISTIC_THREADS = 1
 
 
 class TooFewDescriptors(ValueError):  # noqa: N818 (a ValueError, named for its cause)
@@ -52,8 +57,9 @@ def _stderr_to(path: Path) -> Iterator[None]:
         os.close(saved)
 
 
-def build_vocab_tree(db: Path, path: Path, num_threads: int = -1, seed: int = 0) -> dict[str, int]:
-    """A vocabulary tree of the SIFT descriptors in COLMAP's database ``db``, written to ``path``.
+def build_vocab_tree(db: Path, path: Path, seed: int = 0) -> dict[str, int]:
+    """A vocabulary tree of the SIFT descriptors in COLMAP's database ``db``, written to ``path``
+    (``seed``: the descriptor sample's and the k-means').
 
     The descriptors are converted as COLMAP converts them when it indexes and queries (uint8 SIFT to
     float32 in 0..255, ``FeatureDescriptors.to_float``), so the tree's words and the queries agree.
@@ -72,10 +78,12 @@ def build_vocab_tree(db: Path, path: Path, num_threads: int = -1, seed: int = 0)
     options = pycolmap.VisualIndex.BuildOptions()
     options.num_visual_words = words
     options.num_iterations = TREE_ITERATIONS
-    options.num_threads = num_threads
+    options.num_rounds = TREE_ROUNDS
+    options.num_threads = DETERMINISTIC_THREADS
     index = pycolmap.VisualIndex.create(128, 64)  # SIFT's 128 dimensions; COLMAP's 64-bit Hamming embedding
 
     def build(cancellation_token: object = None) -> None:  # k-means takes no token: Ctrl-C waits for its end
+        pycolmap.set_random_seed(seed)  # the k-means' initial centres: the same pairs on every run
         index.build(options, pycolmap.FeatureDescriptorsFloat(pycolmap.FeatureExtractorType.SIFT, sample))
         index.write(str(path))
 
@@ -84,7 +92,7 @@ def build_vocab_tree(db: Path, path: Path, num_threads: int = -1, seed: int = 0)
     return {"descriptors": len(sample), "words": words}
 
 
-def most_similar(db: Path, tree: Path, k: int, num_threads: int = -1) -> dict[str, list[str]]:
+def most_similar(db: Path, tree: Path, k: int) -> dict[str, list[str]]:
     """Each photo's ``k`` most similar other photos by name, most similar first, by the vocabulary tree
     at ``tree`` (TF-IDF scores over its visual words)."""
     import pycolmap
@@ -92,7 +100,7 @@ def most_similar(db: Path, tree: Path, k: int, num_threads: int = -1) -> dict[st
     options = pycolmap.VocabTreePairingOptions()
     options.vocab_tree_path = str(tree)
     options.num_images = k + 1  # a photo is its own best match
-    options.num_threads = num_threads
+    options.num_threads = DETERMINISTIC_THREADS
 
     def rank(cancellation_token: object = None) -> tuple[dict[int, str], list[tuple[int, int]]]:
         with pycolmap.Database.open(str(db)) as d:
