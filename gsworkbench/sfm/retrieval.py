@@ -68,7 +68,8 @@ def build_vocab_tree(db: Path, path: Path, seed: int = 0) -> dict[str, int]:
     import pycolmap
 
     with pycolmap.Database.open(str(db)) as d:
-        blocks = [d.read_descriptors(im.image_id).to_float().data for im in d.read_all_images()]
+        images = sorted(d.read_all_images(), key=lambda im: im.name)  # ids follow the extraction's threads
+        blocks = [d.read_descriptors(im.image_id).to_float().data for im in images]
     every = np.concatenate([b for b in blocks if len(b)]) if any(len(b) for b in blocks) else np.zeros((0, 128))
     if len(every) < MIN_WORDS * POINTS_PER_WORD // 4:
         raise TooFewDescriptors(f"only {len(every)} SIFT descriptors in {db}: too few for a vocabulary tree")
