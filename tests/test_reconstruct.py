@@ -103,7 +103,8 @@ def test_the_output_loads_and_the_report_has_its_fields(reconstructed: Path) -> 
     assert report["cameras"][0]["model"] == "OPENCV" and len(report["cameras"][0]["distortion"]) == 4
     state = json.loads((reconstructed / "reconstruct.json").read_text())
     assert state["pycolmap"] == pycolmap.__version__ and state["options"]["camera"] == "per_lens"
-    assert "images registered" in format_report(report)
+    assert report["matcher"] == "exhaustive" and report["pairs_matched"] == 66  # 12 photos: every pair
+    assert "images registered" in format_report(report) and "66 (exhaustive)" in format_report(report)
 
 
 def test_photos_of_two_sizes_get_a_camera_each(photos, tmp_path: Path) -> None:
@@ -440,7 +441,7 @@ def test_a_video_reconstructs_with_sequential_matching(tmp_path: Path) -> None:
     _write_clip(path, render(viewmats, K), set(range(36)))
     out = reconstruct(path, tmp_path / "scene", video_frames=12, progress=False, log=None)
     report = read_report(out)
-    assert report["matcher"] == "sequential" and report["video"] == {"decoded": 36, "kept": 12, "blurry": 0}
+    assert report["matcher"] == "sequential+retrieval" and report["video"] == {"decoded": 36, "kept": 12, "blurry": 0}
     assert report["images_registered"] >= 11 and "12 kept of 36 decoded" in format_report(report)
 
 

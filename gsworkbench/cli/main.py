@@ -368,7 +368,9 @@ def _add_photo_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-size", type=int, default=d.max_size,
                    help=f"long side of the working images (default {d.max_size})")  # fmt: skip
     p.add_argument("--matcher", choices=MATCHERS, default=d.matcher,
-                   help=f"auto: exhaustive up to {d.exhaustive_max} images, else sequential")  # fmt: skip
+                   help=f"auto: exhaustive up to {d.exhaustive_max} images, else retrieval (a vocabulary "
+                        "tree of the photos' own features) and name-order neighbours; videos: sequential "
+                        "and retrieval")  # fmt: skip
     p.add_argument("--video-frames", type=int, default=d.video_frames, help="frames kept of a video at most")
     p.add_argument("--overwrite", action="store_true", help="start again in an --out that holds another run's work")
 

@@ -10,8 +10,11 @@ The stages, each with a progress bar and a time in the report:
    (``"single"``) or one per image (``"per_image"``), with a distortion model chosen by the photos
    that constrain it (``camera_model="auto"``: OPENCV, the 3DGS repository's ``convert.py`` choice,
    for a camera of many photos; SIMPLE_RADIAL for a few) or given;
-3. **matching**: exhaustive for up to ``exhaustive_max`` images, sequential (``overlap`` neighbours,
-   quadratic) beyond and for videos, each pair geometrically verified;
+3. **matching**: exhaustive for up to ``exhaustive_max`` images; beyond, retrieval: each photo with its
+   ``retrieval_k`` most similar photos by a vocabulary tree built from the set's own SIFT descriptors
+   (:mod:`gsworkbench.sfm.retrieval`) and its ``retrieval_sequential`` successors in name order; a
+   video's frames with their sequential neighbours (``overlap``, quadratic) and the retrieval pairs for
+   loop closure. Each pair geometrically verified;
 4. **mapping**: COLMAP's incremental mapper; while fewer than ``target_registered`` of the photos are
    in its largest model, the strategies of :mod:`gsworkbench.sfm.registration` in turn (a simpler
    lens, relaxed inlier minimums, the leftovers against the best model, the global mapper); the model
@@ -53,13 +56,20 @@ from gsworkbench.sfm.registration import (
     recover,
     why_unregistered,
 )
+from gsworkbench.sfm.retrieval import (
+    TooFewDescriptors,
+    build_vocab_tree,
+    most_similar,
+    neighbour_pairs,
+    retrieval_pairs,
+)
 from gsworkbench.sfm.screening import PANORAMA_ASPECT, duplicates, panoramas, separate_models
 from gsworkbench.sfm.sfm_report import format_report, sfm_report
 from gsworkbench.sfm.video import extract_frames
 
 CAMERA_MODES = ("per_lens", "per_size", "single", "per_image")
 CAMERA_MODELS = ("auto", "OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE", "SIMPLE_PINHOLE", "OPENCV_FISHEYE")
-MATCHERS = ("auto", "exhaustive", "sequential")
+MATCHERS = ("auto", "exhaustive", "sequential", "retrieval")
 STATE = "reconstruct.json"
 REPORT = "report.json"
 FEW_FEATURES = 2000  # median keypoints per image under which the mapper's thresholds are lowered
@@ -67,6 +77,7 @@ SMALL_INIT_INLIERS = 30  # COLMAP's defaults: 100 for the initial pair
 SMALL_ABS_POSE_INLIERS = 15  # and 30 for each registered image
 CHUNK = 8  # images per extraction call (the bar advances by this)
 MATCH_BLOCK = 64  # photo pairs per matching call
+EXHAUSTIVE_MAX = 25  # "auto" matches more photos than this by retrieval (docs/capture.md has the measurements)
 LOG_LEVEL = 2  # COLMAP's own log: errors only (the bars and the report say what happened)
 
 
@@ -81,20 +92,24 @@ class ReconstructOptions:
     camera: "per_lens" | "per_size" | "single" | "per_image" (see the module docstring). camera_model:
     "auto" (by the photos per camera) or COLMAP's name.
     max_size: the long side of the working images in pixels (None: as given). matcher: "auto" |
-    "exhaustive" | "sequential"; exhaustive_max: the most images "auto" matches exhaustively; overlap:
-    sequential neighbours. video_frames: frames kept of a video at most. min_images: fewer photos are
-    refused; min_registered: the share of them that must register; target_registered: the share under
-    which the recovery strategies are tried. min_inliers: "auto", or the
-    mapper's inlier minimum for the initial pair (a registered image needs half of it).
-    num_threads: -1 for all cores. seed: the mapper's random seed.
+    "exhaustive" | "sequential" | "retrieval"; exhaustive_max: the most images "auto" matches
+    exhaustively (a video's frames never); overlap: sequential neighbours; retrieval_k: the most similar
+    photos each photo is matched with by retrieval; retrieval_sequential: its successors in name order
+    matched too. video_frames: frames kept of a video at most. min_images: fewer photos are refused;
+    min_registered: the share of them that must register; target_registered: the share under which the
+    recovery strategies are tried. min_inliers: "auto", or the mapper's inlier minimum for the initial
+    pair (a registered image needs half of it). num_threads: -1 for all cores. seed: the mapper's random
+    seed (and the vocabulary tree's descriptor sample).
     """
 
     camera: str = "per_lens"
     camera_model: str = "auto"
     max_size: int | None = 1600
     matcher: str = "auto"
-    exhaustive_max: int = 60
+    exhaustive_max: int = EXHAUSTIVE_MAX
     overlap: int = 10
+    retrieval_k: int = 10
+    retrieval_sequential: int = 2
     video_frames: int = 100
     min_images: int = 3
     min_registered: float = 0.5
@@ -112,7 +127,14 @@ class ReconstructOptions:
             raise ValueError(f"matcher must be one of {MATCHERS}, got {self.matcher!r}")
         if self.max_size is not None and (not isinstance(self.max_size, int) or self.max_size < 32):
             raise ValueError(f"max_size must be an int >= 32 or None, got {self.max_size!r}")
-        for name, lo in (("exhaustive_max", 2), ("overlap", 1), ("video_frames", 2), ("min_images", 2)):
+        for name, lo in (
+            ("exhaustive_max", 2),
+            ("overlap", 1),
+            ("retrieval_k", 1),
+            ("retrieval_sequential", 0),
+            ("video_frames", 2),
+            ("min_images", 2),
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
@@ -272,8 +294,8 @@ def _reconstruct(
     # 3. matching
     if not state.done("matching"):
         t = time.perf_counter()
-        matcher = _match(db, [p.name for p in prepared], opts, progress, video=is_video(source))
-        state.finish("matching", time.perf_counter() - t, matcher=matcher)
+        matching = _match(db, [p.name for p in prepared], opts, progress, video=is_video(source))
+        state.finish("matching", time.perf_counter() - t, **matching)
     unmatched = _unmatched(db)
     if len(unmatched) == len(prepared):
         raise ReconstructionFailed(f"no two images of {prep_src} match: nothing to reconstruct from")
@@ -408,18 +430,39 @@ def match_pairs(names: list[str], kind: str, overlap: int) -> list[tuple[str, st
     return [(names[i], names[j]) for i, j in sorted(pairs)]
 
 
-def _match(db: Path, names: list[str], opts: ReconstructOptions, progress: bool, video: bool) -> str:
+def _match(db: Path, names: list[str], opts: ReconstructOptions, progress: bool, video: bool) -> dict[str, Any]:
     """Matches the photos' features (see the module docstring) in blocks of :data:`MATCH_BLOCK` pairs
     (the bar advances by block: the database is never read while COLMAP writes it, since a second SQLite
-    library in one process would break its locks); returns the matcher used."""
+    library in one process would break its locks); returns the notes: the matcher used, the pairs
+    matched and, for retrieval, the vocabulary tree's size."""
     import pycolmap
 
     kind = opts.matcher
     if kind == "auto":
-        kind = "sequential" if (video or len(names) > opts.exhaustive_max) else "exhaustive"
+        kind = "retrieval" if (video or len(names) > opts.exhaustive_max) else "exhaustive"
+    notes: dict[str, Any] = {}
+    if kind == "retrieval":
+        # a video's frames are in order: its sequential pairs, and retrieval closes the loops
+        sequential = (
+            match_pairs(sorted(names), "sequential", opts.overlap)
+            if video
+            else neighbour_pairs(names, opts.retrieval_sequential)
+        )
+        tree = db.parent / "vocab_tree.bin"
+        try:
+            with _bar(None, "matching (vocabulary tree)", progress):
+                notes["vocab_tree"] = build_vocab_tree(db, tree, opts.seed)
+                ranked = most_similar(db, tree, opts.retrieval_k)
+        except TooFewDescriptors as e:  # a few tiny photos: matching them all costs less than a tree
+            notes["retrieval_skipped"] = str(e)
+            kind = "exhaustive"
+        else:
+            pairs = retrieval_pairs(sorted(names), ranked, opts.retrieval_k, sequential)
+            kind = "sequential+retrieval" if video else "retrieval"
+    if kind in ("exhaustive", "sequential"):
+        pairs = match_pairs(sorted(names), kind, opts.overlap)
     matching = pycolmap.FeatureMatchingOptions()
     matching.num_threads = opts.num_threads
-    pairs = match_pairs(sorted(names), kind, opts.overlap)
     listing = db.parent / "pairs.txt"
     with _bar(len(pairs), f"matching ({kind}, pairs)", progress) as bar:
         for k in range(0, len(pairs), MATCH_BLOCK):
@@ -430,7 +473,7 @@ def _match(db: Path, names: list[str], opts: ReconstructOptions, progress: bool,
             cancellable(pycolmap.match_image_pairs, str(db), matching_options=matching, pairing_options=pairing,
                         device=pycolmap.Device.cpu)  # fmt: skip
             bar.update(len(block))
-    return kind
+    return {"matcher": kind, "pairs_matched": len(pairs), **notes}
 
 
 def _unmatched(db: Path) -> list[str]:

@@ -67,6 +67,7 @@ def sfm_report(
         "cameras": cams[:50],
         "camera_mode": notes.get("cameras", {}).get("camera_mode"),
         "matcher": notes.get("matcher"),
+        "pairs_matched": notes.get("pairs_matched"),
         "mapper_thresholds": notes.get("mapper_thresholds"),
         "video": notes.get("video"),
         "unmatched": list(unmatched),
@@ -107,6 +108,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         )
         rows.append(("focal length", f"{focal} px{more}"))
         rows.append((f"distortion ({c['model']})", dist))
+    if report.get("pairs_matched") is not None:
+        rows.append(("photo pairs matched", f"{report['pairs_matched']:,} ({report.get('matcher')})"))
     tries = report.get("attempts", [])
     if len(tries) > 1:
         rows.append(("strategies tried", ", ".join(

@@ -1,7 +1,7 @@
 """``reconstruct``: photos to poses with pycolmap on the CPU, against the true poses: registration, errors, minutes.
 
 Each case writes a photo set whose poses are known, runs :func:`gsworkbench.sfm.reconstruct` on the
-photos alone (defaults: one camera per image size, OPENCV, exhaustive matching up to 60 photos) and
+photos alone (defaults: one camera per lens, OPENCV, exhaustive matching up to 25 photos, retrieval beyond) and
 compares the recovered model with the truth (:mod:`gsworkbench.sfm.pose_accuracy`): images
 registered, the median and largest rotation error (degrees) and camera-centre error (percent of the
 cameras' extent) after a similarity alignment, the focal length's error (percent, against the mean of
