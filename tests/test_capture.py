@@ -51,8 +51,10 @@ def test_photos_become_splats_a_viewer_page_and_a_summary(photos: Path, tmp_path
         raise AssertionError("a finished stage ran again")
 
     monkeypatch.setattr(workflow, "train", must_not_run)
+    monkeypatch.setattr(workflow, "save_viewer_html", must_not_run)
     again = capture(photos, out, preset="smoke", iterations=40, progress=False, log=None)
     assert again.metrics["psnr_db"] == result.metrics["psnr_db"] and again.seconds == result.seconds
+    assert again.viewer == result.viewer and again.summary.read_text() == page
     with pytest.raises(ValueError, match="other input or options .*iterations"):
         capture(photos, out, preset="smoke", iterations=50, progress=False, log=None)
 

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from gsworkbench.capture.summary import summary_html
-from gsworkbench.core.atomic import atomic_write_text, write_json
+from gsworkbench.core.atomic import atomic_write_bytes, atomic_write_text, write_json
 from gsworkbench.scenes import load_scene
 from gsworkbench.sfm import reconstruct
 from gsworkbench.sfm.sfm_report import read_report
@@ -131,25 +131,25 @@ def capture(
                   resume_hint="run the same capture command again to go on from {run_dir}")  # fmt: skip
             state.finish("train", time.perf_counter() - t)
         stages.update(1)
-        # 3. the files a user opens
-        t = time.perf_counter()
-        splats = out / "splats.ply"
-        shutil.copyfile(run_dir / "splats.ply", splats.with_suffix(".ply.tmp"))
-        splats.with_suffix(".ply.tmp").replace(splats)
-        viewer = None
-        if bundle_built():
-            i = int(data.test_ids[0]) if len(data.test_ids) else 0
-            viewer = save_viewer_html(out / "viewer.html", splats, viewmat=data.viewmats[i], K=data.Ks[i],
-                                      width=data.width, height=data.height, background=data.background,
-                                      up=scene_up(data))  # fmt: skip
-        if not state.done("export"):
-            state.finish("export", time.perf_counter() - t)
+        # 3. the files a user opens (once: a later call reads them back)
+        splats, viewer, summary = out / "splats.ply", out / "viewer.html", out / "summary.html"
         history = pd.read_csv(run_dir / "history.csv")
         evaluation = pd.read_csv(run_dir / "evaluation.csv")
         metrics = json.loads((run_dir / "metrics.json").read_text())
-        page = summary_html(read_report(scene_dir), history, evaluation, metrics, sorted(run_dir.glob("test_*.png")),
-                            state.data["seconds"], viewer)  # fmt: skip
-        summary = atomic_write_text(out / "summary.html", page)
+        if not state.done("export"):
+            t = time.perf_counter()
+            atomic_write_bytes(splats, (run_dir / "splats.ply").read_bytes())
+            if bundle_built():
+                i = int(data.test_ids[0]) if len(data.test_ids) else 0
+                save_viewer_html(viewer, splats, viewmat=data.viewmats[i], K=data.Ks[i], width=data.width,
+                                 height=data.height, background=data.background, up=scene_up(data))  # fmt: skip
+            state.finish("export", time.perf_counter() - t)
+            summary.unlink(missing_ok=True)  # written below, with the export's seconds
+        viewer = viewer if viewer.is_file() else None
+        if not summary.is_file():
+            page = summary_html(read_report(scene_dir), history, evaluation, metrics,
+                                sorted(run_dir.glob("test_*.png")), state.data["seconds"], viewer)  # fmt: skip
+            atomic_write_text(summary, page)
         stages.update(1)
     minutes = ", ".join(f"{k} {v / 60:.1f}" for k, v in state.data["seconds"].items())
     say(f"capture: {out}  (held-out PSNR {metrics.get('psnr_db', float('nan')):.2f} dB; minutes: {minutes})")
