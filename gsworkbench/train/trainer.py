@@ -104,6 +104,7 @@ class Trainer:
         check_fits(config.resolution_schedule, scene.width, scene.height, SSIM_WINDOW if config.ssim_lambda else 1)
         self.reduced = ReducedViews(self.scene)  # train views at the schedule's reduced sizes, cached
         self.step_index = 0
+        self._background_masks: dict[int, np.ndarray] = {}  # held-out view -> its background (evaluate)
         self.rows: list[dict[str, Any]] = []
         self._queue: list[int] = []
         self._loss = compile_step(photometric_loss, config.compile, dynamic=False)
@@ -297,7 +298,11 @@ class Trainer:
         refs = {v: over_background(self.scene, v, self.eval_bg) for v in ids}  # over config.eval_background
         sc, masks = self.scene, None
         if sc.points is not None and len(sc.points):  # the background: what the sparse cloud does not reach
-            masks = {v: sfm_background_mask(sc.points, sc.viewmats[v], sc.Ks[v], sc.width, sc.height) for v in ids}
+            for v in ids:  # fixed by the scene: made once per view, not at every evaluation of a run
+                if v not in self._background_masks:
+                    self._background_masks[v] = sfm_background_mask(sc.points, sc.viewmats[v], sc.Ks[v], sc.width,
+                                                                    sc.height)  # fmt: skip
+            masks = {v: self._background_masks[v] for v in ids}
 
         def render(v: int) -> torch.Tensor:
             img = self.render([v], background=self.eval_bg)[0][0]
