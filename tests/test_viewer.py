@@ -196,3 +196,24 @@ def test_bad_splat_files_are_named_in_one_line(tmp_path: Path) -> None:
         SplatViewer(tmp_path)
     with pytest.raises(ValueError, match="empty.ply: holds no splats"):
         SplatViewer(write_ply(tmp_path / "empty.ply", synthetic_splats(0, 0)))
+
+
+def test_a_silent_browser_ends_in_an_error_not_a_hang() -> None:
+    """The DevTools pipe gives nothing (a capture waiting for a frame that never comes): the read ends
+    with BrowserError at its deadline instead of blocking on the pipe forever."""
+    import os
+    import time
+    from types import SimpleNamespace
+
+    from gsworkbench.viewer.headless import BrowserError, HeadlessChromium
+
+    r, w = os.pipe()
+    try:
+        browser = HeadlessChromium.__new__(HeadlessChromium)
+        browser._buffer, browser._from_browser = b"", r
+        browser._proc = SimpleNamespace(poll=lambda: None, returncode=None)
+        with pytest.raises(BrowserError, match="did not answer in time"):
+            browser._read_message(time.monotonic() + 0.2)
+    finally:
+        os.close(r)
+        os.close(w)

@@ -85,11 +85,11 @@ def browser_image(path: Path, w: int, h: int, camera: dict | None = None) -> tup
     with HeadlessChromium(w, h) as browser:
         browser.open(path)
         browser.evaluate("window.gswReady.then((v) => v.settle(20))")
-        shot = browser.screenshot()
+        page_size = browser.evaluate("[innerWidth, innerHeight]")
         png = browser.evaluate("gswViewer.snapshot()")
         reported = browser.evaluate("gswViewer.getCamera()")
     canvas = np.asarray(Image.open(io.BytesIO(base64.b64decode(png.split(",", 1)[1]))).convert("RGB"))
-    assert shot.shape == (h, w, 3) and canvas.shape == (h, w, 3)
+    assert page_size == [w, h] and canvas.shape == (h, w, 3)
     return canvas / 255.0, reported
 
 

@@ -14,6 +14,7 @@ import fcntl
 import io
 import json
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -98,6 +99,9 @@ class HeadlessChromium:
                 raise BrowserError("the browser did not answer in time")
             if self._proc.poll() is not None:
                 raise BrowserError(f"the browser exited (status {self._proc.returncode})")
+            # wait at most a second at a time, so that the deadline holds when the browser sends nothing
+            if not select.select([self._from_browser], [], [], min(1.0, max(deadline - time.monotonic(), 0.0)))[0]:
+                continue
             chunk = os.read(self._from_browser, 1 << 20)
             if not chunk:
                 raise BrowserError("the browser closed its pipe")
@@ -174,7 +178,9 @@ class HeadlessChromium:
         self._call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", session=True, **params)
 
     def screenshot(self) -> np.ndarray:
-        """The page as shown, [H,W,3] uint8 RGB."""
+        """The page as shown, [H,W,3] uint8 RGB. Chromium captures the next frame its compositor draws:
+        a page that draws nothing more (the viewer, left alone) may give it none, and the call then ends
+        with :class:`BrowserError` at ``timeout_s``; read a canvas with ``toDataURL`` instead."""
         from PIL import Image
 
         data = self._call("Page.captureScreenshot", format="png", session=True)["data"]
