@@ -76,8 +76,11 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(not GLIBC, reason="the heap policy is glibc's mallopt; elsewhere the context yields False")
 def test_retained_blocks_are_reused_without_new_page_faults(monkeypatch):
-    """Measured here over four rounds of 7,168 pages: about 20,000 faults without retention (glibc maps
-    and unmaps the blocks), none with it."""
+    """Four rounds of 7,168 pages each way: without retention glibc maps and unmaps the blocks, so every
+    round faults most of its pages; with it the blocks are reused, so rounds fault next to none. The
+    best round of each is compared: the kernel may reclaim idle pages of a retained block between two
+    rounds (a machine under memory pressure, or a reclaim daemon), which makes a round fault again
+    whatever the policy (seen: 2,048 + 2,048 + 0 + 0 with retention)."""
     monkeypatch.delenv("GSW_RETAIN_MEMORY", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     done = subprocess.run([sys.executable, "-c", _ROUNDS], capture_output=True, text=True, timeout=120)
@@ -85,8 +88,8 @@ def test_retained_blocks_are_reused_without_new_page_faults(monkeypatch):
     out = json.loads(done.stdout.strip().splitlines()[-1])
     pages = sum(SIZES) // resource.getpagesize()
     assert out["retained"] and out["policy_after"]
-    assert sum(out["with"]) < pages // 2, out
-    assert sum(out["without"]) > 2 * sum(out["with"]), out  # the policy is what saves the faults
+    assert min(out["with"]) < pages // 8, out
+    assert min(out["without"]) > pages // 2, out  # the policy is what saves the faults
     monkeypatch.setenv("GSW_RETAIN_MEMORY", "0")
     with limits.retained_freed_memory() as retained:
         assert not retained
