@@ -112,6 +112,9 @@ BRICKS = "NeRF-synthetic (the bricks scene)"
 BRICKS_400 = dict(width=400, height=400, downsample=1)
 HALF = {"init_scale": 0.5}  # initial scales at half the 3-NN distance (3DGS: the whole distance)
 EXPOSURE = "nerfstudio OPENCV, exposure and white balance per photo"
+RECONSTRUCTED = "photos only (reconstruct)"
+ALIGNED = {"eval_pose_steps": 100}  # test-time alignment of each held-out photo's pose (lr_eval_pose)
+POSE_OPT = {"pose_opt": True, "intrinsics_opt": True, "lr_pose": 3e-4}
 RUNS: dict[str, QualityRun] = {
     "nerf_synthetic": QualityRun("nerf_synthetic"),
     "nerf_synthetic_cloud": QualityRun("nerf_synthetic", scene_overrides={"n_points": 3000}),
@@ -143,6 +146,16 @@ RUNS: dict[str, QualityRun] = {
     # per-photo exposure: without and with a learned colour transform per photo (gsworkbench.train.appearance)
     "capture_affine": QualityRun("short", {**CAPTURE, "appearance": "affine", "lr_appearance": 5e-3},
                                  scene=_capture(False), layout="nerfstudio OPENCV (distorted JPEG)"),  # fmt: skip
+    # camera refinement: the photos alone through reconstruct (poses, one lens, points), each held-out
+    # photo's pose aligned to it with the splats fixed before scoring (a recovered held-out pose is as
+    # wrong as the training ones); without and with refinement, and the same protocol on the true poses and
+    # lens with points triangulated from the photos (the start reconstruct gives, without its pose errors)
+    "capture_sfm_aligned": QualityRun("short", {**CAPTURE, **ALIGNED}, scene=_capture(False, False),
+                                      layout="true poses and lens, triangulated points"),  # fmt: skip
+    "capture_reconstructed_aligned": QualityRun("short", {**CAPTURE, **ALIGNED}, layout=RECONSTRUCTED,
+                                                reconstructed=True),  # fmt: skip
+    "capture_reconstructed_pose_opt": QualityRun("short", {**CAPTURE, **ALIGNED, **POSE_OPT}, layout=RECONSTRUCTED,
+                                                 reconstructed=True),  # fmt: skip
     "capture_exposure": QualityRun("short", CAPTURE, scene=_capture_exposure(), layout=EXPOSURE),
     "capture_exposure_affine": QualityRun("short", {**CAPTURE, "appearance": "affine", "lr_appearance": 5e-3},
                                           scene=_capture_exposure(), layout=EXPOSURE),  # fmt: skip
@@ -178,6 +191,7 @@ def run_quality(name: str, out: Path, seed: int | None = None) -> dict[str, Any]
         "psnr_cc_db": round(m["psnr_cc_db"], 2),
         "psnr_background_db": round(m["psnr_background_db"], 2), "ssim_background": round(m["ssim_background"], 4),
         "scene_sha256": m["scene_sha256"], "commit": short_commit(), **scene.source.get("reconstruction", {}),
+        **{k: round(v, 3) for k, v in m.items() if k.endswith(("_correction_deg_median", "_correction_pct_median"))},
     }  # fmt: skip
 
 

@@ -114,6 +114,18 @@ class TrainConfig:
     # photo (exposure, white balance) beside the splats, at lr_appearance; held-out photos get their mean
     appearance: str = setting("none", kind="choice", choices=APPEARANCES)
     lr_appearance: float = setting(1e-3, kind="number", min=0)
+    # camera refinement (gsworkbench.train.pose_refinement, gsplat's pose_opt): each training view's pose
+    # gets a learned rigid correction at lr_pose (rotation's 6D deviations; translation in scene scales)
+    pose_opt: bool = setting(False, kind="bool")
+    lr_pose: float = setting(1e-4, kind="number", min=0)
+    # with pose_opt: a per-view focal scale and principal-point shift too (photos undistorted with one
+    # shared lens that differs a little from each photo's own)
+    intrinsics_opt: bool = setting(False, kind="bool")
+    # test-time pose alignment of each held-out view before it is scored (splats fixed; 0: none): steps
+    # of Adam at lr_eval_pose on the L1 error against its photo, for poses recovered as the training
+    # ones were (a held-out pose is as wrong as theirs, and the splats cannot learn it)
+    eval_pose_steps: int = setting(0, kind="int", min=0)
+    lr_eval_pose: float = setting(1e-3, kind="number", min=0)
     # "scene" (the colour the images were composited over) or "random"
     background: str = setting("scene", kind="choice", choices=BACKGROUNDS)
     # the background of the held-out evaluation: "scene", or the dataset protocol's colour ("white" for
@@ -146,6 +158,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        if self.intrinsics_opt and not self.pose_opt:
+            raise ValueError("intrinsics_opt refines the lens beside the poses: it needs pose_opt=True")
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain data, the strategy nested with its name: ``{..., "strategy": {"name":

@@ -119,6 +119,8 @@ def train(
         "init_rule": str(trainer.init_info.get("rule")),
         "scene_sha256": trainer.scene_fingerprint["sha256"][:16],  # metrics.json has the whole fingerprint
     }
+    if trainer.poses is not None:  # how far the training views' poses moved
+        metrics.update(trainer.poses.summary(trainer.scene.train_ids))
     result = TrainResult(trainer.splats(), hist, evaluation, renders, metrics, trainer.cfg, seconds)
     if run_dir is not None:
         result.files = save_run(result, trainer, run_dir)

@@ -42,6 +42,7 @@ from gsworkbench.train.fingerprint import scene_fingerprint
 from gsworkbench.train.init_points import initial_splats
 from gsworkbench.train.losses import SSIM_WINDOW, photometric_loss, psnr_from_mse
 from gsworkbench.train.model import NAMES, SplatModel
+from gsworkbench.train.pose_refinement import CameraRefinement, align_pose, corrected_viewmats
 from gsworkbench.train.resolution import ReducedViews, check_fits, factor_at
 from gsworkbench.train.timers import STAGES, StageTimer
 
@@ -97,6 +98,11 @@ class Trainer:
             PhotoAppearance(len(scene.viewmats), scene.train_ids, config.lr_appearance, self.device)
             if config.appearance == "affine" else None
         )  # fmt: skip
+        self.poses = (
+            CameraRefinement(len(scene.viewmats), config.lr_pose, scene.scene_scale, self.device,
+                             intrinsics=config.intrinsics_opt)
+            if config.pose_opt else None
+        )  # fmt: skip
         self.strategy = config.strategy
         self.strategy_state: dict[str, torch.Tensor] = {}  # the strategy's running statistics
         self.scene_scale = scene.scene_scale  # world units; the strategy's 3D thresholds are relative to it
@@ -150,9 +156,13 @@ class Trainer:
     def render(
         self, views: torch.Tensor | list[int], sh_degree: int | None = None, background: torch.Tensor | None = None,
         absgrad: bool = False, timed: bool = False, factor: int = 1,
+        pose: tuple[torch.Tensor, torch.Tensor | None] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:  # fmt: skip
         """Renders ``views`` (indices into the scene) at 1/``factor`` of the image size (see
-        :mod:`gsworkbench.train.resolution`) -> colours [C,h,w,3], alphas [C,h,w,1], meta."""
+        :mod:`gsworkbench.train.resolution`) -> colours [C,h,w,3], alphas [C,h,w,1], meta. With
+        ``pose_opt`` the views' learned pose corrections apply; ``pose``: these corrections instead,
+        (pose [C,9], lens [C,3] or None)
+        (:mod:`gsworkbench.train.pose_refinement`)."""
         m = self.model
         with self.timer.stage("prepare") if timed else contextlib.nullcontext():
             views = torch.as_tensor(views, dtype=torch.long, device=self.device)
@@ -160,6 +170,11 @@ class Trainer:
             scales, opacities = gaussians.scales_from_log(m.log_scales), gaussians.opacity_from_logit(m.opacity_logits)
             width, height = (self.scene.width, self.scene.height) if factor == 1 else self.reduced.size(factor)
             Ks = self.reduced.Ks(views, factor)
+            viewmats = self.scene.viewmats[views]
+            if pose is not None:
+                viewmats = corrected_viewmats(viewmats, pose[0], self.scene_scale, pose[1])
+            elif self.poses is not None:
+                viewmats = self.poses.apply(viewmats, views)
         sh_dc, sh_rest = m.sh_pieces
         return rasterize(
             m.means,
@@ -167,7 +182,7 @@ class Trainer:
             scales,
             opacities,
             sh_dc,
-            self.scene.viewmats[views],
+            viewmats,
             Ks,
             width,
             height,
@@ -228,6 +243,8 @@ class Trainer:
             self.model.optimizer.zero_grad(set_to_none=True)
             if self.appearance is not None:
                 self.appearance.step()
+            if self.poses is not None:
+                self.poses.step()
         with stage("densify"):
             changes = self.strategy.step(self.model, self.strategy_state, s, meta, self.gen, self.scene_scale)
         row: dict[str, Any] = {
@@ -304,11 +321,35 @@ class Trainer:
                                                                     sc.height)  # fmt: skip
             masks = {v: self._background_masks[v] for v in ids}
 
+        aligned = {v: self._aligned_pose(v, refs[v]) for v in ids} if self.cfg.eval_pose_steps else {}
+
         def render(v: int) -> torch.Tensor:
-            img = self.render([v], background=self.eval_bg)[0][0]
+            pose = aligned.get(v)
+            img = self.render([v], background=self.eval_bg, pose=pose)[0][0]
             return img if self.appearance is None else self.appearance.apply(img, v, held_out=True)
 
         return evaluate_views(render, refs, ids, masks)
+
+    def _aligned_pose(self, view: int, photo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The correction of ``view`` fitted to its photo (over the evaluation background) with the
+        splats fixed: ``eval_pose_steps`` steps from the identity; (pose [1,9], lens [1,3] or None). The
+        lens too where training refines it (``intrinsics_opt``)."""
+        held_out = self.appearance is not None and view not in set(self.scene.train_ids.tolist())
+
+        def render(pose: torch.Tensor, lens: torch.Tensor | None) -> torch.Tensor:
+            lens = None if lens is None else lens[None]
+            img = self.render([view], background=self.eval_bg, pose=(pose[None], lens))[0][0]
+            return img if self.appearance is None else self.appearance.apply(img, view, held_out=held_out)
+
+        for p in self.model.params.values():
+            p.requires_grad_(False)
+        try:
+            pose, lens = align_pose(render, photo, self.cfg.eval_pose_steps, self.cfg.lr_eval_pose,
+                                    intrinsics=self.cfg.pose_opt and self.cfg.intrinsics_opt)
+            return pose[None], None if lens is None else lens[None]
+        finally:
+            for p in self.model.params.values():
+                p.requires_grad_(True)
 
     def splats(self) -> SplatSet:
         return self.model.splats()
@@ -329,6 +370,7 @@ class Trainer:
             "queue": list(self._queue),
             "history": self.rows,
             "appearance": self.appearance.state_dict() if self.appearance is not None else None,
+            "poses": self.poses.state_dict() if self.poses is not None else None,
         }
 
     def save_checkpoint(self, path: str | os.PathLike[str]) -> Path:
@@ -358,6 +400,8 @@ class Trainer:
         trainer.model.optimizer.load_state_dict(state["optimizer"])
         if trainer.appearance is not None and state.get("appearance") is not None:
             trainer.appearance.load_state_dict(state["appearance"])
+        if trainer.poses is not None and state.get("poses") is not None:
+            trainer.poses.load_state_dict(state["poses"])
         trainer.strategy_state = {k: v.to(trainer.device) for k, v in state["strategy"].items()}
         trainer.gen.set_state(state["generator"])
         trainer._queue = list(state["queue"]) if same else []  # other data: its views, a fresh pass
