@@ -8,7 +8,11 @@ Two scenes (:data:`SCENES`):
   finds thousands of distinct points on);
 - ``plain_wall``: a small textured object (a cube of side 0.5) on a plain grey floor in front of a
   plain wall, as a phone capture of a thing on a table against a wall: the plain surfaces give SIFT
-  nothing, so every pose rests on the few hundred points of the object.
+  nothing, so every pose rests on the few hundred points of the object;
+- ``glossy_cube``: ``textured_cube`` with a glossy finish: the Blinn-Phong highlights of
+  :data:`GLOSSY_LIGHTS` on the cube's faces and the floor (:func:`specular_highlights`), white and
+  clipped, which slide over the surfaces as the camera moves, as on varnished wood or a glazed
+  tabletop: features on a highlight's rim belong to no fixed point.
 
 Cameras on an arc around the scene (radius 3, ``step_deg`` apart, height 1.2 to 1.6) look at the
 origin.
@@ -87,7 +91,53 @@ def plain_wall_splats(n: int = 60_000, seed: int = 0, side: float = 0.5) -> dict
     }
 
 
-SCENES = {"textured_cube": textured_splats, "plain_wall": plain_wall_splats}
+SCENES = {"textured_cube": textured_splats, "plain_wall": plain_wall_splats, "glossy_cube": textured_splats}
+GLOSSY = ("glossy_cube",)  # the scenes rendered with specular highlights
+GLOSSY_LIGHTS = ((1.5, -1.0, 3.0), (-1.0, 2.0, 2.5), (2.5, 2.5, 1.5))  # point lights (world)
+SHININESS = 40.0  # the Blinn-Phong exponent: highlights a few degrees wide, as on a semi-gloss finish
+SPECULAR = 1.6  # a highlight's peak over the diffuse colour (in [0, 1] units: the peak clips to white)
+_CUBE_HALF, _FLOOR_Z, _FLOOR_HALF = 0.6, -0.6, 2.0  # the geometry of ``textured_splats``
+
+
+def specular_highlights(viewmat: torch.Tensor, K: torch.Tensor, width: int = W, height: int = H) -> np.ndarray:
+    """The specular term [H,W] (>= 0) of the cube (side 1.2, centred at the origin) and the floor
+    (z = -0.6, 4 x 4) of ``textured_splats`` seen through one camera (``viewmat`` [4,4] world-to-camera,
+    ``K`` [3,3]): each pixel's ray is intersected with the two analytically, and the highlights of
+    :data:`GLOSSY_LIGHTS` are summed (Blinn-Phong, exponent :data:`SHININESS`, peak :data:`SPECULAR`);
+    zero where the ray meets neither."""
+    m = viewmat.double().numpy()
+    R, t = m[:3, :3], m[:3, 3]
+    centre = -R.T @ t
+    u, v = np.meshgrid(np.arange(width) + 0.5, np.arange(height) + 0.5)
+    pix = np.stack([u, v, np.ones_like(u)], -1) @ np.linalg.inv(K.double().numpy()).T
+    rays = pix @ R  # world directions [H,W,3] (R^T d for each pixel)
+    rays /= np.linalg.norm(rays, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # the cube: slab intersection, the entry face's axis is the one whose slab is entered last
+        lo = (-_CUBE_HALF - centre) / rays
+        hi = (_CUBE_HALF - centre) / rays
+        near, far = np.minimum(lo, hi), np.maximum(lo, hi)
+        t_in, t_out = near.max(-1), far.min(-1)
+        hit_cube = (t_in <= t_out) & (t_in > 0)
+        t_floor = (_FLOOR_Z - centre[2]) / rays[..., 2]
+    floor_pt = centre + np.nan_to_num(t_floor)[..., None] * rays
+    hit_floor = (t_floor > 0) & (np.abs(floor_pt[..., :2]) <= _FLOOR_HALF).all(-1) & ~hit_cube
+    depth = np.where(hit_cube, t_in, np.where(hit_floor, t_floor, 0.0))
+    point = centre + depth[..., None] * rays
+    axis = near.argmax(-1)
+    normal = np.zeros_like(point)
+    np.put_along_axis(normal, axis[..., None], -np.sign(np.take_along_axis(rays, axis[..., None], -1)), -1)
+    normal = np.where(hit_cube[..., None], normal, np.array([0.0, 0.0, 1.0]))
+    to_eye = -rays
+    spec = np.zeros((height, width))
+    for light in GLOSSY_LIGHTS:
+        to_light = np.asarray(light) - point
+        to_light /= np.linalg.norm(to_light, axis=-1, keepdims=True)
+        half = to_light + to_eye
+        half /= np.linalg.norm(half, axis=-1, keepdims=True)
+        lit = (to_light * normal).sum(-1) > 0
+        spec += np.where(lit, np.clip((half * normal).sum(-1), 0, 1) ** SHININESS, 0.0)
+    return np.where(hit_cube | hit_floor, SPECULAR * spec, 0.0)
 
 
 def arc_cameras(
@@ -105,15 +155,18 @@ def arc_cameras(
 
 def render(
     viewmats: torch.Tensor, K: torch.Tensor, splats: dict[str, torch.Tensor] | None = None, width: int = W,
-    height: int = H,
+    height: int = H, glossy: bool = False,
 ) -> np.ndarray:  # fmt: skip
-    """uint8 RGB images [V,H,W,3] of the scene over a grey background, rendered a view at a time."""
+    """uint8 RGB images [V,H,W,3] of the scene over a grey background, rendered a view at a time;
+    ``glossy``: with the highlights of :func:`specular_highlights` (the ``textured_cube`` geometry)."""
     s = splats or textured_splats()
     out = []
     with torch.no_grad():
         for vm in viewmats:
             img, _, _ = rasterize(s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], vm[None].float(),
                                   K[None].float(), width, height, backgrounds=torch.full((1, 3), 0.5))  # fmt: skip
+            if glossy:
+                img = img + torch.from_numpy(specular_highlights(vm, K, width, height)).float()[None, ..., None]
             out.append((img[0].clamp(0, 1) * 255).round().to(torch.uint8).numpy())
     return np.stack(out)
 
@@ -131,7 +184,7 @@ def write_photos(
     folder.mkdir(parents=True, exist_ok=True)
     viewmats, K = arc_cameras(n, step_deg, width=width, height=height)
     truth = {}
-    for i, rgb in enumerate(render(viewmats, K, SCENES[scene](num_splats), width, height)):
+    for i, rgb in enumerate(render(viewmats, K, SCENES[scene](num_splats), width, height, scene in GLOSSY)):
         name = f"view_{i:02d}.jpg"
         Image.fromarray(rgb).save(folder / name, quality=95)
         truth[name] = viewmats[i].double().numpy()
