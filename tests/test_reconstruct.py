@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -26,9 +27,10 @@ from gsworkbench.sfm.pipeline import ReconstructionFailed, reconstruct
 from gsworkbench.sfm.pose_accuracy import model_poses, pose_errors, umeyama
 from gsworkbench.sfm.registration import DISTORTION_MIN_PHOTOS, best_model, camera_model_for, lens_groups
 from gsworkbench.sfm.sfm_report import format_report, read_report
-from gsworkbench.sfm.video import extract_frames, sharpness
+from gsworkbench.sfm.video import MOTION_BLUR_RATIO, extract_frames, motion_blur_ratio, sharpness
 from gsworkbench.studies.photo_set import (
     arc_cameras,
+    plain_wall_splats,
     render,
     specular_highlights,
     textured_splats,
@@ -249,6 +251,42 @@ def test_the_leftover_and_global_strategies_register_the_photos(reconstructed: P
     assert e["rotation_median_deg"] < 1.0, e
 
 
+def test_the_best_model_is_the_largest_plausible_one(reconstructed: Path, tmp_path: Path) -> None:
+    """Copies of the fixture's model: all photos with its camera's pixels stretched 1.5:1, all photos with
+    its points moved (reprojection error of pixels), and three photos fewer as it is. The last is the
+    best model, and the two others are named implausible; alone, the largest implausible one is kept."""
+    from gsworkbench.sfm.registration import model_problems, model_problems_at
+
+    model, names = best_model(reconstructed / "work" / "sparse")
+    sparse = tmp_path / "sparse"
+    stretched = pycolmap.Reconstruction(str(model))
+    for cam in stretched.cameras.values():
+        cam.focal_length_y = 1.5 * cam.focal_length_x
+    (sparse / "a-0").mkdir(parents=True)
+    stretched.write(str(sparse / "a-0"))
+    moved = pycolmap.Reconstruction(str(model))
+    g = np.random.default_rng(0)
+    for pid in moved.point3D_ids():
+        moved.points3D[pid].xyz = moved.points3D[pid].xyz + g.normal(0, 0.1, 3)
+    moved.update_point_3d_errors()
+    (sparse / "b-0").mkdir()
+    moved.write(str(sparse / "b-0"))
+    fewer = pycolmap.Reconstruction(str(model))
+    for frame_id in sorted(fewer.reg_frame_ids())[-3:]:
+        fewer.deregister_frame(frame_id)
+    (sparse / "c-0").mkdir()
+    fewer.write(str(sparse / "c-0"))
+    (problem,) = model_problems_at(sparse / "a-0")
+    assert problem.startswith("camera 1's pixels 1.50:1")
+    (problem,) = model_problems(moved)
+    assert problem.startswith("mean reprojection error") and moved.compute_mean_reprojection_error() > 2.0
+    assert model_problems(fewer) == []
+    assert best_model(sparse) == (sparse / "c-0", names - set(sorted(names)[-3:]))
+    for d in ("b-0", "c-0"):
+        shutil.rmtree(sparse / d)
+    assert best_model(sparse) == (sparse / "a-0", names)
+
+
 def test_duplicates_and_panoramas_are_left_out_and_named(photos, tmp_path: Path) -> None:
     """A copied photo, the same shot saved again as PNG, and a 3:1 panorama among the photos: each is
     left out before features, named in the log and the report; the rest reconstructs."""
@@ -424,6 +462,14 @@ def _blur(rgb: np.ndarray, k: int = 9) -> np.ndarray:
     return out[0].permute(1, 2, 0).round().to(torch.uint8).numpy()
 
 
+def _smear(rgb: np.ndarray, length: int, direction: tuple[int, int] = (0, 1)) -> np.ndarray:
+    """``rgb`` [H,W,3] uint8 averaged over ``length`` pixels along ``direction`` (dy, dx): motion blur."""
+    acc = np.zeros(rgb.shape, dtype=np.float64)
+    for k in range(-(length // 2), length // 2 + 1):
+        acc += np.roll(rgb, (k * direction[0], k * direction[1]), axis=(0, 1))
+    return (acc / length).round().astype(np.uint8)
+
+
 def _write_clip(path: Path, frames: np.ndarray, sharp: set[int]) -> None:
     """A lossless video of ``frames`` [N,H,W,3] uint8, the frames not in ``sharp`` blurred."""
     import av
@@ -458,13 +504,50 @@ def test_sharpness_falls_with_blur() -> None:
     assert sharpness(_blur(img).mean(2)) < 0.2 * sharpness(img.mean(2))
 
 
+def test_motion_blur_ratio_sees_a_smear_in_any_direction_at_any_size_and_contrast() -> None:
+    """Still frames of both scenes score above the floor, at two sizes, half the contrast and with
+    sensor noise; a smear over 5 % of the width along either axis or a diagonal scores under it."""
+    g = np.random.default_rng(4)
+    for W, H in ((256, 192), (512, 384)):
+        viewmats, K = arc_cameras(2, width=W, height=H)
+        for splats in (None, plain_wall_splats()):
+            still = render(viewmats[1:], K, splats, W, H)[0]
+            noisy = np.clip(still + g.normal(0, 2.0, still.shape), 0, 255).astype(np.uint8)
+            for img in (still, noisy, (still // 2 + 64).astype(np.uint8)):
+                assert motion_blur_ratio(img.mean(2)) > MOTION_BLUR_RATIO + 0.05, (W, splats is None)
+            for direction in ((0, 1), (1, 0), (1, 1)):
+                smeared = _smear(noisy, W // 18 | 1, direction)
+                assert motion_blur_ratio(smeared.mean(2)) < MOTION_BLUR_RATIO - 0.05, (W, splats is None, direction)
+    assert motion_blur_ratio(np.full((50, 60), 7.0)) == 1.0
+
+
+def test_a_video_blurred_throughout_is_named_and_still_reconstructs(tmp_path: Path) -> None:
+    """A walk around the cube filmed without a still moment: every frame smeared by 9 pixels (3.5 % of
+    the width) along the motion. The relative rule keeps them all; the absolute floor counts each, one
+    line names the video, and the frames still register, with rougher poses than a sharp video's."""
+    viewmats, K = arc_cameras(36, step_deg=3.0)
+    path = tmp_path / "walk.mkv"
+    _write_clip(path, np.stack([_smear(f, 9) for f in render(viewmats, K)]), set(range(36)))
+    said: list[str] = []
+    out = reconstruct(path, tmp_path / "scene", video_frames=12, num_threads=1, progress=False, log=said.append)
+    report = read_report(out)
+    assert report["video"]["blurry"] == 0 and report["video"]["motion_blurred"] == 12
+    (line,) = [s for s in said if s.startswith("video walk.mkv: 12 of 12 kept frames are motion-blurred (")]
+    assert "no frame is sharp" in line and "\n" not in line and line in format_report(report)
+    assert report["images_registered"] >= 11
+    truth = {f"frame_{i:05d}.jpg": m.double().numpy() for i, m in enumerate(viewmats)}
+    e = pose_errors(model_poses(pycolmap.Reconstruction(str(out / "sparse" / "0"))), truth).summary()
+    assert e["rotation_median_deg"] < 4.0 and e["centre_median_pct"] < 4.0, e
+
+
 def test_a_video_reconstructs_with_sequential_matching(tmp_path: Path) -> None:
     viewmats, K = arc_cameras(36, step_deg=3.0)
     path = tmp_path / "walk.mkv"
     _write_clip(path, render(viewmats, K), set(range(36)))
     out = reconstruct(path, tmp_path / "scene", video_frames=12, progress=False, log=None)
     report = read_report(out)
-    assert report["matcher"] == "sequential+retrieval" and report["video"] == {"decoded": 36, "kept": 12, "blurry": 0}
+    assert report["matcher"] == "sequential+retrieval" and report["video"] == {"decoded": 36, "kept": 12, "blurry": 0,
+                                                                                        "motion_blurred": 0}
     assert report["images_registered"] >= 11 and "12 kept of 36 decoded" in format_report(report)
 
 

@@ -17,8 +17,8 @@ The stages, each with a progress bar and a time in the report:
    loop closure. Each pair geometrically verified;
 4. **mapping**: COLMAP's incremental mapper; while fewer than ``target_registered`` of the photos are
    in its largest model, the strategies of :mod:`gsworkbench.sfm.registration` in turn (a simpler
-   lens, relaxed inlier minimums, the leftovers against the best model, the global mapper); the model
-   with the most registered photos is kept;
+   lens, relaxed inlier minimums, the leftovers against the best model, the global mapper); the
+   plausible model (square pixels, a low reprojection error) with the most registered photos is kept;
 5. **undistort**: images resampled to pinholes, in COLMAP's undistorted layout.
 
 The output folder holds ``images/`` and ``sparse/0/`` (PINHOLE cameras, the poses, the sparse points),
@@ -48,11 +48,13 @@ from gsworkbench.sfm.colmap_run import Cancelled, cancellable, colmap_log_level
 from gsworkbench.sfm.photos import VIDEO_SUFFIXES, Photo, is_video, list_photos, prepare_photos
 from gsworkbench.sfm.registration import (
     Mapping,
+    attempt,
     best_model,
     camera_model_for,
     crop_to_common_size,
     incremental,
     lens_groups,
+    model_problems,
     recover,
     why_unregistered,
 )
@@ -253,8 +255,12 @@ def _reconstruct(
         if not state.done("photos"):
             shutil.rmtree(frames_dir, ignore_errors=True)
             frames = extract_frames(source, frames_dir, opts.video_frames)
-            notes["video"] = {"decoded": frames.decoded, "kept": len(frames.names), "blurry": len(frames.blurry)}
+            notes["video"] = {"decoded": frames.decoded, "kept": len(frames.names), "blurry": len(frames.blurry),
+                              "motion_blurred": len(frames.smeared)}  # fmt: skip
             say(f"video {source.name}: {frames.summary()}")
+            if frames.warning(source.name):
+                notes["video"]["warning"] = frames.warning(source.name)
+                say(notes["video"]["warning"])
         prep_src = frames_dir
     elif source.is_dir():
         prep_src = source
@@ -315,6 +321,10 @@ def _reconstruct(
             "between photos, more texture, or larger images help)"
         )
     rec = pycolmap.Reconstruction(str(best))
+    problems = model_problems(rec)
+    if problems:
+        say(f"the kept model of {prep_src} is implausible ({'; '.join(problems)}): no strategy found a better one, "
+            "so its poses are likely off")  # fmt: skip
     rate = len(registered) / len(prepared)
     if rate < opts.min_registered:
         why = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched)
@@ -331,6 +341,7 @@ def _reconstruct(
         state.finish("undistort", time.perf_counter() - t)
     report = sfm_report(rec, len(prepared), state.data["stages"], unmatched=unmatched, cameras=state.data["notes"])
     report["attempts"] = state.data["notes"].get("attempts", [])
+    report["model_problems"] = problems
     report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched)
     report["left_out"] = left_out
     report["separate_models"] = separate_models(sparse, best)
@@ -530,9 +541,7 @@ def _map(
         m = Mapping(db, photo_dir, sparse, n, opts.num_threads, opts.seed, on_tick=tick, on_registered=registered)
         t = time.perf_counter()
         incremental(m, "incremental", (init, absolute))
-        first = len(best_model(sparse)[1])
-        attempts = [{"strategy": "incremental", "registered": first, "seconds": round(time.perf_counter() - t, 2),
-                     "kept": first > 0}]  # fmt: skip
+        attempts = [attempt(sparse, "incremental", None, time.perf_counter() - t)]
         m.on_registered = None  # the bar shows the first mapping; the strategies report in the log
         attempts += recover(m, opts.target_registered, (init, absolute), say)
         tick()

@@ -10,8 +10,14 @@ which needs one size per camera, can share the camera. Each camera's model follo
 photos or more constrain them, SIMPLE_RADIAL's one term below that.
 
 Strategies (:data:`STRATEGIES`), each tried only while fewer than ``target_registered`` of the photos
-are in the best model so far, each mapping into its own folder, the model with the most registered
-photos kept:
+are in the best model so far or that model is implausible, each mapping into its own folder. The best
+model is the plausible one with the most registered photos; a model is implausible when the model
+itself shows its poses are off (:func:`model_problems`): a camera whose fitted pixels are far from
+square (a focal length in x and y that differ by over :data:`MAX_PIXEL_ASPECT`: real sensors' differ by
+well under 1 %, and a lens fit that wandered there, as OPENCV's can on a dozen smeared frames, turns
+every pose by degrees while the reprojection error stays low), or a mean reprojection error over
+:data:`MAX_REPROJECTION_PX`. An implausible model is kept only when no plausible one registers more
+than :data:`MIN_PLAUSIBLE` photos.
 
 1. ``simpler_lens``: every camera with more than one distortion term becomes SIMPLE_RADIAL;
 2. ``relaxed_inliers``: the mapper's inlier minimums lowered to :data:`RELAXED_INLIERS`;
@@ -20,8 +26,8 @@ photos kept:
 4. ``global``: COLMAP's global mapper (GLOMAP), which solves all rotations and positions at once
    instead of growing one model photo by photo.
 
-Each try is recorded (strategy, photos registered, seconds, whether its model was kept) in
-``reconstruct.json`` and the report.
+Each try is recorded (strategy, photos registered, seconds, whether its model was kept, what makes
+its best model implausible) in ``reconstruct.json`` and the report.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ SIZE_TOLERANCE_PX = 8
 DISTORTION_MIN_PHOTOS = 10  # fewer photos than this get SIMPLE_RADIAL (one distortion term), not OPENCV (four)
 RELAXED_INLIERS = (15, 10)  # the mapper's (initial pair, registered image) inlier minimums when relaxed
 STRATEGIES = ("simpler_lens", "relaxed_inliers", "leftovers", "global")
+MAX_PIXEL_ASPECT = 1.1  # fx / fy (or fy / fx) over which a camera's fit is implausible
+MAX_REPROJECTION_PX = 2.0  # a model's mean reprojection error over which its poses are implausible
+MIN_PLAUSIBLE = 2  # a plausible model of more photos than this beats any implausible one
 MANY_PARAMETER_MODELS = ("OPENCV", "FULL_OPENCV", "RADIAL", "OPENCV_FISHEYE", "RADIAL_FISHEYE", "THIN_PRISM_FISHEYE")
 
 # EXIF tags: Make and Model (IFD0), FocalLength (the Exif IFD)
@@ -217,16 +226,49 @@ def registered_names(model: Path) -> set[str]:
     return {im.name for im in rec.images.values() if im.has_pose}
 
 
+def model_problems(rec: Any) -> list[str]:
+    """What makes a ``pycolmap.Reconstruction``'s poses implausible, one short phrase each (empty: none
+    seen): a camera used by a registered photo whose focal lengths in x and y differ by more than
+    :data:`MAX_PIXEL_ASPECT`, and a mean reprojection error over :data:`MAX_REPROJECTION_PX` pixels."""
+    problems = []
+    used = {im.camera_id for im in rec.images.values() if im.has_pose}
+    for cam_id in sorted(used):
+        cam = rec.cameras[cam_id]
+        fx, fy = float(cam.focal_length_x), float(cam.focal_length_y)
+        if min(fx, fy) <= 0 or max(fx, fy) / min(fx, fy) > MAX_PIXEL_ASPECT:
+            problems.append(f"camera {cam_id}'s pixels {max(fx, fy) / max(min(fx, fy), 1e-9):.2f}:1 "
+                            f"(focal {fx:.0f} x {fy:.0f} px)")  # fmt: skip
+    error = float(rec.compute_mean_reprojection_error()) if rec.num_points3D() else 0.0
+    if error > MAX_REPROJECTION_PX:
+        problems.append(f"mean reprojection error {error:.2f} px > {MAX_REPROJECTION_PX:g} px")
+    return problems
+
+
+def model_problems_at(model: Path) -> list[str]:
+    """:func:`model_problems` of a model folder (an unreadable one: that it cannot be read)."""
+    import pycolmap
+
+    try:
+        return model_problems(pycolmap.Reconstruction(str(model)))
+    except (ValueError, RuntimeError):
+        return ["unreadable"]
+
+
 def best_model(sparse: Path) -> tuple[Path | None, set[str]]:
-    """The model folder under ``sparse`` with the most registered photos (ties: the first by name),
-    and its photos' names; (None, empty) when there is none."""
-    best: tuple[Path | None, set[str]] = (None, set())
+    """The best model folder under ``sparse`` and its photos' names; (None, empty) when there is none.
+    Best: the most registered photos among the plausible models (:func:`model_problems`) holding more
+    than :data:`MIN_PLAUSIBLE`, else among all; ties: the first by name."""
     models = sorted(p for p in sparse.iterdir() if p.is_dir() and not p.name.startswith(".")) if sparse.is_dir() else []
+    ranked = []
     for d in models:
         names = registered_names(d)
-        if len(names) > len(best[1]):
-            best = (d, names)
-    return best
+        if names:
+            plausible = len(names) > MIN_PLAUSIBLE and not model_problems_at(d)
+            ranked.append(((plausible, len(names)), d, names))
+    if not ranked:
+        return None, set()
+    top = max(key for key, _, _ in ranked)
+    return next((d, names) for key, d, names in ranked if key == top)
 
 
 def simplify_cameras(db: Path) -> dict[int, Any]:
@@ -266,7 +308,7 @@ def recover(m: Mapping, target: float, inliers: tuple[int, int], log: Callable[[
     relaxed = (min(inliers[0], RELAXED_INLIERS[0]), min(inliers[1], RELAXED_INLIERS[1]))
     for strategy in STRATEGIES:
         best, names = best_model(m.sparse)
-        if len(names) >= target * m.num_photos:
+        if len(names) >= target * m.num_photos and not model_problems_at(best):
             break
         t = time.perf_counter()
         if strategy == "simpler_lens":
@@ -274,7 +316,7 @@ def recover(m: Mapping, target: float, inliers: tuple[int, int], log: Callable[[
             if not old:
                 continue  # every camera has one distortion term already
             incremental(m, strategy, inliers)
-            if len(best_model(m.sparse)[1]) <= len(names):
+            if best_model(m.sparse)[0] == best:
                 restore_cameras(m.db, old)  # no better: later tries keep the richer lens
         elif strategy == "relaxed_inliers":
             if relaxed == inliers:
@@ -286,14 +328,31 @@ def recover(m: Mapping, target: float, inliers: tuple[int, int], log: Callable[[
             incremental(m, strategy, relaxed, input_model=best)
         else:
             global_mapping(m, strategy)
-        ran = [d for d in m.sparse.iterdir() if d.is_dir() and d.name.startswith(f"{strategy}-")]
-        got = max((len(registered_names(d)) for d in ran), default=0)
-        new_best, new_names = best_model(m.sparse)
-        kept = new_best is not None and new_best.name.startswith(f"{strategy}-") and len(new_names) > len(names)
-        attempts.append({"strategy": strategy, "registered": got, "seconds": round(time.perf_counter() - t, 2),
-                         "kept": kept})  # fmt: skip
-        log(f"{strategy}: {got} of {m.num_photos} photos registered" + (" (kept)" if kept else ""))
+        attempts.append(attempt(m.sparse, strategy, best, time.perf_counter() - t))
+        log(describe(attempts[-1], m.num_photos))
     return attempts
+
+
+def attempt(sparse: Path, strategy: str, before: Path | None, seconds: float) -> dict[str, Any]:
+    """The record of one try: its largest model's photos, the seconds, whether one of its models is
+    now the best (it was not ``before``), and what makes its largest model implausible."""
+    ran = sorted(d for d in sparse.iterdir() if d.is_dir() and d.name.startswith(f"{strategy}-"))
+    largest = max(ran, key=lambda d: len(registered_names(d)), default=None)
+    new_best, _ = best_model(sparse)
+    kept = new_best is not None and new_best != before and new_best.name.startswith(f"{strategy}-")
+    return {"strategy": strategy, "registered": len(registered_names(largest)) if largest else 0,
+            "seconds": round(seconds, 2), "kept": kept,
+            "problems": model_problems_at(largest) if largest else []}  # fmt: skip
+
+
+def describe(record: dict[str, Any], num_photos: int) -> str:
+    """One log line of a try's record."""
+    problems = record.get("problems") or []
+    return (
+        f"{record['strategy']}: {record['registered']} of {num_photos} photos registered"
+        + (f" (implausible: {'; '.join(problems)})" if problems else "")
+        + (" (kept)" if record["kept"] else "")
+    )
 
 
 def why_unregistered(names: Sequence[str], unmatched: Sequence[str]) -> dict[str, str]:

@@ -90,7 +90,11 @@ def format_report(report: Mapping[str, Any]) -> str:
     rows = []
     if report.get("video"):
         v = report["video"]
-        rows.append(("video frames", f"{v['kept']} kept of {v['decoded']} decoded, {v['blurry']} dropped as blurry"))
+        smeared = f", {v['motion_blurred']} of the kept motion-blurred" if v.get("motion_blurred") else ""
+        rows.append(("video frames", f"{v['kept']} kept of {v['decoded']} decoded, {v['blurry']} dropped as blurry"
+                                     + smeared))  # fmt: skip
+        if v.get("warning"):
+            rows.append(("video warning", v["warning"]))
     rows += [
         ("images registered", f"{report['images_registered']} of {report['images_given']} "
                               f"({100 * report['registered_fraction']:.0f} %)"),
@@ -113,7 +117,10 @@ def format_report(report: Mapping[str, Any]) -> str:
     tries = report.get("attempts", [])
     if len(tries) > 1:
         rows.append(("strategies tried", ", ".join(
-            f"{a['strategy']} {a['registered']}" + (" (kept)" if a.get("kept") else "") for a in tries)))  # fmt: skip
+            f"{a['strategy']} {a['registered']}" + (" (implausible)" if a.get("problems") else "")
+            + (" (kept)" if a.get("kept") else "") for a in tries)))  # fmt: skip
+    if report.get("model_problems"):
+        rows.append(("kept model implausible", "; ".join(report["model_problems"])))
     lost = report.get("not_registered") or {}
     if lost:
         rows.append(("not registered", "; ".join(f"{n} ({why})" for n, why in list(lost.items())[:5])
