@@ -25,7 +25,13 @@ from gsworkbench.sfm.colmap_run import Cancelled, cancellable
 from gsworkbench.sfm.photos import Photo, prepare_photo
 from gsworkbench.sfm.pipeline import ReconstructionFailed, reconstruct
 from gsworkbench.sfm.pose_accuracy import model_poses, pose_errors, umeyama
-from gsworkbench.sfm.registration import DISTORTION_MIN_PHOTOS, best_model, camera_model_for, lens_groups
+from gsworkbench.sfm.registration import (
+    DISTORTION_MIN_PHOTOS,
+    best_model,
+    camera_model_for,
+    lens_groups,
+    why_unregistered,
+)
 from gsworkbench.sfm.sfm_report import format_report, read_report
 from gsworkbench.sfm.video import MOTION_BLUR_RATIO, extract_frames, motion_blur_ratio, sharpness
 from gsworkbench.studies.photo_set import (
@@ -358,6 +364,37 @@ def test_exif_orientation_is_applied(tmp_path: Path) -> None:
     assert Image.open(tmp_path / "out.jpg").getexif().get(0x0112, 1) == 1
     _, small = prepare_photo(tmp_path / "turned.jpg", tmp_path / "small.jpg", max_size=80)
     assert small == (80, 48)
+
+
+def test_a_photo_whose_exif_orientation_tag_is_wrong_is_named(photos, tmp_path: Path) -> None:
+    """Upright pixels with a tag that turns them a quarter (6) or half (3) turn: each registers rolled by
+    that turn and is named in one line; a photo stored turned with its right tag (6) is not named."""
+    src, truth = photos
+    mixed = tmp_path / "tagged"
+    mixed.mkdir()
+    for p in sorted(src.iterdir()):
+        im, exif = Image.open(p), Image.Exif()
+        if p.name in ("view_05.jpg", "view_08.jpg"):  # wrong: the pixels are upright already
+            exif[0x0112] = 6 if p.name == "view_05.jpg" else 3
+        elif p.name == "view_02.jpg":  # right: stored as a sensor turned a quarter turn would store it
+            exif[0x0112] = 6
+            im = im.transpose(Image.Transpose.ROTATE_90)
+        im.save(mixed / p.name, quality=95, exif=exif.tobytes())
+    said: list[str] = []
+    out = reconstruct(mixed, tmp_path / "scene", num_threads=1, progress=False, log=said.append)
+    report = read_report(out)
+    assert report["images_registered"] == 12
+    assert sorted(report["turned_by_exif"]) == ["view_05.jpg", "view_08.jpg"]
+    assert "EXIF orientation 6 turns it 90 deg" in report["turned_by_exif"]["view_05.jpg"]
+    lines = [s for s in said if s.startswith("photo view_0") and "its tag is likely wrong" in s]
+    assert [s.split(":")[0] for s in lines] == ["photo view_05.jpg", "photo view_08.jpg"]
+    assert "EXIF tag wrong?" in format_report(report)
+    e = pose_errors(model_poses(pycolmap.Reconstruction(str(out / "sparse" / "0"))), truth)
+    rot = dict(zip(e.names, e.rotation_deg))
+    assert abs(rot["view_05.jpg"] - 90) < 15 and abs(rot["view_08.jpg"] - 180) < 30  # rolled, as named
+    assert rot["view_02.jpg"] < 10
+    why = why_unregistered(["a.jpg", "b.jpg"], ["a.jpg"], {"a.jpg": 1, "b.jpg": 8})  # one that did not register
+    assert why == {"a.jpg": "no matches", "b.jpg": "matches but no pose; EXIF orientation 8: is the tag wrong?"}
 
 
 # ---- errors, each naming its cause and file ------------------------------------------------------------------

@@ -45,7 +45,7 @@ from typing import Any
 
 from gsworkbench.core.atomic import write_json
 from gsworkbench.sfm.colmap_run import Cancelled, cancellable, colmap_log_level
-from gsworkbench.sfm.photos import VIDEO_SUFFIXES, Photo, is_video, list_photos, prepare_photos
+from gsworkbench.sfm.photos import VIDEO_SUFFIXES, Photo, exif_orientation, is_video, list_photos, prepare_photos
 from gsworkbench.sfm.registration import (
     Mapping,
     attempt,
@@ -65,7 +65,7 @@ from gsworkbench.sfm.retrieval import (
     neighbour_pairs,
     retrieval_pairs,
 )
-from gsworkbench.sfm.screening import PANORAMA_ASPECT, duplicates, panoramas, separate_models
+from gsworkbench.sfm.screening import PANORAMA_ASPECT, duplicates, panoramas, separate_models, turned_by_tag
 from gsworkbench.sfm.sfm_report import format_report, sfm_report
 from gsworkbench.sfm.video import extract_frames
 
@@ -325,9 +325,10 @@ def _reconstruct(
     if problems:
         say(f"the kept model of {prep_src} is implausible ({'; '.join(problems)}): no strategy found a better one, "
             "so its poses are likely off")  # fmt: skip
+    tags = {p.name: exif_orientation(p.source) for p in prepared}
     rate = len(registered) / len(prepared)
     if rate < opts.min_registered:
-        why = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched)
+        why = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched, tags)
         named = "; ".join(f"{n} ({r})" for n, r in list(why.items())[:6]) + (" ..." if len(why) > 6 else "")
         tried = ", ".join(a["strategy"] for a in state.data["notes"].get("attempts", []))
         raise ReconstructionFailed(
@@ -342,8 +343,12 @@ def _reconstruct(
     report = sfm_report(rec, len(prepared), state.data["stages"], unmatched=unmatched, cameras=state.data["notes"])
     report["attempts"] = state.data["notes"].get("attempts", [])
     report["model_problems"] = problems
-    report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched)
+    report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched, tags)
     report["left_out"] = left_out
+    report["turned_by_exif"] = turned_by_tag(rec, tags)
+    for name, how in report["turned_by_exif"].items():
+        say(f"photo {name}: {how}: its tag is likely wrong (the pixels were upright already); "
+            "remove the tag and run again")  # fmt: skip
     report["separate_models"] = separate_models(sparse, best)
     write_json(out / REPORT, report)
     say(format_report(report))

@@ -355,8 +355,16 @@ def describe(record: dict[str, Any], num_photos: int) -> str:
     )
 
 
-def why_unregistered(names: Sequence[str], unmatched: Sequence[str]) -> dict[str, str]:
+def why_unregistered(
+    names: Sequence[str], unmatched: Sequence[str], tags: dict[str, int] | None = None
+) -> dict[str, str]:
     """For each photo that never registered, why: "no matches" (no geometrically verified pair with any
-    photo) or "matches but no pose" (it matched others, but no model could place it)."""
+    photo) or "matches but no pose" (it matched others, but no model could place it), and its EXIF
+    orientation tag where ``tags`` (name -> tag) gives one other than 1 (a wrong tag turns a photo)."""
     lost = set(unmatched)
-    return {n: ("no matches" if n in lost else "matches but no pose") for n in names}
+    tags = tags or {}
+    return {
+        n: ("no matches" if n in lost else "matches but no pose")
+        + (f"; EXIF orientation {tags[n]}: is the tag wrong?" if tags.get(n, 1) != 1 else "")
+        for n in names
+    }

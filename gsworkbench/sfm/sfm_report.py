@@ -130,6 +130,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         rows.append(("left out: duplicates", ", ".join(f"{a} (= {b})" for a, b in left["duplicates"].items())))
     if left.get("panoramas"):
         rows.append(("left out: panoramas", ", ".join(left["panoramas"])))
+    for name, how in (report.get("turned_by_exif") or {}).items():
+        rows.append(("EXIF tag wrong?", f"{name}: {how}"))
     for group in report.get("separate_models") or []:
         rows.append(("a separate model", f"{len(group)} photos that share none with the kept one (another scene?): "
                                          + ", ".join(group[:5]) + (" ..." if len(group) > 5 else "")))  # fmt: skip
