@@ -29,18 +29,23 @@ from gsworkbench.sfm.registration import (
     DISTORTION_MIN_PHOTOS,
     best_model,
     camera_model_for,
+    exif_fisheye,
     lens_groups,
     why_unregistered,
 )
 from gsworkbench.sfm.sfm_report import format_report, read_report
 from gsworkbench.sfm.video import MOTION_BLUR_RATIO, extract_frames, motion_blur_ratio, sharpness
 from gsworkbench.studies.photo_set import (
+    FISHEYE_FOCAL,
+    FISHEYE_LENS,
     arc_cameras,
+    focal_35mm,
     plain_wall_splats,
     render,
     specular_highlights,
     textured_splats,
     true_focal,
+    write_fisheye_photos,
     write_photos,
 )
 
@@ -364,6 +369,37 @@ def test_exif_orientation_is_applied(tmp_path: Path) -> None:
     assert Image.open(tmp_path / "out.jpg").getexif().get(0x0112, 1) == 1
     _, small = prepare_photo(tmp_path / "turned.jpg", tmp_path / "small.jpg", max_size=80)
     assert small == (80, 48)
+
+
+def test_fisheye_photos_among_normal_ones_get_a_fisheye_camera(photos, tmp_path: Path) -> None:
+    """Four photos through an equidistant fisheye (113 degrees across; EXIF lens model "... Fisheye")
+    among twelve of a normal lens, all with a 35 mm equivalent focal length: the fisheye photos are
+    named and get a fisheye camera of their own, which recovers their focal length; every photo
+    registers and the poses hold (sharing the normal lens's camera, the centres were 25 % off)."""
+    src, truth = photos
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    exif = Image.Exif()
+    exif.get_ifd(0x8769)[0xA405] = focal_35mm(true_focal())
+    for p in sorted(src.iterdir()):
+        Image.open(p).save(mixed / p.name, quality=95, exif=exif.tobytes())
+    truth = {**truth, **write_fisheye_photos(mixed, [1, 4, 7, 10])}
+    assert exif_fisheye(mixed / "fisheye_04.jpg") == f"lens {FISHEYE_LENS!r}"
+    assert exif_fisheye(src / "view_00.jpg") is None and exif_fisheye(mixed / "view_00.jpg") is None  # 30 mm
+    exif.get_ifd(0x8769)[0xA405] = 8
+    Image.open(src / "view_00.jpg").save(tmp_path / "wide.jpg", exif=exif.tobytes())
+    assert exif_fisheye(tmp_path / "wide.jpg") == "8 mm (35 mm equivalent)"
+    assert camera_model_for(4, "auto", fisheye=True) == "SIMPLE_RADIAL_FISHEYE"
+    said: list[str] = []
+    out = reconstruct(mixed, tmp_path / "scene", num_threads=1, progress=False, log=said.append)
+    report = read_report(out)
+    assert sorted(report["fisheye"]) == ["fisheye_01.jpg", "fisheye_04.jpg", "fisheye_07.jpg", "fisheye_10.jpg"]
+    assert any(s.startswith("fisheye photos (lens ") and "fisheye_10.jpg" in s for s in said)
+    assert report["images_registered"] == 16
+    (fish,) = [c for c in report["cameras"] if c["model"] == "SIMPLE_RADIAL_FISHEYE"]
+    assert fish["num_images"] == 4 and abs(fish["focal_px"][0] / FISHEYE_FOCAL - 1) < 0.05
+    e = pose_errors(model_poses(pycolmap.Reconstruction(str(out / "sparse" / "0"))), truth).summary()
+    assert e["rotation_median_deg"] < 1.0 and e["centre_median_pct"] < 2.0, e
 
 
 def test_a_photo_whose_exif_orientation_tag_is_wrong_is_named(photos, tmp_path: Path) -> None:

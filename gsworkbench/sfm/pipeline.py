@@ -9,7 +9,8 @@ The stages, each with a progress bar and a time in the report:
    image size (``"per_size"``: COLMAP refuses one camera over images of different sizes), one for all
    (``"single"``) or one per image (``"per_image"``), with a distortion model chosen by the photos
    that constrain it (``camera_model="auto"``: OPENCV, the 3DGS repository's ``convert.py`` choice,
-   for a camera of many photos; SIMPLE_RADIAL for a few) or given;
+   for a camera of many photos; SIMPLE_RADIAL for a few; their fisheye kin for photos whose EXIF says
+   fisheye) or given;
 3. **matching**: exhaustive for up to ``exhaustive_max`` images; beyond, retrieval: each photo with its
    ``retrieval_k`` most similar photos by a vocabulary tree built from the set's own SIFT descriptors
    (:mod:`gsworkbench.sfm.retrieval`) and its ``retrieval_sequential`` successors in name order; a
@@ -52,6 +53,7 @@ from gsworkbench.sfm.registration import (
     best_model,
     camera_model_for,
     crop_to_common_size,
+    exif_fisheye,
     incremental,
     lens_groups,
     model_problems,
@@ -70,7 +72,8 @@ from gsworkbench.sfm.sfm_report import format_report, sfm_report
 from gsworkbench.sfm.video import extract_frames
 
 CAMERA_MODES = ("per_lens", "per_size", "single", "per_image")
-CAMERA_MODELS = ("auto", "OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE", "SIMPLE_PINHOLE", "OPENCV_FISHEYE")
+CAMERA_MODELS = ("auto", "OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE", "SIMPLE_PINHOLE", "OPENCV_FISHEYE",
+                 "SIMPLE_RADIAL_FISHEYE")
 MATCHERS = ("auto", "exhaustive", "sequential", "retrieval")
 STATE = "reconstruct.json"
 REPORT = "report.json"
@@ -282,6 +285,10 @@ def _reconstruct(
     if len(prepared) < opts.min_images:
         raise ReconstructionFailed(f"only {len(prepared)} usable photo(s) in {prep_src} once duplicates and panoramas "
                                    f"are left out; reconstruction needs at least {opts.min_images}")  # fmt: skip
+    fisheye = {p.name: why for p in prepared if (why := exif_fisheye(p.source))}
+    if fisheye and len(fisheye) < len(prepared):
+        say(f"fisheye photos ({', '.join(sorted(set(fisheye.values())))}), given a fisheye camera of their own: "
+            + ", ".join(fisheye))  # fmt: skip
     if opts.camera == "per_lens":  # a lens's photos cropped to one size, so that they share a camera
         cropped = {p.name: p for g in lens_groups(prepared) for p in crop_to_common_size(photo_dir, g)}
         prepared = [cropped[p.name] for p in prepared]
@@ -295,7 +302,7 @@ def _reconstruct(
     # 2. features
     if not state.done("features"):
         t = time.perf_counter()
-        cams = _extract(db, photo_dir, prepared, opts, progress)
+        cams = _extract(db, photo_dir, prepared, opts, progress, set(fisheye))
         state.finish("features", time.perf_counter() - t, cameras=cams)
     # 3. matching
     if not state.done("matching"):
@@ -345,6 +352,7 @@ def _reconstruct(
     report["model_problems"] = problems
     report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched, tags)
     report["left_out"] = left_out
+    report["fisheye"] = fisheye
     report["turned_by_exif"] = turned_by_tag(rec, tags)
     for name, how in report["turned_by_exif"].items():
         say(f"photo {name}: {how}: its tag is likely wrong (the pixels were upright already); "
@@ -376,8 +384,11 @@ def _groups(prepared: list[Photo], camera: str) -> list[list[Photo]]:
     return list(by_size.values())
 
 
-def _extract(db: Path, photo_dir: Path, prepared: list[Photo], opts: ReconstructOptions, progress: bool) -> dict:
-    """SIFT features of every prepared photo into ``db``, one camera per group; returns the camera note."""
+def _extract(
+    db: Path, photo_dir: Path, prepared: list[Photo], opts: ReconstructOptions, progress: bool, fisheye: set[str]
+) -> dict:
+    """SIFT features of every prepared photo into ``db``, one camera per group (a fisheye model for a
+    group of ``fisheye`` photos alone); returns the camera note."""
     import pycolmap
 
     groups = _groups(prepared, opts.camera)
@@ -390,7 +401,7 @@ def _extract(db: Path, photo_dir: Path, prepared: list[Photo], opts: Reconstruct
     with _bar(len(prepared), "features (images)", progress) as bar:
         bar.update(sum(p.name in have for p in prepared))
         for group in groups:
-            model = camera_model_for(len(group), opts.camera_model)
+            model = camera_model_for(len(group), opts.camera_model, fisheye=all(p.name in fisheye for p in group))
             models.append(model)
             todo = [p.name for p in group if p.name not in have]
             if not todo:

@@ -7,7 +7,12 @@ photos' EXIF make, model and focal length where they carry them, and sizes withi
 crops of a few pixels): those photos are centre-cropped to the group's smallest size so that COLMAP,
 which needs one size per camera, can share the camera. Each camera's model follows its evidence
 (``camera_model="auto"``): OPENCV's four distortion terms only where :data:`DISTORTION_MIN_PHOTOS`
-photos or more constrain them, SIMPLE_RADIAL's one term below that.
+photos or more constrain them, SIMPLE_RADIAL's one term below that. Fisheye photos
+(:func:`exif_fisheye`: an EXIF lens model that says so, or a 35 mm equivalent focal length under
+:data:`FISHEYE_35MM`, wider than rectilinear lenses go) are a lens of their own among normal photos,
+with COLMAP's fisheye models: OPENCV_FISHEYE from :data:`DISTORTION_MIN_PHOTOS` photos, else
+SIMPLE_RADIAL_FISHEYE (equidistant, one term). A pinhole model cannot bend to a fisheye's 110
+degrees and more, and would drag the photos sharing it along.
 
 Strategies (:data:`STRATEGIES`), each tried only while fewer than ``target_registered`` of the photos
 are in the best model so far or that model is implausible, each mapping into its own folder. The best
@@ -52,8 +57,13 @@ MAX_REPROJECTION_PX = 2.0  # a model's mean reprojection error over which its po
 MIN_PLAUSIBLE = 2  # a plausible model of more photos than this beats any implausible one
 MANY_PARAMETER_MODELS = ("OPENCV", "FULL_OPENCV", "RADIAL", "OPENCV_FISHEYE", "RADIAL_FISHEYE", "THIN_PRISM_FISHEYE")
 
-# EXIF tags: Make and Model (IFD0), FocalLength (the Exif IFD)
+FISHEYE_35MM = 12.0  # a 35 mm equivalent focal length (mm) under which a lens is a fisheye
+FISHEYE_MODELS = ("OPENCV_FISHEYE", "RADIAL_FISHEYE", "SIMPLE_RADIAL_FISHEYE", "THIN_PRISM_FISHEYE", "FISHEYE",
+                  "SIMPLE_FISHEYE", "RAD_TAN_THIN_PRISM_FISHEYE")  # fmt: skip
+
+# EXIF tags: Make and Model (IFD0); FocalLength, FocalLengthIn35mmFilm and LensModel (the Exif IFD)
 _MAKE, _MODEL, _EXIF_IFD, _FOCAL = 0x010F, 0x0110, 0x8769, 0x920A
+_FOCAL_35MM, _LENS_MODEL = 0xA405, 0xA434
 
 
 # ---- cameras ------------------------------------------------------------------------------------------
@@ -77,6 +87,26 @@ def exif_lens(path: Path) -> tuple[str, str, float] | None:
     return (make, model, mm) if (make or model or mm) else None
 
 
+def exif_fisheye(path: Path) -> str | None:
+    """Why a photo's EXIF says it is a fisheye photo (its lens model names one, or its 35 mm equivalent
+    focal length is under :data:`FISHEYE_35MM`), or None."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            ifd = im.getexif().get_ifd(_EXIF_IFD)
+    except (OSError, ValueError, SyntaxError):
+        return None
+    lens = str(ifd.get(_LENS_MODEL, "")).strip("\0 ")
+    if "fisheye" in lens.lower() or "fish-eye" in lens.lower():
+        return f"lens {lens!r}"
+    try:
+        mm35 = float(ifd.get(_FOCAL_35MM, 0) or 0)
+    except (TypeError, ValueError, ZeroDivisionError):
+        mm35 = 0.0
+    return f"{mm35:g} mm (35 mm equivalent)" if 0 < mm35 < FISHEYE_35MM else None
+
+
 def same_lens_size(a: tuple[int, int], b: tuple[int, int]) -> bool:
     """Whether two image sizes (W, H) are one lens cropped differently: each side within
     :data:`SIZE_TOLERANCE` (at least :data:`SIZE_TOLERANCE_PX` pixels) of the other's."""
@@ -86,8 +116,9 @@ def same_lens_size(a: tuple[int, int], b: tuple[int, int]) -> bool:
 def lens_groups(photos: Sequence[Photo], lens_of: Callable[[Photo], Any] | None = None) -> list[list[Photo]]:
     """The photos grouped by lens: the same EXIF lens (:func:`exif_lens`; none counts as one lens) and
     sizes that :func:`same_lens_size` joins to the group's largest size. Groups in order of their first
-    photo; photos in their given order. ``lens_of``: a photo's lens key (default: its source's EXIF)."""
-    key = lens_of or (lambda p: exif_lens(p.source))
+    photo; photos in their given order. ``lens_of``: a photo's lens key (default: its source's EXIF lens
+    and whether :func:`exif_fisheye` finds it a fisheye)."""
+    key = lens_of or (lambda p: (exif_lens(p.source), exif_fisheye(p.source) is not None))
     by_lens: dict[Any, list[Photo]] = {}
     for p in photos:
         by_lens.setdefault(key(p), []).append(p)
@@ -132,13 +163,17 @@ def crop_to_common_size(photo_dir: Path, group: list[Photo]) -> list[Photo]:
     return out
 
 
-def camera_model_for(num_photos: int, requested: str) -> str:
+def camera_model_for(num_photos: int, requested: str, fisheye: bool = False) -> str:
     """The COLMAP camera model of a camera shared by ``num_photos`` photos: ``requested``, or for
     "auto" OPENCV where :data:`DISTORTION_MIN_PHOTOS` or more photos constrain its four distortion
-    terms, else SIMPLE_RADIAL."""
+    terms, else SIMPLE_RADIAL; for a ``fisheye`` lens their fisheye kin (OPENCV_FISHEYE,
+    SIMPLE_RADIAL_FISHEYE)."""
     if requested != "auto":
         return requested
-    return "OPENCV" if num_photos >= DISTORTION_MIN_PHOTOS else "SIMPLE_RADIAL"
+    many = num_photos >= DISTORTION_MIN_PHOTOS
+    if fisheye:
+        return "OPENCV_FISHEYE" if many else "SIMPLE_RADIAL_FISHEYE"
+    return "OPENCV" if many else "SIMPLE_RADIAL"
 
 
 # ---- mapping and the strategies -------------------------------------------------------------------------
@@ -272,9 +307,9 @@ def best_model(sparse: Path) -> tuple[Path | None, set[str]]:
 
 
 def simplify_cameras(db: Path) -> dict[int, Any]:
-    """Turns every camera in ``db`` with more than one distortion term into SIMPLE_RADIAL (its focal
-    length the mean of fx and fy, the same principal point, no distortion yet); returns the cameras
-    as they were, by id (empty when none needed it)."""
+    """Turns every camera in ``db`` with more than one distortion term into SIMPLE_RADIAL, a fisheye
+    one into SIMPLE_RADIAL_FISHEYE (its focal length the mean of fx and fy, the same principal point,
+    no distortion yet); returns the cameras as they were, by id (empty when none needed it)."""
     import pycolmap
 
     old = {}
@@ -283,7 +318,8 @@ def simplify_cameras(db: Path) -> dict[int, Any]:
             if cam.model.name in MANY_PARAMETER_MODELS:
                 old[cam.camera_id] = cam
                 f = 0.5 * (cam.focal_length_x + cam.focal_length_y)
-                new = pycolmap.Camera(model="SIMPLE_RADIAL", width=cam.width, height=cam.height,
+                model = "SIMPLE_RADIAL_FISHEYE" if cam.model.name in FISHEYE_MODELS else "SIMPLE_RADIAL"
+                new = pycolmap.Camera(model=model, width=cam.width, height=cam.height,
                                       params=[f, cam.principal_point_x, cam.principal_point_y, 0.0],
                                       camera_id=cam.camera_id)  # fmt: skip
                 d.update_camera(new)

@@ -24,6 +24,8 @@ PARAM_NAMES = {
     "RADIAL": ("f", "cx", "cy", "k1", "k2"),
     "OPENCV": ("fx", "fy", "cx", "cy", "k1", "k2", "p1", "p2"),
     "OPENCV_FISHEYE": ("fx", "fy", "cx", "cy", "k1", "k2", "k3", "k4"),
+    "SIMPLE_RADIAL_FISHEYE": ("f", "cx", "cy", "k"),
+    "RADIAL_FISHEYE": ("f", "cx", "cy", "k1", "k2"),
 }
 
 
@@ -130,6 +132,10 @@ def format_report(report: Mapping[str, Any]) -> str:
         rows.append(("left out: duplicates", ", ".join(f"{a} (= {b})" for a, b in left["duplicates"].items())))
     if left.get("panoramas"):
         rows.append(("left out: panoramas", ", ".join(left["panoramas"])))
+    if report.get("fisheye"):
+        fish = list(report["fisheye"])
+        rows.append(("fisheye photos", f"{len(fish)}, a fisheye camera of their own: " + ", ".join(fish[:5])
+                                       + (" ..." if len(fish) > 5 else "")))  # fmt: skip
     for name, how in (report.get("turned_by_exif") or {}).items():
         rows.append(("EXIF tag wrong?", f"{name}: {how}"))
     for group in report.get("separate_models") or []:

@@ -14,6 +14,10 @@ Two scenes (:data:`SCENES`):
   clipped, which slide over the surfaces as the camera moves, as on varnished wood or a glazed
   tabletop: features on a highlight's rim belong to no fixed point.
 
+Photos of a fisheye lens (:func:`write_fisheye_photos`): the same arc through an equidistant fisheye
+(an image radius proportional to the angle off the axis, 113 degrees across), resampled from a wider
+pinhole render, with the EXIF lens model a fisheye photo carries.
+
 Cameras on an arc around the scene (radius 3, ``step_deg`` apart, height 1.2 to 1.6) look at the
 origin.
 """
@@ -194,3 +198,63 @@ def write_photos(
 def true_focal(width: int = W, height: int = H) -> float:
     """The true focal length in pixels of the photos."""
     return float(arc_cameras(1, width=width, height=height)[1][0, 0])
+
+
+def focal_35mm(focal_px: float, width: int = W, height: int = H) -> int:
+    """The EXIF FocalLengthIn35mmFilm (whole mm) from which COLMAP takes a focal length of about
+    ``focal_px`` as its prior (COLMAP: the 35 mm value / 35 x the long side)."""
+    return round(35.0 * focal_px / max(width, height))
+
+
+FISHEYE_FOCAL = 130.0  # px at the tests' width: 113 degrees across 256 px, 141 across the diagonal
+FISHEYE_LENS = "Test 7.5mm F2.8 Fisheye"  # the EXIF LensModel written (names like it are what phones write)
+
+
+def fisheye_render(
+    viewmats: torch.Tensor, splats: dict[str, torch.Tensor] | None = None, width: int = W, height: int = H,
+    focal: float = FISHEYE_FOCAL,
+) -> np.ndarray:  # fmt: skip
+    """uint8 RGB images [V,H,W,3] through an equidistant fisheye (pixel radius = ``focal`` x the angle off
+    the axis, principal point at the centre): each view rendered by a pinhole of the same focal length
+    wide enough for the corners, and resampled bilinearly."""
+    half_diag = math.hypot(width, height) / 2
+    if half_diag / focal >= math.radians(80):
+        raise ValueError(f"a fisheye of focal {focal} px reaches past 80 degrees at {width}x{height}")
+    reach = math.tan(half_diag / focal)  # the pinhole's image-plane extent at the corners
+    sw, sh = (2 * math.ceil(focal * reach * side / half_diag) + 2 for side in (width / 2, height / 2))
+    K_src = torch.tensor([[focal, 0.0, sw / 2], [0.0, focal, sh / 2], [0.0, 0.0, 1.0]])
+    source = render(viewmats, K_src, splats, sw, sh)
+    u, v = np.meshgrid(np.arange(width) + 0.5 - width / 2, np.arange(height) + 0.5 - height / 2)
+    theta = np.hypot(u, v) / focal
+    stretch = np.where(theta > 0, np.tan(theta) / np.maximum(theta, 1e-12), 1.0)  # pinhole radius / fisheye radius
+    xs, ys = u * stretch + sw / 2, v * stretch + sh / 2  # pixel positions in the pinhole render
+    grid = torch.tensor(np.stack([2 * xs / sw - 1, 2 * ys / sh - 1], -1), dtype=torch.float32)[None]
+    out = []
+    for img in source:
+        t = torch.from_numpy(img).permute(2, 0, 1)[None].float()
+        warped = torch.nn.functional.grid_sample(t, grid, mode="bilinear", align_corners=False)
+        out.append(warped[0].permute(1, 2, 0).round().clamp(0, 255).to(torch.uint8).numpy())
+    return np.stack(out)
+
+
+def write_fisheye_photos(
+    folder: Path, indices: list[int], n: int = 12, step_deg: float = 10.0, num_splats: int = 60_000
+) -> dict[str, np.ndarray]:
+    """Writes JPEGs ``fisheye_NN.jpg`` of the arc's views ``indices`` (of ``n``; the views of
+    :func:`write_photos`) through :func:`fisheye_render`, each with the EXIF LensModel
+    :data:`FISHEYE_LENS` and the 35 mm equivalent focal length (:func:`focal_35mm`); returns their true
+    world-to-camera matrices [4,4] by name."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    viewmats, _ = arc_cameras(n, step_deg)
+    chosen = viewmats[list(indices)]
+    exif = Image.Exif()
+    exif.get_ifd(0x8769)[0xA434] = FISHEYE_LENS  # the Exif IFD's LensModel
+    exif.get_ifd(0x8769)[0xA405] = focal_35mm(FISHEYE_FOCAL)  # FocalLengthIn35mmFilm
+    truth = {}
+    for i, rgb in zip(indices, fisheye_render(chosen, textured_splats(num_splats))):
+        name = f"fisheye_{i:02d}.jpg"
+        Image.fromarray(rgb).save(folder / name, quality=95, exif=exif.tobytes())
+        truth[name] = viewmats[i].double().numpy()
+    return truth
