@@ -298,6 +298,23 @@ def test_the_best_model_is_the_largest_plausible_one(reconstructed: Path, tmp_pa
     assert best_model(sparse) == (sparse / "a-0", names)
 
 
+def test_an_implausible_model_does_not_stop_the_ladder(photos, tmp_path: Path, monkeypatch) -> None:
+    """With a reprojection limit no model meets, every model is implausible: the ladder goes through
+    every strategy though the first mapping placed every photo, each try records why, the largest model
+    is kept all the same, and one line says so."""
+    import gsworkbench.sfm.registration as registration
+
+    monkeypatch.setattr(registration, "MAX_REPROJECTION_PX", 0.01)
+    said: list[str] = []
+    out = reconstruct(photos[0], tmp_path / "scene", num_threads=1, progress=False, log=said.append)
+    report = read_report(out)
+    assert [a["strategy"] for a in report["attempts"]] == ["incremental", *registration.STRATEGIES]
+    assert all(a["problems"] and a["problems"][0].startswith("mean reprojection error") for a in report["attempts"])
+    assert report["images_registered"] >= 11 and report["model_problems"]
+    assert sum(s.startswith(f"the kept model of {photos[0]} is implausible (mean reprojection") for s in said) == 1
+    assert "kept model implausible" in format_report(report)
+
+
 def test_duplicates_and_panoramas_are_left_out_and_named(photos, tmp_path: Path) -> None:
     """A copied photo, the same shot saved again as PNG, and a 3:1 panorama among the photos: each is
     left out before features, named in the log and the report; the rest reconstructs."""

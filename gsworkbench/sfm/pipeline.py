@@ -337,10 +337,17 @@ def _reconstruct(
     if rate < opts.min_registered:
         why = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched, tags)
         named = "; ".join(f"{n} ({r})" for n, r in list(why.items())[:6]) + (" ..." if len(why) > 6 else "")
-        tried = ", ".join(a["strategy"] for a in state.data["notes"].get("attempts", []))
+        attempts = state.data["notes"].get("attempts", [])
+        tried = ", ".join(a["strategy"] for a in attempts)
+        larger = max((a for a in attempts if a.get("problems") and a["registered"] > len(registered)),
+                     key=lambda a: a["registered"], default=None)  # fmt: skip
+        passed_over = (
+            f" ({larger['strategy']} placed {larger['registered']}, implausibly: {'; '.join(larger['problems'])})"
+            if larger else ""
+        )  # fmt: skip
         raise ReconstructionFailed(
             f"only {len(registered)} of {len(prepared)} images registered ({rate:.0%} < {opts.min_registered:.0%}) "
-            f"in {prep_src} after every strategy ({tried}); not registered: {named}"
+            f"in {prep_src} after every strategy ({tried}){passed_over}; not registered: {named}"
         )
     # 5. undistort
     if not state.done("undistort"):
