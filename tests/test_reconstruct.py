@@ -446,6 +446,11 @@ def test_a_photo_whose_exif_orientation_tag_is_wrong_is_named(photos, tmp_path: 
     rot = dict(zip(e.names, e.rotation_deg))
     assert abs(rot["view_05.jpg"] - 90) < 15 and abs(rot["view_08.jpg"] - 180) < 30  # rolled, as named
     assert rot["view_02.jpg"] < 10
+    from gsworkbench.sfm.screening import rolled_by_tag
+
+    g = np.random.default_rng(5)  # straight down, held any way round: "down" is every way, nothing named
+    spun = {f"p{k}": np.array([np.cos(a), np.sin(a), 0.0]) for k, a in enumerate(g.uniform(0, 2 * np.pi, 12))}
+    assert rolled_by_tag(spun, {"p3": 6, "p4": 3}) == {}
     why = why_unregistered(["a.jpg", "b.jpg"], ["a.jpg"], {"a.jpg": 1, "b.jpg": 8})  # one that did not register
     assert why == {"a.jpg": "no matches", "b.jpg": "matches but no pose; EXIF orientation 8: is the tag wrong?"}
 

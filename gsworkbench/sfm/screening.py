@@ -32,6 +32,7 @@ DUPLICATE_DIFF = 1.5 / 255  # mean absolute difference of two thumbnails (in [0,
 PANORAMA_ASPECT = 2.5  # long side over short side from which a photo counts as a panorama
 SEPARATE_MODEL_MIN = 3
 TURN_TOLERANCE_DEG = 30.0  # a roll this close to an EXIF tag's turn counts as that turn
+DOWN_AGREEMENT = 0.7  # the length of the cameras' mean unit "down" axis from which they agree on it
 # EXIF orientation -> the turn (degrees) it applies: 1 upright, 2 mirrored; 3/4 half a turn; 5 to 8 a quarter
 TAG_TURN_DEG = {1: 0.0, 2: 0.0, 3: 180.0, 4: 180.0, 5: 90.0, 6: 90.0, 7: 90.0, 8: 90.0}
 
@@ -82,24 +83,32 @@ def separate_models(sparse: Path, kept: Path) -> list[list[str]]:
 
 
 def turned_by_tag(rec: Any, tags: dict[str, int]) -> dict[str, str]:
-    """The registered photos of ``rec`` (a ``pycolmap.Reconstruction``) whose EXIF orientation tag
-    (``tags``: name -> tag, 1 where absent) turned them and whose camera is rolled by that turn, within
-    :data:`TURN_TOLERANCE_DEG`, from the mean "down" axis of the other registered cameras: name -> a
-    short phrase (tag, roll in degrees). Needs three registered photos or more."""
+    """:func:`rolled_by_tag` of the registered photos of ``rec`` (a ``pycolmap.Reconstruction``)."""
     images = sorted((im for im in rec.images.values() if im.has_pose), key=lambda im: im.name)
-    if len(images) < 3:
+    downs = {im.name: np.asarray(im.cam_from_world().rotation.matrix())[1] for im in images}  # camera y, world
+    return rolled_by_tag(downs, tags)
+
+
+def rolled_by_tag(downs: dict[str, np.ndarray], tags: dict[str, int]) -> dict[str, str]:
+    """The photos whose EXIF orientation tag (``tags``: name -> tag, 1 where absent) turned them and
+    whose camera's "down" axis (``downs``: name -> the camera's y axis in world coordinates [3]) is
+    rolled by that turn, within :data:`TURN_TOLERANCE_DEG`, from the mean of the other cameras':
+    name -> a short phrase (tag, roll in degrees). Only where the others agree on "down" (their mean
+    unit axis at least :data:`DOWN_AGREEMENT` long: not a capture looking straight down, whose photos
+    may be held any way round) and there are three or more."""
+    names = sorted(downs)
+    if len(names) < 3:
         return {}
-    down = np.array([np.asarray(im.cam_from_world().rotation.matrix())[1] for im in images])  # camera y, world
+    down = np.array([downs[n] / np.linalg.norm(downs[n]) for n in names])
     out = {}
-    for k, im in enumerate(images):
-        turn = TAG_TURN_DEG.get(tags.get(im.name, 1), 0.0)
+    for k, name in enumerate(names):
+        turn = TAG_TURN_DEG.get(tags.get(name, 1), 0.0)
         if turn == 0.0:
             continue
-        others = np.delete(down, k, axis=0).sum(0)
-        if np.linalg.norm(others) < 1e-9:
+        others = np.delete(down, k, axis=0).mean(0)
+        if np.linalg.norm(others) < DOWN_AGREEMENT:
             continue
         roll = float(np.degrees(np.arccos(np.clip(down[k] @ others / np.linalg.norm(others), -1.0, 1.0))))
         if abs(roll - turn) <= TURN_TOLERANCE_DEG:
-            tag = tags[im.name]
-            out[im.name] = f"EXIF orientation {tag} turns it {turn:.0f} deg; it registered rolled {roll:.0f} deg"
+            out[name] = f"EXIF orientation {tags[name]} turns it {turn:.0f} deg; it registered rolled {roll:.0f} deg"
     return out
