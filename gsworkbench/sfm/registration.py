@@ -294,11 +294,17 @@ def best_model(sparse: Path) -> tuple[Path | None, set[str]]:
     Best: the most registered photos among the plausible models (:func:`model_problems`) holding more
     than :data:`MIN_PLAUSIBLE`, else among all; ties: the first by name."""
     models = sorted(p for p in sparse.iterdir() if p.is_dir() and not p.name.startswith(".")) if sparse.is_dir() else []
+    import pycolmap
+
     ranked = []
     for d in models:
-        names = registered_names(d)
+        try:
+            rec = pycolmap.Reconstruction(str(d))
+        except (ValueError, RuntimeError):
+            continue
+        names = {im.name for im in rec.images.values() if im.has_pose}
         if names:
-            plausible = len(names) > MIN_PLAUSIBLE and not model_problems_at(d)
+            plausible = len(names) > MIN_PLAUSIBLE and not model_problems(rec)
             ranked.append(((plausible, len(names)), d, names))
     if not ranked:
         return None, set()
