@@ -421,14 +421,17 @@ def test_fisheye_photos_among_normal_ones_get_a_fisheye_camera(photos, tmp_path:
 
 def test_a_photo_whose_exif_orientation_tag_is_wrong_is_named(photos, tmp_path: Path) -> None:
     """Upright pixels with a tag that turns them a quarter (6) or half (3) turn: each registers rolled by
-    that turn and is named in one line; a photo stored turned with its right tag (6) is not named."""
+    that turn and is named in one line. With a tag that mirrors them (5) a photo matches nothing: the
+    ``untagged`` strategy registers it with the tag ignored, in place, and names it. A photo stored
+    turned with its right tag (6) is not named."""
     src, truth = photos
     mixed = tmp_path / "tagged"
     mixed.mkdir()
+    wrong = {"view_05.jpg": 6, "view_08.jpg": 3, "view_10.jpg": 5}  # the pixels are upright already
     for p in sorted(src.iterdir()):
         im, exif = Image.open(p), Image.Exif()
-        if p.name in ("view_05.jpg", "view_08.jpg"):  # wrong: the pixels are upright already
-            exif[0x0112] = 6 if p.name == "view_05.jpg" else 3
+        if p.name in wrong:
+            exif[0x0112] = wrong[p.name]
         elif p.name == "view_02.jpg":  # right: stored as a sensor turned a quarter turn would store it
             exif[0x0112] = 6
             im = im.transpose(Image.Transpose.ROTATE_90)
@@ -436,16 +439,22 @@ def test_a_photo_whose_exif_orientation_tag_is_wrong_is_named(photos, tmp_path: 
     said: list[str] = []
     out = reconstruct(mixed, tmp_path / "scene", num_threads=1, progress=False, log=said.append)
     report = read_report(out)
-    assert report["images_registered"] == 12
+    assert report["images_registered"] == 12 and report["not_registered"] == {} and report["unmatched"] == []
     assert sorted(report["turned_by_exif"]) == ["view_05.jpg", "view_08.jpg"]
     assert "EXIF orientation 6 turns it 90 deg" in report["turned_by_exif"]["view_05.jpg"]
-    lines = [s for s in said if s.startswith("photo view_0") and "its tag is likely wrong" in s]
-    assert [s.split(":")[0] for s in lines] == ["photo view_05.jpg", "photo view_08.jpg"]
-    assert "EXIF tag wrong?" in format_report(report)
+    lines = [s for s in said if s.startswith("photo view_") and "its tag is likely wrong" in s]
+    assert [s.split(" ")[1] for s in lines] == ["view_10.jpg", "view_05.jpg:", "view_08.jpg:"]
+    assert lines[0].startswith("photo view_10.jpg registered only with its EXIF orientation tag (5) ignored")
+    assert report["untagged"] == {"view_10.jpg": "view_10.untagged.jpg"}
+    (last,) = [a for a in report["attempts"] if a["strategy"] == "untagged"]
+    assert last["registered"] == 12 and last["kept"]
+    assert "EXIF tag wrong?" in format_report(report) and "EXIF tag ignored" in format_report(report)
+    assert (out / "images" / "view_10.untagged.jpg").is_file()
+    truth = {**truth, "view_10.untagged.jpg": truth["view_10.jpg"]}
     e = pose_errors(model_poses(pycolmap.Reconstruction(str(out / "sparse" / "0"))), truth)
     rot = dict(zip(e.names, e.rotation_deg))
     assert abs(rot["view_05.jpg"] - 90) < 15 and abs(rot["view_08.jpg"] - 180) < 30  # rolled, as named
-    assert rot["view_02.jpg"] < 10
+    assert rot["view_02.jpg"] < 10 and rot["view_10.untagged.jpg"] < 10
     from gsworkbench.sfm.screening import rolled_by_tag
 
     g = np.random.default_rng(5)  # straight down, held any way round: "down" is every way, nothing named

@@ -18,8 +18,10 @@ The stages, each with a progress bar and a time in the report:
    loop closure. Each pair geometrically verified;
 4. **mapping**: COLMAP's incremental mapper; while fewer than ``target_registered`` of the photos are
    in its largest model, the strategies of :mod:`gsworkbench.sfm.registration` in turn (a simpler
-   lens, relaxed inlier minimums, the leftovers against the best model, the global mapper); the
-   plausible model (square pixels, a low reprojection error) with the most registered photos is kept;
+   lens, relaxed inlier minimums, the leftovers against the best model, the global mapper), then the
+   photos with an EXIF orientation tag still out retried without it (:mod:`gsworkbench.sfm.untagged`);
+   the plausible model (square pixels, a low reprojection error) with the most registered photos is
+   kept;
 5. **undistort**: images resampled to pinholes, in COLMAP's undistorted layout.
 
 The output folder holds ``images/`` and ``sparse/0/`` (PINHOLE cameras, the poses, the sparse points),
@@ -54,10 +56,12 @@ from gsworkbench.sfm.registration import (
     camera_model_for,
     crop_to_common_size,
     exif_fisheye,
+    has_image,
     incremental,
     lens_groups,
     model_problems,
     recover,
+    relaxed_minimums,
     why_unregistered,
 )
 from gsworkbench.sfm.retrieval import (
@@ -69,6 +73,7 @@ from gsworkbench.sfm.retrieval import (
 )
 from gsworkbench.sfm.screening import PANORAMA_ASPECT, duplicates, panoramas, separate_models, turned_by_tag
 from gsworkbench.sfm.sfm_report import format_report, sfm_report
+from gsworkbench.sfm.untagged import retry_untagged
 from gsworkbench.sfm.video import extract_frames
 
 CAMERA_MODES = ("per_lens", "per_size", "single", "per_image")
@@ -314,10 +319,14 @@ def _reconstruct(
         raise ReconstructionFailed(f"no two images of {prep_src} match: nothing to reconstruct from")
     # 4. mapping
     sparse = work / "sparse"
+    tags = {p.name: exif_orientation(p.source) for p in prepared}
     if not state.done("mapping"):
         t = time.perf_counter()
-        thresholds, attempts = _map(db, photo_dir, sparse, opts, len(prepared), progress, say)
-        state.finish("mapping", time.perf_counter() - t, mapper_thresholds=thresholds, attempts=attempts)
+        tagged = [p for p in prepared if tags[p.name] != 1]
+        thresholds, attempts, untagged = _map(db, photo_dir, sparse, opts, prepared, tagged, progress, say)
+        state.finish("mapping", time.perf_counter() - t, mapper_thresholds=thresholds, attempts=attempts,
+                     untagged=untagged)  # fmt: skip
+    untagged = state.data["notes"].get("untagged", {})  # photo -> its copy without the EXIF tag, in the model
     import pycolmap
 
     best, registered = best_model(sparse)
@@ -332,21 +341,23 @@ def _reconstruct(
     if problems:
         say(f"the kept model of {prep_src} is implausible ({'; '.join(problems)}): no strategy found a better one, "
             "so its poses are likely off")  # fmt: skip
-    tags = {p.name: exif_orientation(p.source) for p in prepared}
-    rate = len(registered) / len(prepared)
+    twin_of = {new: old for old, new in untagged.items()}
+    placed = {twin_of.get(n, n) for n in registered}  # the photos in the model, by their own names
+    unmatched = [n for n in unmatched if n not in untagged]
+    rate = len(placed) / len(prepared)
     if rate < opts.min_registered:
-        why = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched, tags)
+        why = why_unregistered(sorted({p.name for p in prepared} - placed), unmatched, tags)
         named = "; ".join(f"{n} ({r})" for n, r in list(why.items())[:6]) + (" ..." if len(why) > 6 else "")
         attempts = state.data["notes"].get("attempts", [])
         tried = ", ".join(a["strategy"] for a in attempts)
-        larger = max((a for a in attempts if a.get("problems") and a["registered"] > len(registered)),
+        larger = max((a for a in attempts if a.get("problems") and a["registered"] > len(placed)),
                      key=lambda a: a["registered"], default=None)  # fmt: skip
         passed_over = (
             f" ({larger['strategy']} placed {larger['registered']}, implausibly: {'; '.join(larger['problems'])})"
             if larger else ""
         )  # fmt: skip
         raise ReconstructionFailed(
-            f"only {len(registered)} of {len(prepared)} images registered ({rate:.0%} < {opts.min_registered:.0%}) "
+            f"only {len(placed)} of {len(prepared)} images registered ({rate:.0%} < {opts.min_registered:.0%}) "
             f"in {prep_src} after every strategy ({tried}){passed_over}; not registered: {named}"
         )
     # 5. undistort
@@ -357,7 +368,11 @@ def _reconstruct(
     report = sfm_report(rec, len(prepared), state.data["stages"], unmatched=unmatched, cameras=state.data["notes"])
     report["attempts"] = state.data["notes"].get("attempts", [])
     report["model_problems"] = problems
-    report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched, tags)
+    report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - placed), unmatched, tags)
+    report["untagged"] = untagged
+    for name, twin in untagged.items():
+        say(f"photo {name} registered only with its EXIF orientation tag ({tags[name]}) ignored, as {twin}: "
+            "its tag is likely wrong")  # fmt: skip
     report["left_out"] = left_out
     report["fisheye"] = fisheye
     report["turned_by_exif"] = turned_by_tag(rec, tags)
@@ -430,20 +445,12 @@ def _extract(
                             device=pycolmap.Device.cpu)  # fmt: skip
                 bar.update(len(chunk))
     with pycolmap.Database.open(str(db)) as d:
-        missing = [p.name for p in prepared if not _has_image(d, p.name)]
+        missing = [p.name for p in prepared if not has_image(d, p.name)]
         n_cams = d.num_cameras()
     if missing:
         raise ValueError(f"COLMAP could not read {len(missing)} photo(s), e.g. {photo_dir / missing[0]}")
     return {"camera_mode": opts.camera, "camera_model": opts.camera_model, "num_cameras": n_cams,
             "camera_models": sorted(set(models))}  # fmt: skip
-
-
-def _has_image(d: Any, name: str) -> bool:
-    try:
-        d.read_image_with_name(name)
-    except (ValueError, RuntimeError, IndexError):
-        return False
-    return True
 
 
 def match_pairs(names: list[str], kind: str, overlap: int) -> list[tuple[str, str]]:
@@ -534,12 +541,14 @@ def _median_keypoints(db: Path) -> float:
 
 
 def _map(
-    db: Path, photo_dir: Path, sparse: Path, opts: ReconstructOptions, n: int, progress: bool,
-    say: Callable[[str], object],
-) -> tuple[dict, list[dict]]:  # fmt: skip
+    db: Path, photo_dir: Path, sparse: Path, opts: ReconstructOptions, prepared: list[Photo], tagged: list[Photo],
+    progress: bool, say: Callable[[str], object],
+) -> tuple[dict, list[dict], dict[str, str]]:  # fmt: skip
     """COLMAP's incremental mapper into ``sparse/incremental-<k>``, then the recovery strategies while
-    fewer than ``opts.target_registered`` of the photos register; returns the inlier minimums of the
-    first mapping and the record of every try."""
+    fewer than ``opts.target_registered`` of the photos register, then the ``tagged`` photos (an EXIF
+    orientation other than 1) still out retried with their tag ignored
+    (:func:`~gsworkbench.sfm.untagged.retry_untagged`); returns the inlier minimums of the first
+    mapping, the record of every try and the photos placed untagged (name -> the copy's name)."""
     import pycolmap
 
     shutil.rmtree(sparse, ignore_errors=True)
@@ -551,6 +560,7 @@ def _map(
         absolute = SMALL_ABS_POSE_INLIERS if small else defaults.abs_pose_min_num_inliers
     else:
         init, absolute = int(opts.min_inliers), max(8, int(opts.min_inliers) // 2)
+    n = len(prepared)
     with _bar(n, "mapping (images registered)", progress) as bar:
         count = {"n": 0}
 
@@ -567,8 +577,10 @@ def _map(
         attempts = [attempt(sparse, "incremental", None, time.perf_counter() - t)]
         m.on_registered = None  # the bar shows the first mapping; the strategies report in the log
         attempts += recover(m, opts.target_registered, (init, absolute), say)
+        record, untagged = retry_untagged(m, tagged, opts.max_size, relaxed_minimums((init, absolute)), say)
+        attempts += [record] if record else []
         tick()
-    return {"init_min_num_inliers": init, "abs_pose_min_num_inliers": absolute}, attempts
+    return {"init_min_num_inliers": init, "abs_pose_min_num_inliers": absolute}, attempts, untagged
 
 
 def _undistort(out: Path, model: Path, photo_dir: Path, names: list[str], progress: bool) -> None:

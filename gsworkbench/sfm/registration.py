@@ -31,6 +31,9 @@ than :data:`MIN_PLAUSIBLE` photos.
 4. ``global``: COLMAP's global mapper (GLOMAP), which solves all rotations and positions at once
    instead of growing one model photo by photo.
 
+After them the pipeline tries ``untagged`` (:mod:`gsworkbench.sfm.untagged`): photos with an EXIF
+orientation tag still out of the best model, with the tag ignored.
+
 Each try is recorded (strategy, photos registered, seconds, whether its model was kept, what makes
 its best model implausible) in ``reconstruct.json`` and the report.
 """
@@ -250,6 +253,15 @@ def global_mapping(m: Mapping, label: str) -> None:
     _collect(tmp, m.sparse, label)
 
 
+def has_image(d: Any, name: str) -> bool:
+    """Whether the open ``pycolmap.Database`` ``d`` holds a photo named ``name`` (pycolmap answers a
+    missing name with None, older versions with an error)."""
+    try:
+        return d.read_image_with_name(name) is not None
+    except (ValueError, RuntimeError, IndexError):
+        return False
+
+
 def registered_names(model: Path) -> set[str]:
     """The names of the photos with a pose in a model folder (empty for an unreadable one)."""
     import pycolmap
@@ -341,13 +353,18 @@ def restore_cameras(db: Path, cameras: dict[int, Any]) -> None:
             d.update_camera(cam)
 
 
+def relaxed_minimums(inliers: tuple[int, int]) -> tuple[int, int]:
+    """The (initial pair, registered image) inlier minimums ``inliers`` lowered to :data:`RELAXED_INLIERS`."""
+    return min(inliers[0], RELAXED_INLIERS[0]), min(inliers[1], RELAXED_INLIERS[1])
+
+
 def recover(m: Mapping, target: float, inliers: tuple[int, int], log: Callable[[str], object]) -> list[dict[str, Any]]:
     """Tries :data:`STRATEGIES` in turn while the best model under ``m.sparse`` holds fewer than
     ``target`` of the photos; ``inliers``: the first mapping's minimums. Returns one record per try:
     ``strategy``, ``registered`` (its best model's photos), ``seconds``, ``kept`` (whether it holds the
     best model afterwards)."""
     attempts: list[dict[str, Any]] = []
-    relaxed = (min(inliers[0], RELAXED_INLIERS[0]), min(inliers[1], RELAXED_INLIERS[1]))
+    relaxed = relaxed_minimums(inliers)
     for strategy in STRATEGIES:
         best, names = best_model(m.sparse)
         if len(names) >= target * m.num_photos and not model_problems_at(best):

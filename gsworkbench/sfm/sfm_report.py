@@ -136,6 +136,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         fish = list(report["fisheye"])
         rows.append(("fisheye photos", f"{len(fish)}, a fisheye camera of their own: " + ", ".join(fish[:5])
                                        + (" ..." if len(fish) > 5 else "")))  # fmt: skip
+    for name, twin in (report.get("untagged") or {}).items():
+        rows.append(("EXIF tag ignored", f"{name}: registered only without its orientation tag, as {twin}"))
     for name, how in (report.get("turned_by_exif") or {}).items():
         rows.append(("EXIF tag wrong?", f"{name}: {how}"))
     for group in report.get("separate_models") or []:
