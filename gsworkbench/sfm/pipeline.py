@@ -266,9 +266,10 @@ def _reconstruct(
             notes["video"] = {"decoded": frames.decoded, "kept": len(frames.names), "blurry": len(frames.blurry),
                               "motion_blurred": len(frames.smeared)}  # fmt: skip
             say(f"video {source.name}: {frames.summary()}")
-            if frames.warning(source.name):
-                notes["video"]["warning"] = frames.warning(source.name)
-                say(notes["video"]["warning"])
+            warning = frames.warning(source.name)
+            if warning:
+                notes["video"]["warning"] = warning
+                say(warning)
         prep_src = frames_dir
     elif source.is_dir():
         prep_src = source
@@ -323,7 +324,7 @@ def _reconstruct(
     if not state.done("mapping"):
         t = time.perf_counter()
         tagged = [p for p in prepared if tags[p.name] != 1]
-        thresholds, attempts, untagged = _map(db, photo_dir, sparse, opts, prepared, tagged, progress, say)
+        thresholds, attempts, untagged = _map(db, photo_dir, sparse, opts, len(prepared), tagged, progress, say)
         state.finish("mapping", time.perf_counter() - t, mapper_thresholds=thresholds, attempts=attempts,
                      untagged=untagged)  # fmt: skip
     untagged = state.data["notes"].get("untagged", {})  # photo -> its copy without the EXIF tag, in the model
@@ -541,8 +542,8 @@ def _median_keypoints(db: Path) -> float:
 
 
 def _map(
-    db: Path, photo_dir: Path, sparse: Path, opts: ReconstructOptions, prepared: list[Photo], tagged: list[Photo],
-    progress: bool, say: Callable[[str], object],
+    db: Path, photo_dir: Path, sparse: Path, opts: ReconstructOptions, n: int, tagged: list[Photo], progress: bool,
+    say: Callable[[str], object],
 ) -> tuple[dict, list[dict], dict[str, str]]:  # fmt: skip
     """COLMAP's incremental mapper into ``sparse/incremental-<k>``, then the recovery strategies while
     fewer than ``opts.target_registered`` of the photos register, then the ``tagged`` photos (an EXIF
@@ -560,7 +561,6 @@ def _map(
         absolute = SMALL_ABS_POSE_INLIERS if small else defaults.abs_pose_min_num_inliers
     else:
         init, absolute = int(opts.min_inliers), max(8, int(opts.min_inliers) // 2)
-    n = len(prepared)
     with _bar(n, "mapping (images registered)", progress) as bar:
         count = {"n": 0}
 

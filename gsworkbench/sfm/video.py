@@ -9,8 +9,8 @@ That rule is relative: a video blurred throughout (a camera never held still) ke
 kept frame is also measured against an absolute floor that neither contrast, exposure nor image size
 moves: :func:`motion_blur_ratio`, the detail along the frame's blurriest direction over that along its
 sharpest, on the frame brought to :data:`ANALYSIS_SIDE` pixels and lightly smoothed (sensor and
-compression noise is fine, isotropic detail that would hide a smear). Motion smears detail along one
-direction only; a still frame has about as much in every direction (0.55 to 0.75 on the built-in scenes,
+compression noise is fine detail in every direction, which would hide a smear). Motion smears detail
+along one direction only; a still frame has about as much in every direction (0.55 to 0.75 on the built-in scenes,
 with noise), a smear over 4 % of the frame's width or more brings it under 0.45. Frames under
 :data:`MOTION_BLUR_RATIO` are kept (they may be all there is) but counted, and a video most of whose
 kept frames are smeared is named in one line (:meth:`VideoFrames.warning`).
@@ -98,7 +98,7 @@ def motion_blur_ratio(gray: np.ndarray) -> float:
     from PIL import Image
     from scipy.ndimage import gaussian_filter
 
-    im = Image.fromarray(np.asarray(gray, dtype=np.float32), mode="F")
+    im = Image.fromarray(np.asarray(gray, dtype=np.float32))  # mode "F"
     scale = ANALYSIS_SIDE / max(im.size)
     if scale < 1:
         im = im.resize((max(5, round(im.width * scale)), max(5, round(im.height * scale))), Image.Resampling.BOX)
