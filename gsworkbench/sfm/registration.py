@@ -305,9 +305,9 @@ def best_model(sparse: Path) -> tuple[Path | None, set[str]]:
     """The best model folder under ``sparse`` and its photos' names; (None, empty) when there is none.
     Best: the most registered photos among the plausible models (:func:`model_problems`) holding more
     than :data:`MIN_PLAUSIBLE`, else among all; ties: the first by name."""
-    models = sorted(p for p in sparse.iterdir() if p.is_dir() and not p.name.startswith(".")) if sparse.is_dir() else []
     import pycolmap
 
+    models = sorted(p for p in sparse.iterdir() if p.is_dir() and not p.name.startswith(".")) if sparse.is_dir() else []
     ranked = []
     for d in models:
         try:
@@ -360,9 +360,10 @@ def relaxed_minimums(inliers: tuple[int, int]) -> tuple[int, int]:
 
 def recover(m: Mapping, target: float, inliers: tuple[int, int], log: Callable[[str], object]) -> list[dict[str, Any]]:
     """Tries :data:`STRATEGIES` in turn while the best model under ``m.sparse`` holds fewer than
-    ``target`` of the photos; ``inliers``: the first mapping's minimums. Returns one record per try:
-    ``strategy``, ``registered`` (its best model's photos), ``seconds``, ``kept`` (whether it holds the
-    best model afterwards)."""
+    ``target`` of the photos or is implausible; ``inliers``: the first mapping's minimums. Returns one
+    record per try (:func:`attempt`): ``strategy``, ``registered`` (its largest model's photos),
+    ``seconds``, ``kept`` (whether it holds the best model afterwards), ``problems`` (what makes its
+    largest model implausible)."""
     attempts: list[dict[str, Any]] = []
     relaxed = relaxed_minimums(inliers)
     for strategy in STRATEGIES:

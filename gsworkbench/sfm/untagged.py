@@ -81,8 +81,8 @@ def retry_untagged(
         new = untagged_name(p.name)
         _, size = prepare_photo(p.source, m.photo_dir / new, max_size, orientation=False)
         with pycolmap.Database.open(str(m.db)) as d:
-            have = has_image(d, new)
-        if not have:  # an interrupted run extracted it already
+            extracted = has_image(d, new)  # by an interrupted run
+        if not extracted:
             reader = pycolmap.ImageReaderOptions()
             camera = _shared_camera(best, size)
             if camera is not None:
