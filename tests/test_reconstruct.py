@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -24,10 +25,29 @@ from gsworkbench.sfm.colmap_run import Cancelled, cancellable
 from gsworkbench.sfm.photos import Photo, prepare_photo
 from gsworkbench.sfm.pipeline import ReconstructionFailed, reconstruct
 from gsworkbench.sfm.pose_accuracy import model_poses, pose_errors, umeyama
-from gsworkbench.sfm.registration import DISTORTION_MIN_PHOTOS, best_model, camera_model_for, lens_groups
+from gsworkbench.sfm.registration import (
+    DISTORTION_MIN_PHOTOS,
+    best_model,
+    camera_model_for,
+    exif_fisheye,
+    lens_groups,
+    why_unregistered,
+)
 from gsworkbench.sfm.sfm_report import format_report, read_report
-from gsworkbench.sfm.video import extract_frames, sharpness
-from gsworkbench.studies.photo_set import arc_cameras, render, textured_splats, true_focal, write_photos
+from gsworkbench.sfm.video import MOTION_BLUR_RATIO, extract_frames, motion_blur_ratio, sharpness
+from gsworkbench.studies.photo_set import (
+    FISHEYE_FOCAL,
+    FISHEYE_LENS,
+    arc_cameras,
+    focal_35mm,
+    plain_wall_splats,
+    render,
+    specular_highlights,
+    textured_splats,
+    true_focal,
+    write_fisheye_photos,
+    write_photos,
+)
 
 REPORT_KEYS = {"images_given", "images_registered", "registered_fraction", "mean_reprojection_error_px",
                "mean_track_length", "num_points3D", "cameras", "unmatched", "seconds"}  # fmt: skip
@@ -176,6 +196,22 @@ def test_exposure_and_white_balance_that_change_from_photo_to_photo(photos, tmp_
     assert e["rotation_median_deg"] < 1.0 and e["centre_median_pct"] < 2.0, e
 
 
+def test_a_glossy_surface_with_highlights_that_move_registers_every_photo(tmp_path: Path) -> None:
+    """The textured cube with a glossy finish: white, clipped highlights that slide over its faces and
+    the floor from photo to photo (features on their rims belong to no fixed point). Every photo still
+    registers and the poses hold."""
+    viewmats, K = arc_cameras(12)
+    shine = np.stack([specular_highlights(vm, K) for vm in viewmats])
+    assert ((shine > 1.0).mean(axis=(1, 2)) > 0.003).sum() >= 6  # clipped highlights in half the photos or more
+    peaks = [np.unravel_index(s.argmax(), s.shape)[1] for s in shine]
+    assert max(peaks) - min(peaks) > 100  # they move across the image
+    truth = write_photos(tmp_path / "photos", 12, scene="glossy_cube")
+    out = reconstruct(tmp_path / "photos", tmp_path / "scene", num_threads=1, progress=False, log=None)
+    assert read_report(out)["images_registered"] == 12
+    e = pose_errors(model_poses(pycolmap.Reconstruction(str(out / "sparse" / "0"))), truth).summary()
+    assert e["rotation_median_deg"] < 1.0 and e["centre_median_pct"] < 2.0, e
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_small_object_on_a_plain_wall_registers_every_photo(tmp_path: Path, seed: int) -> None:
     """A small textured object on a plain floor before a plain wall: the poses rest on the object's few
@@ -224,6 +260,59 @@ def test_the_leftover_and_global_strategies_register_the_photos(reconstructed: P
     assert len(registered_names(tmp_path / "sparse" / "global-0")) >= 11
     e = pose_errors(model_poses(glob), photos[1]).summary()
     assert e["rotation_median_deg"] < 1.0, e
+
+
+def test_the_best_model_is_the_largest_plausible_one(reconstructed: Path, tmp_path: Path) -> None:
+    """Copies of the fixture's model: all photos with its camera's pixels stretched 1.5:1, all photos with
+    its points moved (reprojection error of pixels), and three photos fewer as it is. The last is the
+    best model, and the two others are named implausible; alone, the largest implausible one is kept."""
+    from gsworkbench.sfm.registration import model_problems, model_problems_at
+
+    model, names = best_model(reconstructed / "work" / "sparse")
+    sparse = tmp_path / "sparse"
+    stretched = pycolmap.Reconstruction(str(model))
+    for cam in stretched.cameras.values():
+        cam.focal_length_y = 1.5 * cam.focal_length_x
+    (sparse / "a-0").mkdir(parents=True)
+    stretched.write(str(sparse / "a-0"))
+    moved = pycolmap.Reconstruction(str(model))
+    g = np.random.default_rng(0)
+    for pid in moved.point3D_ids():
+        moved.points3D[pid].xyz = moved.points3D[pid].xyz + g.normal(0, 0.1, 3)
+    moved.update_point_3d_errors()
+    (sparse / "b-0").mkdir()
+    moved.write(str(sparse / "b-0"))
+    fewer = pycolmap.Reconstruction(str(model))
+    for frame_id in sorted(fewer.reg_frame_ids())[-3:]:
+        fewer.deregister_frame(frame_id)
+    (sparse / "c-0").mkdir()
+    fewer.write(str(sparse / "c-0"))
+    (problem,) = model_problems_at(sparse / "a-0")
+    assert problem.startswith("camera 1's pixels 1.50:1")
+    (problem,) = model_problems(moved)
+    assert problem.startswith("mean reprojection error") and moved.compute_mean_reprojection_error() > 2.0
+    assert model_problems(fewer) == []
+    assert best_model(sparse) == (sparse / "c-0", names - set(sorted(names)[-3:]))
+    for d in ("b-0", "c-0"):
+        shutil.rmtree(sparse / d)
+    assert best_model(sparse) == (sparse / "a-0", names)
+
+
+def test_an_implausible_model_does_not_stop_the_ladder(photos, tmp_path: Path, monkeypatch) -> None:
+    """With a reprojection limit no model meets, every model is implausible: the ladder goes through
+    every strategy though the first mapping placed every photo, each try records why, the largest model
+    is kept all the same, and one line says so."""
+    import gsworkbench.sfm.registration as registration
+
+    monkeypatch.setattr(registration, "MAX_REPROJECTION_PX", 0.01)
+    said: list[str] = []
+    out = reconstruct(photos[0], tmp_path / "scene", num_threads=1, progress=False, log=said.append)
+    report = read_report(out)
+    assert [a["strategy"] for a in report["attempts"]] == ["incremental", *registration.STRATEGIES]
+    assert all(a["problems"] and a["problems"][0].startswith("mean reprojection error") for a in report["attempts"])
+    assert report["images_registered"] >= 11 and report["model_problems"]
+    assert sum(s.startswith(f"the kept model of {photos[0]} is implausible (mean reprojection") for s in said) == 1
+    assert "kept model implausible" in format_report(report)
 
 
 def test_duplicates_and_panoramas_are_left_out_and_named(photos, tmp_path: Path) -> None:
@@ -297,6 +386,82 @@ def test_exif_orientation_is_applied(tmp_path: Path) -> None:
     assert Image.open(tmp_path / "out.jpg").getexif().get(0x0112, 1) == 1
     _, small = prepare_photo(tmp_path / "turned.jpg", tmp_path / "small.jpg", max_size=80)
     assert small == (80, 48)
+
+
+def test_fisheye_photos_among_normal_ones_get_a_fisheye_camera(photos, tmp_path: Path) -> None:
+    """Four photos through an equidistant fisheye (113 degrees across; EXIF lens model "... Fisheye")
+    among twelve of a normal lens, all with a 35 mm equivalent focal length: the fisheye photos are
+    named and get a fisheye camera of their own, which recovers their focal length; every photo
+    registers and the poses hold (sharing the normal lens's camera, the centres were 25 % off)."""
+    src, truth = photos
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    exif = Image.Exif()
+    exif.get_ifd(0x8769)[0xA405] = focal_35mm(true_focal())
+    for p in sorted(src.iterdir()):
+        Image.open(p).save(mixed / p.name, quality=95, exif=exif.tobytes())
+    truth = {**truth, **write_fisheye_photos(mixed, [1, 4, 7, 10])}
+    assert exif_fisheye(mixed / "fisheye_04.jpg") == f"lens {FISHEYE_LENS!r}"
+    assert exif_fisheye(src / "view_00.jpg") is None and exif_fisheye(mixed / "view_00.jpg") is None  # 30 mm
+    exif.get_ifd(0x8769)[0xA405] = 8
+    Image.open(src / "view_00.jpg").save(tmp_path / "wide.jpg", exif=exif.tobytes())
+    assert exif_fisheye(tmp_path / "wide.jpg") == "8 mm (35 mm equivalent)"
+    assert camera_model_for(4, "auto", fisheye=True) == "SIMPLE_RADIAL_FISHEYE"
+    said: list[str] = []
+    out = reconstruct(mixed, tmp_path / "scene", num_threads=1, progress=False, log=said.append)
+    report = read_report(out)
+    assert sorted(report["fisheye"]) == ["fisheye_01.jpg", "fisheye_04.jpg", "fisheye_07.jpg", "fisheye_10.jpg"]
+    assert any(s.startswith("fisheye photos (lens ") and "fisheye_10.jpg" in s for s in said)
+    assert report["images_registered"] == 16
+    (fish,) = [c for c in report["cameras"] if c["model"] == "SIMPLE_RADIAL_FISHEYE"]
+    assert fish["num_images"] == 4 and abs(fish["focal_px"][0] / FISHEYE_FOCAL - 1) < 0.05
+    e = pose_errors(model_poses(pycolmap.Reconstruction(str(out / "sparse" / "0"))), truth).summary()
+    assert e["rotation_median_deg"] < 1.0 and e["centre_median_pct"] < 2.0, e
+
+
+def test_a_photo_whose_exif_orientation_tag_is_wrong_is_named(photos, tmp_path: Path) -> None:
+    """Upright pixels with a tag that turns them a quarter (6) or half (3) turn: each registers rolled by
+    that turn and is named in one line. With a tag that mirrors them (5) a photo matches nothing: the
+    ``untagged`` strategy registers it with the tag ignored, in place, and names it. A photo stored
+    turned with its right tag (6) is not named."""
+    src, truth = photos
+    mixed = tmp_path / "tagged"
+    mixed.mkdir()
+    wrong = {"view_05.jpg": 6, "view_08.jpg": 3, "view_10.jpg": 5}  # the pixels are upright already
+    for p in sorted(src.iterdir()):
+        im, exif = Image.open(p), Image.Exif()
+        if p.name in wrong:
+            exif[0x0112] = wrong[p.name]
+        elif p.name == "view_02.jpg":  # right: stored as a sensor turned a quarter turn would store it
+            exif[0x0112] = 6
+            im = im.transpose(Image.Transpose.ROTATE_90)
+        im.save(mixed / p.name, quality=95, exif=exif.tobytes())
+    said: list[str] = []
+    out = reconstruct(mixed, tmp_path / "scene", num_threads=1, progress=False, log=said.append)
+    report = read_report(out)
+    assert report["images_registered"] == 12 and report["not_registered"] == {} and report["unmatched"] == []
+    assert sorted(report["turned_by_exif"]) == ["view_05.jpg", "view_08.jpg"]
+    assert "EXIF orientation 6 turns it 90 deg" in report["turned_by_exif"]["view_05.jpg"]
+    lines = [s for s in said if s.startswith("photo view_") and "its tag is likely wrong" in s]
+    assert [s.split(" ")[1] for s in lines] == ["view_10.jpg", "view_05.jpg:", "view_08.jpg:"]
+    assert lines[0].startswith("photo view_10.jpg registered only with its EXIF orientation tag (5) ignored")
+    assert report["untagged"] == {"view_10.jpg": "view_10.untagged.jpg"}
+    (last,) = [a for a in report["attempts"] if a["strategy"] == "untagged"]
+    assert last["registered"] == 12 and last["kept"]
+    assert "EXIF tag wrong?" in format_report(report) and "EXIF tag ignored" in format_report(report)
+    assert (out / "images" / "view_10.untagged.jpg").is_file()
+    truth = {**truth, "view_10.untagged.jpg": truth["view_10.jpg"]}
+    e = pose_errors(model_poses(pycolmap.Reconstruction(str(out / "sparse" / "0"))), truth)
+    rot = dict(zip(e.names, e.rotation_deg))
+    assert abs(rot["view_05.jpg"] - 90) < 15 and abs(rot["view_08.jpg"] - 180) < 30  # rolled, as named
+    assert rot["view_02.jpg"] < 10 and rot["view_10.untagged.jpg"] < 10
+    from gsworkbench.sfm.screening import rolled_by_tag
+
+    g = np.random.default_rng(5)  # straight down, held any way round: "down" is every way, nothing named
+    spun = {f"p{k}": np.array([np.cos(a), np.sin(a), 0.0]) for k, a in enumerate(g.uniform(0, 2 * np.pi, 12))}
+    assert rolled_by_tag(spun, {"p3": 6, "p4": 3}) == {}
+    why = why_unregistered(["a.jpg", "b.jpg"], ["a.jpg"], {"a.jpg": 1, "b.jpg": 8})  # one that did not register
+    assert why == {"a.jpg": "no matches", "b.jpg": "matches but no pose; EXIF orientation 8: is the tag wrong?"}
 
 
 # ---- errors, each naming its cause and file ------------------------------------------------------------------
@@ -401,6 +566,14 @@ def _blur(rgb: np.ndarray, k: int = 9) -> np.ndarray:
     return out[0].permute(1, 2, 0).round().to(torch.uint8).numpy()
 
 
+def _smear(rgb: np.ndarray, length: int, direction: tuple[int, int] = (0, 1)) -> np.ndarray:
+    """``rgb`` [H,W,3] uint8 averaged over ``length`` pixels along ``direction`` (dy, dx): motion blur."""
+    acc = np.zeros(rgb.shape, dtype=np.float64)
+    for k in range(-(length // 2), length // 2 + 1):
+        acc += np.roll(rgb, (k * direction[0], k * direction[1]), axis=(0, 1))
+    return (acc / length).round().astype(np.uint8)
+
+
 def _write_clip(path: Path, frames: np.ndarray, sharp: set[int]) -> None:
     """A lossless video of ``frames`` [N,H,W,3] uint8, the frames not in ``sharp`` blurred."""
     import av
@@ -435,13 +608,50 @@ def test_sharpness_falls_with_blur() -> None:
     assert sharpness(_blur(img).mean(2)) < 0.2 * sharpness(img.mean(2))
 
 
+def test_motion_blur_ratio_sees_a_smear_in_any_direction_at_any_size_and_contrast() -> None:
+    """Still frames of both scenes score above the floor, at two sizes, half the contrast and with
+    sensor noise; a smear over 5 % of the width along either axis or a diagonal scores under it."""
+    g = np.random.default_rng(4)
+    for W, H in ((256, 192), (512, 384)):
+        viewmats, K = arc_cameras(2, width=W, height=H)
+        for splats in (None, plain_wall_splats()):
+            still = render(viewmats[1:], K, splats, W, H)[0]
+            noisy = np.clip(still + g.normal(0, 2.0, still.shape), 0, 255).astype(np.uint8)
+            for img in (still, noisy, (still // 2 + 64).astype(np.uint8)):
+                assert motion_blur_ratio(img.mean(2)) > MOTION_BLUR_RATIO + 0.05, (W, splats is None)
+            for direction in ((0, 1), (1, 0), (1, 1)):
+                smeared = _smear(noisy, W // 18 | 1, direction)
+                assert motion_blur_ratio(smeared.mean(2)) < MOTION_BLUR_RATIO - 0.05, (W, splats is None, direction)
+    assert motion_blur_ratio(np.full((50, 60), 7.0)) == 1.0
+
+
+def test_a_video_blurred_throughout_is_named_and_still_reconstructs(tmp_path: Path) -> None:
+    """A walk around the cube filmed without a still moment: every frame smeared by 9 pixels (3.5 % of
+    the width) along the motion. The relative rule keeps them all; the absolute floor counts each, one
+    line names the video, and the frames still register, with rougher poses than a sharp video's."""
+    viewmats, K = arc_cameras(36, step_deg=3.0)
+    path = tmp_path / "walk.mkv"
+    _write_clip(path, np.stack([_smear(f, 9) for f in render(viewmats, K)]), set(range(36)))
+    said: list[str] = []
+    out = reconstruct(path, tmp_path / "scene", video_frames=12, num_threads=1, progress=False, log=said.append)
+    report = read_report(out)
+    assert report["video"]["blurry"] == 0 and report["video"]["motion_blurred"] == 12
+    (line,) = [s for s in said if s.startswith("video walk.mkv: 12 of 12 kept frames are motion-blurred (")]
+    assert "no frame is sharp" in line and "\n" not in line and line in format_report(report)
+    assert report["images_registered"] >= 11
+    truth = {f"frame_{i:05d}.jpg": m.double().numpy() for i, m in enumerate(viewmats)}
+    e = pose_errors(model_poses(pycolmap.Reconstruction(str(out / "sparse" / "0"))), truth).summary()
+    assert e["rotation_median_deg"] < 4.0 and e["centre_median_pct"] < 4.0, e
+
+
 def test_a_video_reconstructs_with_sequential_matching(tmp_path: Path) -> None:
     viewmats, K = arc_cameras(36, step_deg=3.0)
     path = tmp_path / "walk.mkv"
     _write_clip(path, render(viewmats, K), set(range(36)))
     out = reconstruct(path, tmp_path / "scene", video_frames=12, progress=False, log=None)
     report = read_report(out)
-    assert report["matcher"] == "sequential+retrieval" and report["video"] == {"decoded": 36, "kept": 12, "blurry": 0}
+    assert report["matcher"] == "sequential+retrieval" and report["video"] == {"decoded": 36, "kept": 12, "blurry": 0,
+                                                                                        "motion_blurred": 0}
     assert report["images_registered"] >= 11 and "12 kept of 36 decoded" in format_report(report)
 
 

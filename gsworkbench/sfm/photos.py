@@ -69,16 +69,30 @@ def working_size(size: tuple[int, int], max_size: int | None) -> tuple[int, int]
     return max(1, round(W * s)), max(1, round(H * s))
 
 
-def prepare_photo(src: Path, dest: Path, max_size: int | None) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Writes ``src`` upright (EXIF orientation applied) and at most ``max_size`` on its long side to
-    ``dest`` (format by its suffix); returns (upright source size, written size). ValueError naming
-    ``src`` when it cannot be decoded."""
+def exif_orientation(path: Path) -> int:
+    """A photo's EXIF orientation tag (1 to 8; 1, upright, where it has none or cannot be read)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            tag = im.getexif().get(EXIF_ORIENTATION, 1)
+    except (OSError, ValueError, SyntaxError):
+        return 1
+    return int(tag) if isinstance(tag, int) and 1 <= tag <= 8 else 1
+
+
+def prepare_photo(
+    src: Path, dest: Path, max_size: int | None, orientation: bool = True
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Writes ``src`` upright (EXIF orientation applied; ``orientation=False``: the pixels as stored) and
+    at most ``max_size`` on its long side to ``dest`` (format by its suffix); returns (upright source
+    size, written size). ValueError naming ``src`` when it cannot be decoded."""
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
         with Image.open(src) as im:
             exif = im.getexif()
-            upright = ImageOps.exif_transpose(im)
+            upright = ImageOps.exif_transpose(im) if orientation else im.copy()
             upright.load()
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
         raise ValueError(f"cannot read photo {src}: {e}") from None

@@ -9,7 +9,8 @@ The stages, each with a progress bar and a time in the report:
    image size (``"per_size"``: COLMAP refuses one camera over images of different sizes), one for all
    (``"single"``) or one per image (``"per_image"``), with a distortion model chosen by the photos
    that constrain it (``camera_model="auto"``: OPENCV, the 3DGS repository's ``convert.py`` choice,
-   for a camera of many photos; SIMPLE_RADIAL for a few) or given;
+   for a camera of many photos; SIMPLE_RADIAL for a few; their fisheye kin for photos whose EXIF says
+   fisheye) or given;
 3. **matching**: exhaustive for up to ``exhaustive_max`` images; beyond, retrieval: each photo with its
    ``retrieval_k`` most similar photos by a vocabulary tree built from the set's own SIFT descriptors
    (:mod:`gsworkbench.sfm.retrieval`) and its ``retrieval_sequential`` successors in name order; a
@@ -17,8 +18,10 @@ The stages, each with a progress bar and a time in the report:
    loop closure. Each pair geometrically verified;
 4. **mapping**: COLMAP's incremental mapper; while fewer than ``target_registered`` of the photos are
    in its largest model, the strategies of :mod:`gsworkbench.sfm.registration` in turn (a simpler
-   lens, relaxed inlier minimums, the leftovers against the best model, the global mapper); the model
-   with the most registered photos is kept;
+   lens, relaxed inlier minimums, the leftovers against the best model, the global mapper), then the
+   photos with an EXIF orientation tag still out retried without it (:mod:`gsworkbench.sfm.untagged`);
+   the plausible model (square pixels, a low reprojection error) with the most registered photos is
+   kept;
 5. **undistort**: images resampled to pinholes, in COLMAP's undistorted layout.
 
 The output folder holds ``images/`` and ``sparse/0/`` (PINHOLE cameras, the poses, the sparse points),
@@ -45,15 +48,20 @@ from typing import Any
 
 from gsworkbench.core.atomic import write_json
 from gsworkbench.sfm.colmap_run import Cancelled, cancellable, colmap_log_level
-from gsworkbench.sfm.photos import VIDEO_SUFFIXES, Photo, is_video, list_photos, prepare_photos
+from gsworkbench.sfm.photos import VIDEO_SUFFIXES, Photo, exif_orientation, is_video, list_photos, prepare_photos
 from gsworkbench.sfm.registration import (
     Mapping,
+    attempt,
     best_model,
     camera_model_for,
     crop_to_common_size,
+    exif_fisheye,
+    has_image,
     incremental,
     lens_groups,
+    model_problems,
     recover,
+    relaxed_minimums,
     why_unregistered,
 )
 from gsworkbench.sfm.retrieval import (
@@ -63,12 +71,14 @@ from gsworkbench.sfm.retrieval import (
     neighbour_pairs,
     retrieval_pairs,
 )
-from gsworkbench.sfm.screening import PANORAMA_ASPECT, duplicates, panoramas, separate_models
+from gsworkbench.sfm.screening import PANORAMA_ASPECT, duplicates, panoramas, separate_models, turned_by_tag
 from gsworkbench.sfm.sfm_report import format_report, sfm_report
+from gsworkbench.sfm.untagged import retry_untagged
 from gsworkbench.sfm.video import extract_frames
 
 CAMERA_MODES = ("per_lens", "per_size", "single", "per_image")
-CAMERA_MODELS = ("auto", "OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE", "SIMPLE_PINHOLE", "OPENCV_FISHEYE")
+CAMERA_MODELS = ("auto", "OPENCV", "SIMPLE_RADIAL", "RADIAL", "PINHOLE", "SIMPLE_PINHOLE", "OPENCV_FISHEYE",
+                 "SIMPLE_RADIAL_FISHEYE")
 MATCHERS = ("auto", "exhaustive", "sequential", "retrieval")
 STATE = "reconstruct.json"
 REPORT = "report.json"
@@ -253,8 +263,13 @@ def _reconstruct(
         if not state.done("photos"):
             shutil.rmtree(frames_dir, ignore_errors=True)
             frames = extract_frames(source, frames_dir, opts.video_frames)
-            notes["video"] = {"decoded": frames.decoded, "kept": len(frames.names), "blurry": len(frames.blurry)}
+            notes["video"] = {"decoded": frames.decoded, "kept": len(frames.names), "blurry": len(frames.blurry),
+                              "motion_blurred": len(frames.smeared)}  # fmt: skip
             say(f"video {source.name}: {frames.summary()}")
+            warning = frames.warning(source.name)
+            if warning:
+                notes["video"]["warning"] = warning
+                say(warning)
         prep_src = frames_dir
     elif source.is_dir():
         prep_src = source
@@ -276,6 +291,10 @@ def _reconstruct(
     if len(prepared) < opts.min_images:
         raise ReconstructionFailed(f"only {len(prepared)} usable photo(s) in {prep_src} once duplicates and panoramas "
                                    f"are left out; reconstruction needs at least {opts.min_images}")  # fmt: skip
+    fisheye = {p.name: why for p in prepared if (why := exif_fisheye(p.source))}
+    if fisheye and len(fisheye) < len(prepared):
+        say(f"fisheye photos ({', '.join(sorted(set(fisheye.values())))}), given a fisheye camera of their own: "
+            + ", ".join(fisheye))  # fmt: skip
     if opts.camera == "per_lens":  # a lens's photos cropped to one size, so that they share a camera
         cropped = {p.name: p for g in lens_groups(prepared) for p in crop_to_common_size(photo_dir, g)}
         prepared = [cropped[p.name] for p in prepared]
@@ -289,7 +308,7 @@ def _reconstruct(
     # 2. features
     if not state.done("features"):
         t = time.perf_counter()
-        cams = _extract(db, photo_dir, prepared, opts, progress)
+        cams = _extract(db, photo_dir, prepared, opts, progress, set(fisheye))
         state.finish("features", time.perf_counter() - t, cameras=cams)
     # 3. matching
     if not state.done("matching"):
@@ -301,10 +320,14 @@ def _reconstruct(
         raise ReconstructionFailed(f"no two images of {prep_src} match: nothing to reconstruct from")
     # 4. mapping
     sparse = work / "sparse"
+    tags = {p.name: exif_orientation(p.source) for p in prepared}
     if not state.done("mapping"):
         t = time.perf_counter()
-        thresholds, attempts = _map(db, photo_dir, sparse, opts, len(prepared), progress, say)
-        state.finish("mapping", time.perf_counter() - t, mapper_thresholds=thresholds, attempts=attempts)
+        tagged = [p for p in prepared if tags[p.name] != 1]
+        thresholds, attempts, untagged = _map(db, photo_dir, sparse, opts, len(prepared), tagged, progress, say)
+        state.finish("mapping", time.perf_counter() - t, mapper_thresholds=thresholds, attempts=attempts,
+                     untagged=untagged)  # fmt: skip
+    untagged = state.data["notes"].get("untagged", {})  # photo -> its copy without the EXIF tag, in the model
     import pycolmap
 
     best, registered = best_model(sparse)
@@ -315,14 +338,28 @@ def _reconstruct(
             "between photos, more texture, or larger images help)"
         )
     rec = pycolmap.Reconstruction(str(best))
-    rate = len(registered) / len(prepared)
+    problems = model_problems(rec)
+    if problems:
+        say(f"the kept model of {prep_src} is implausible ({'; '.join(problems)}): no strategy found a better one, "
+            "so its poses are likely off")  # fmt: skip
+    twin_of = {new: old for old, new in untagged.items()}
+    placed = {twin_of.get(n, n) for n in registered}  # the photos in the model, by their own names
+    unmatched = [n for n in unmatched if n not in untagged]
+    rate = len(placed) / len(prepared)
     if rate < opts.min_registered:
-        why = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched)
+        why = why_unregistered(sorted({p.name for p in prepared} - placed), unmatched, tags)
         named = "; ".join(f"{n} ({r})" for n, r in list(why.items())[:6]) + (" ..." if len(why) > 6 else "")
-        tried = ", ".join(a["strategy"] for a in state.data["notes"].get("attempts", []))
+        attempts = state.data["notes"].get("attempts", [])
+        tried = ", ".join(a["strategy"] for a in attempts)
+        larger = max((a for a in attempts if a.get("problems") and a["registered"] > len(placed)),
+                     key=lambda a: a["registered"], default=None)  # fmt: skip
+        passed_over = (
+            f" ({larger['strategy']} placed {larger['registered']}, implausibly: {'; '.join(larger['problems'])})"
+            if larger else ""
+        )  # fmt: skip
         raise ReconstructionFailed(
-            f"only {len(registered)} of {len(prepared)} images registered ({rate:.0%} < {opts.min_registered:.0%}) "
-            f"in {prep_src} after every strategy ({tried}); not registered: {named}"
+            f"only {len(placed)} of {len(prepared)} images registered ({rate:.0%} < {opts.min_registered:.0%}) "
+            f"in {prep_src} after every strategy ({tried}){passed_over}; not registered: {named}"
         )
     # 5. undistort
     if not state.done("undistort"):
@@ -331,8 +368,18 @@ def _reconstruct(
         state.finish("undistort", time.perf_counter() - t)
     report = sfm_report(rec, len(prepared), state.data["stages"], unmatched=unmatched, cameras=state.data["notes"])
     report["attempts"] = state.data["notes"].get("attempts", [])
-    report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - registered), unmatched)
+    report["model_problems"] = problems
+    report["not_registered"] = why_unregistered(sorted({p.name for p in prepared} - placed), unmatched, tags)
+    report["untagged"] = untagged
+    for name, twin in untagged.items():
+        say(f"photo {name} registered only with its EXIF orientation tag ({tags[name]}) ignored, as {twin}: "
+            "its tag is likely wrong")  # fmt: skip
     report["left_out"] = left_out
+    report["fisheye"] = fisheye
+    report["turned_by_exif"] = turned_by_tag(rec, tags)
+    for name, how in report["turned_by_exif"].items():
+        say(f"photo {name}: {how}: its tag is likely wrong (the pixels were upright already); "
+            "remove the tag and run again")  # fmt: skip
     report["separate_models"] = separate_models(sparse, best)
     write_json(out / REPORT, report)
     say(format_report(report))
@@ -360,8 +407,11 @@ def _groups(prepared: list[Photo], camera: str) -> list[list[Photo]]:
     return list(by_size.values())
 
 
-def _extract(db: Path, photo_dir: Path, prepared: list[Photo], opts: ReconstructOptions, progress: bool) -> dict:
-    """SIFT features of every prepared photo into ``db``, one camera per group; returns the camera note."""
+def _extract(
+    db: Path, photo_dir: Path, prepared: list[Photo], opts: ReconstructOptions, progress: bool, fisheye: set[str]
+) -> dict:
+    """SIFT features of every prepared photo into ``db``, one camera per group (a fisheye model for a
+    group of ``fisheye`` photos alone); returns the camera note."""
     import pycolmap
 
     groups = _groups(prepared, opts.camera)
@@ -374,7 +424,7 @@ def _extract(db: Path, photo_dir: Path, prepared: list[Photo], opts: Reconstruct
     with _bar(len(prepared), "features (images)", progress) as bar:
         bar.update(sum(p.name in have for p in prepared))
         for group in groups:
-            model = camera_model_for(len(group), opts.camera_model)
+            model = camera_model_for(len(group), opts.camera_model, fisheye=all(p.name in fisheye for p in group))
             models.append(model)
             todo = [p.name for p in group if p.name not in have]
             if not todo:
@@ -396,20 +446,12 @@ def _extract(db: Path, photo_dir: Path, prepared: list[Photo], opts: Reconstruct
                             device=pycolmap.Device.cpu)  # fmt: skip
                 bar.update(len(chunk))
     with pycolmap.Database.open(str(db)) as d:
-        missing = [p.name for p in prepared if not _has_image(d, p.name)]
+        missing = [p.name for p in prepared if not has_image(d, p.name)]
         n_cams = d.num_cameras()
     if missing:
         raise ValueError(f"COLMAP could not read {len(missing)} photo(s), e.g. {photo_dir / missing[0]}")
     return {"camera_mode": opts.camera, "camera_model": opts.camera_model, "num_cameras": n_cams,
             "camera_models": sorted(set(models))}  # fmt: skip
-
-
-def _has_image(d: Any, name: str) -> bool:
-    try:
-        d.read_image_with_name(name)
-    except (ValueError, RuntimeError, IndexError):
-        return False
-    return True
 
 
 def match_pairs(names: list[str], kind: str, overlap: int) -> list[tuple[str, str]]:
@@ -500,12 +542,14 @@ def _median_keypoints(db: Path) -> float:
 
 
 def _map(
-    db: Path, photo_dir: Path, sparse: Path, opts: ReconstructOptions, n: int, progress: bool,
+    db: Path, photo_dir: Path, sparse: Path, opts: ReconstructOptions, n: int, tagged: list[Photo], progress: bool,
     say: Callable[[str], object],
-) -> tuple[dict, list[dict]]:  # fmt: skip
+) -> tuple[dict, list[dict], dict[str, str]]:  # fmt: skip
     """COLMAP's incremental mapper into ``sparse/incremental-<k>``, then the recovery strategies while
-    fewer than ``opts.target_registered`` of the photos register; returns the inlier minimums of the
-    first mapping and the record of every try."""
+    fewer than ``opts.target_registered`` of the photos register, then the ``tagged`` photos (an EXIF
+    orientation other than 1) still out retried with their tag ignored
+    (:func:`~gsworkbench.sfm.untagged.retry_untagged`); returns the inlier minimums of the first
+    mapping, the record of every try and the photos placed untagged (name -> the copy's name)."""
     import pycolmap
 
     shutil.rmtree(sparse, ignore_errors=True)
@@ -530,13 +574,13 @@ def _map(
         m = Mapping(db, photo_dir, sparse, n, opts.num_threads, opts.seed, on_tick=tick, on_registered=registered)
         t = time.perf_counter()
         incremental(m, "incremental", (init, absolute))
-        first = len(best_model(sparse)[1])
-        attempts = [{"strategy": "incremental", "registered": first, "seconds": round(time.perf_counter() - t, 2),
-                     "kept": first > 0}]  # fmt: skip
+        attempts = [attempt(sparse, "incremental", None, time.perf_counter() - t)]
         m.on_registered = None  # the bar shows the first mapping; the strategies report in the log
         attempts += recover(m, opts.target_registered, (init, absolute), say)
+        record, untagged = retry_untagged(m, tagged, opts.max_size, relaxed_minimums((init, absolute)), say)
+        attempts += [record] if record else []
         tick()
-    return {"init_min_num_inliers": init, "abs_pose_min_num_inliers": absolute}, attempts
+    return {"init_min_num_inliers": init, "abs_pose_min_num_inliers": absolute}, attempts, untagged
 
 
 def _undistort(out: Path, model: Path, photo_dir: Path, names: list[str], progress: bool) -> None:

@@ -24,6 +24,8 @@ PARAM_NAMES = {
     "RADIAL": ("f", "cx", "cy", "k1", "k2"),
     "OPENCV": ("fx", "fy", "cx", "cy", "k1", "k2", "p1", "p2"),
     "OPENCV_FISHEYE": ("fx", "fy", "cx", "cy", "k1", "k2", "k3", "k4"),
+    "SIMPLE_RADIAL_FISHEYE": ("f", "cx", "cy", "k"),
+    "RADIAL_FISHEYE": ("f", "cx", "cy", "k1", "k2"),
 }
 
 
@@ -90,7 +92,11 @@ def format_report(report: Mapping[str, Any]) -> str:
     rows = []
     if report.get("video"):
         v = report["video"]
-        rows.append(("video frames", f"{v['kept']} kept of {v['decoded']} decoded, {v['blurry']} dropped as blurry"))
+        smeared = f", {v['motion_blurred']} of the kept motion-blurred" if v.get("motion_blurred") else ""
+        rows.append(("video frames", f"{v['kept']} kept of {v['decoded']} decoded, {v['blurry']} dropped as blurry"
+                                     + smeared))  # fmt: skip
+        if v.get("warning"):
+            rows.append(("video warning", v["warning"]))
     rows += [
         ("images registered", f"{report['images_registered']} of {report['images_given']} "
                               f"({100 * report['registered_fraction']:.0f} %)"),
@@ -113,7 +119,10 @@ def format_report(report: Mapping[str, Any]) -> str:
     tries = report.get("attempts", [])
     if len(tries) > 1:
         rows.append(("strategies tried", ", ".join(
-            f"{a['strategy']} {a['registered']}" + (" (kept)" if a.get("kept") else "") for a in tries)))  # fmt: skip
+            f"{a['strategy']} {a['registered']}" + (" (implausible)" if a.get("problems") else "")
+            + (" (kept)" if a.get("kept") else "") for a in tries)))  # fmt: skip
+    if report.get("model_problems"):
+        rows.append(("kept model implausible", "; ".join(report["model_problems"])))
     lost = report.get("not_registered") or {}
     if lost:
         rows.append(("not registered", "; ".join(f"{n} ({why})" for n, why in list(lost.items())[:5])
@@ -123,6 +132,14 @@ def format_report(report: Mapping[str, Any]) -> str:
         rows.append(("left out: duplicates", ", ".join(f"{a} (= {b})" for a, b in left["duplicates"].items())))
     if left.get("panoramas"):
         rows.append(("left out: panoramas", ", ".join(left["panoramas"])))
+    if report.get("fisheye"):
+        fish = list(report["fisheye"])
+        rows.append(("fisheye photos", f"{len(fish)}, a fisheye camera of their own: " + ", ".join(fish[:5])
+                                       + (" ..." if len(fish) > 5 else "")))  # fmt: skip
+    for name, twin in (report.get("untagged") or {}).items():
+        rows.append(("EXIF tag ignored", f"{name}: registered only without its orientation tag, as {twin}"))
+    for name, how in (report.get("turned_by_exif") or {}).items():
+        rows.append(("EXIF tag wrong?", f"{name}: {how}"))
     for group in report.get("separate_models") or []:
         rows.append(("a separate model", f"{len(group)} photos that share none with the kept one (another scene?): "
                                          + ", ".join(group[:5]) + (" ..." if len(group) > 5 else "")))  # fmt: skip

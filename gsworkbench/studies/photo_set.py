@@ -8,7 +8,15 @@ Two scenes (:data:`SCENES`):
   finds thousands of distinct points on);
 - ``plain_wall``: a small textured object (a cube of side 0.5) on a plain grey floor in front of a
   plain wall, as a phone capture of a thing on a table against a wall: the plain surfaces give SIFT
-  nothing, so every pose rests on the few hundred points of the object.
+  nothing, so every pose rests on the few hundred points of the object;
+- ``glossy_cube``: ``textured_cube`` with a glossy finish: the Blinn-Phong highlights of
+  :data:`GLOSSY_LIGHTS` on the cube's faces and the floor (:func:`specular_highlights`), white and
+  clipped, which slide over the surfaces as the camera moves, as on varnished wood or a glazed
+  tabletop: features on a highlight's rim belong to no fixed point.
+
+Photos of a fisheye lens (:func:`write_fisheye_photos`): the same arc through an equidistant fisheye
+(an image radius proportional to the angle off the axis, 113 degrees across), resampled from a wider
+pinhole render, with the EXIF lens model a fisheye photo carries.
 
 Cameras on an arc around the scene (radius 3, ``step_deg`` apart, height 1.2 to 1.6) look at the
 origin.
@@ -87,7 +95,53 @@ def plain_wall_splats(n: int = 60_000, seed: int = 0, side: float = 0.5) -> dict
     }
 
 
-SCENES = {"textured_cube": textured_splats, "plain_wall": plain_wall_splats}
+SCENES = {"textured_cube": textured_splats, "plain_wall": plain_wall_splats, "glossy_cube": textured_splats}
+GLOSSY = ("glossy_cube",)  # the scenes rendered with specular highlights
+GLOSSY_LIGHTS = ((1.5, -1.0, 3.0), (-1.0, 2.0, 2.5), (2.5, 2.5, 1.5))  # point lights (world)
+SHININESS = 40.0  # the Blinn-Phong exponent: highlights a few degrees wide, as on a semi-gloss finish
+SPECULAR = 1.6  # a highlight's peak over the diffuse colour (in [0, 1] units: the peak clips to white)
+_CUBE_HALF, _FLOOR_Z, _FLOOR_HALF = 0.6, -0.6, 2.0  # the geometry of ``textured_splats``
+
+
+def specular_highlights(viewmat: torch.Tensor, K: torch.Tensor, width: int = W, height: int = H) -> np.ndarray:
+    """The specular term [H,W] (>= 0) of the cube (side 1.2, centred at the origin) and the floor
+    (z = -0.6, 4 x 4) of ``textured_splats`` seen through one camera (``viewmat`` [4,4] world-to-camera,
+    ``K`` [3,3]): each pixel's ray is intersected with the two analytically, and the highlights of
+    :data:`GLOSSY_LIGHTS` are summed (Blinn-Phong, exponent :data:`SHININESS`, peak :data:`SPECULAR`);
+    zero where the ray meets neither."""
+    m = viewmat.double().numpy()
+    R, t = m[:3, :3], m[:3, 3]
+    centre = -R.T @ t
+    u, v = np.meshgrid(np.arange(width) + 0.5, np.arange(height) + 0.5)
+    pix = np.stack([u, v, np.ones_like(u)], -1) @ np.linalg.inv(K.double().numpy()).T
+    rays = pix @ R  # world directions [H,W,3] (R^T d for each pixel)
+    rays /= np.linalg.norm(rays, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # the cube: slab intersection, the entry face's axis is the one whose slab is entered last
+        lo = (-_CUBE_HALF - centre) / rays
+        hi = (_CUBE_HALF - centre) / rays
+        near, far = np.minimum(lo, hi), np.maximum(lo, hi)
+        t_in, t_out = near.max(-1), far.min(-1)
+        hit_cube = (t_in <= t_out) & (t_in > 0)
+        t_floor = (_FLOOR_Z - centre[2]) / rays[..., 2]
+    floor_pt = centre + np.nan_to_num(t_floor)[..., None] * rays
+    hit_floor = (t_floor > 0) & (np.abs(floor_pt[..., :2]) <= _FLOOR_HALF).all(-1) & ~hit_cube
+    depth = np.where(hit_cube, t_in, np.where(hit_floor, t_floor, 0.0))
+    point = centre + depth[..., None] * rays
+    axis = near.argmax(-1)
+    normal = np.zeros_like(point)
+    np.put_along_axis(normal, axis[..., None], -np.sign(np.take_along_axis(rays, axis[..., None], -1)), -1)
+    normal = np.where(hit_cube[..., None], normal, np.array([0.0, 0.0, 1.0]))
+    to_eye = -rays
+    spec = np.zeros((height, width))
+    for light in GLOSSY_LIGHTS:
+        to_light = np.asarray(light) - point
+        to_light /= np.linalg.norm(to_light, axis=-1, keepdims=True)
+        half = to_light + to_eye
+        half /= np.linalg.norm(half, axis=-1, keepdims=True)
+        lit = (to_light * normal).sum(-1) > 0
+        spec += np.where(lit, np.clip((half * normal).sum(-1), 0, 1) ** SHININESS, 0.0)
+    return np.where(hit_cube | hit_floor, SPECULAR * spec, 0.0)
 
 
 def arc_cameras(
@@ -105,15 +159,18 @@ def arc_cameras(
 
 def render(
     viewmats: torch.Tensor, K: torch.Tensor, splats: dict[str, torch.Tensor] | None = None, width: int = W,
-    height: int = H,
+    height: int = H, glossy: bool = False,
 ) -> np.ndarray:  # fmt: skip
-    """uint8 RGB images [V,H,W,3] of the scene over a grey background, rendered a view at a time."""
+    """uint8 RGB images [V,H,W,3] of the scene over a grey background, rendered a view at a time;
+    ``glossy``: with the highlights of :func:`specular_highlights` (the ``textured_cube`` geometry)."""
     s = splats or textured_splats()
     out = []
     with torch.no_grad():
         for vm in viewmats:
             img, _, _ = rasterize(s["means"], s["quats"], s["scales"], s["opacities"], s["colors"], vm[None].float(),
                                   K[None].float(), width, height, backgrounds=torch.full((1, 3), 0.5))  # fmt: skip
+            if glossy:
+                img = img + torch.from_numpy(specular_highlights(vm, K, width, height)).float()[None, ..., None]
             out.append((img[0].clamp(0, 1) * 255).round().to(torch.uint8).numpy())
     return np.stack(out)
 
@@ -131,7 +188,7 @@ def write_photos(
     folder.mkdir(parents=True, exist_ok=True)
     viewmats, K = arc_cameras(n, step_deg, width=width, height=height)
     truth = {}
-    for i, rgb in enumerate(render(viewmats, K, SCENES[scene](num_splats), width, height)):
+    for i, rgb in enumerate(render(viewmats, K, SCENES[scene](num_splats), width, height, scene in GLOSSY)):
         name = f"view_{i:02d}.jpg"
         Image.fromarray(rgb).save(folder / name, quality=95)
         truth[name] = viewmats[i].double().numpy()
@@ -141,3 +198,63 @@ def write_photos(
 def true_focal(width: int = W, height: int = H) -> float:
     """The true focal length in pixels of the photos."""
     return float(arc_cameras(1, width=width, height=height)[1][0, 0])
+
+
+def focal_35mm(focal_px: float, width: int = W, height: int = H) -> int:
+    """The EXIF FocalLengthIn35mmFilm (whole mm) from which COLMAP takes a focal length of about
+    ``focal_px`` as its prior (COLMAP: the 35 mm value / 35 x the long side)."""
+    return round(35.0 * focal_px / max(width, height))
+
+
+FISHEYE_FOCAL = 130.0  # px at the tests' width: 113 degrees across 256 px, 141 across the diagonal
+FISHEYE_LENS = "Test 7.5mm F2.8 Fisheye"  # the EXIF LensModel written (names like it are what phones write)
+
+
+def fisheye_render(
+    viewmats: torch.Tensor, splats: dict[str, torch.Tensor] | None = None, width: int = W, height: int = H,
+    focal: float = FISHEYE_FOCAL,
+) -> np.ndarray:  # fmt: skip
+    """uint8 RGB images [V,H,W,3] through an equidistant fisheye (pixel radius = ``focal`` x the angle off
+    the axis, principal point at the centre): each view rendered by a pinhole of the same focal length
+    wide enough for the corners, and resampled bilinearly."""
+    half_diag = math.hypot(width, height) / 2
+    if half_diag / focal >= math.radians(80):
+        raise ValueError(f"a fisheye of focal {focal} px reaches past 80 degrees at {width}x{height}")
+    reach = math.tan(half_diag / focal)  # the pinhole's image-plane extent at the corners
+    sw, sh = (2 * math.ceil(focal * reach * side / half_diag) + 2 for side in (width / 2, height / 2))
+    K_src = torch.tensor([[focal, 0.0, sw / 2], [0.0, focal, sh / 2], [0.0, 0.0, 1.0]])
+    source = render(viewmats, K_src, splats, sw, sh)
+    u, v = np.meshgrid(np.arange(width) + 0.5 - width / 2, np.arange(height) + 0.5 - height / 2)
+    theta = np.hypot(u, v) / focal
+    stretch = np.where(theta > 0, np.tan(theta) / np.maximum(theta, 1e-12), 1.0)  # pinhole radius / fisheye radius
+    xs, ys = u * stretch + sw / 2, v * stretch + sh / 2  # pixel positions in the pinhole render
+    grid = torch.tensor(np.stack([2 * xs / sw - 1, 2 * ys / sh - 1], -1), dtype=torch.float32)[None]
+    out = []
+    for img in source:
+        t = torch.from_numpy(img).permute(2, 0, 1)[None].float()
+        warped = torch.nn.functional.grid_sample(t, grid, mode="bilinear", align_corners=False)
+        out.append(warped[0].permute(1, 2, 0).round().clamp(0, 255).to(torch.uint8).numpy())
+    return np.stack(out)
+
+
+def write_fisheye_photos(
+    folder: Path, indices: list[int], n: int = 12, step_deg: float = 10.0, num_splats: int = 60_000
+) -> dict[str, np.ndarray]:
+    """Writes JPEGs ``fisheye_NN.jpg`` of the arc's views ``indices`` (of ``n``; the views of
+    :func:`write_photos`) through :func:`fisheye_render`, each with the EXIF LensModel
+    :data:`FISHEYE_LENS` and the 35 mm equivalent focal length (:func:`focal_35mm`); returns their true
+    world-to-camera matrices [4,4] by name."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    viewmats, _ = arc_cameras(n, step_deg)
+    chosen = viewmats[list(indices)]
+    exif = Image.Exif()
+    exif.get_ifd(0x8769)[0xA434] = FISHEYE_LENS  # the Exif IFD's LensModel
+    exif.get_ifd(0x8769)[0xA405] = focal_35mm(FISHEYE_FOCAL)  # FocalLengthIn35mmFilm
+    truth = {}
+    for i, rgb in zip(indices, fisheye_render(chosen, textured_splats(num_splats))):
+        name = f"fisheye_{i:02d}.jpg"
+        Image.fromarray(rgb).save(folder / name, quality=95, exif=exif.tobytes())
+        truth[name] = viewmats[i].double().numpy()
+    return truth
