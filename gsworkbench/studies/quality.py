@@ -172,7 +172,7 @@ def run_quality(name: str, out: Path, seed: int | None = None) -> dict[str, Any]
         raise ValueError(f"unknown quality run {name!r}; runs: {', '.join(RUNS)}")
     spec = RUNS[name]
     if spec.reconstructed:
-        scene = _reconstructed_capture(out / f"{name}-scene")
+        scene = _reconstructed_capture(out / "reconstructed-scene")  # one reconstruction for every such run
     elif spec.scene is not None:
         scene = spec.scene()
     else:
