@@ -32,13 +32,13 @@ DEFAULT_ROUNDS = 3  # passes over every case; each case keeps its quietest pass
 PEER = "numba"
 """The backend of the peer rows (the field and the transform): fused numba kernels, timed in the same run."""
 
-HEADLINE_SCENES = (("dense", 100_000), ("volumetric", 100_000), ("trained", 100_000))
+HEADLINE_SCENES = (("dense", 100_000), ("volumetric", 100_000), ("cloud", 100_000), ("trained", 100_000))
 RENDER_STAGES = ("project", "sh", "isect", "rasterize", "forward")
 
 
 def headline_cases(tiny: bool = False) -> list[Any]:
     """The headline cases: field forward and forward+backward at N = 4096 x B = 65536 (ext), the render
-    ext forward and its stages of 100k ``dense``, ``volumetric`` and ``trained`` splats at 800x800, SH degree 3 (and
+    ext forward and its stages of 100k ``dense``, ``volumetric``, ``cloud`` and ``trained`` splats at 800x800, SH degree 3 (and
     the ``trained`` forward+backward), the
     1M-splat ext transform (SH degrees 0 and 3, preallocated ``out``) and the fused Adam step at 1M Gaussians;
     the field and the transform also as their numba peers (:data:`PEER`).
