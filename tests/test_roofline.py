@@ -196,11 +196,12 @@ def test_blended_evaluations_hand_count() -> None:
 @pytest.mark.requires_ext
 def test_blended_evaluations_match_a_pixel_loop() -> None:
     """On a random scene, the count from the ext forward's last ids equals a per-pixel walk of the tile
-    lists in the torch reference's blend order, stopping at each pixel's last contributor."""
+    lists in the torch reference's blend order, stopping at each pixel's last contributor; the last ids
+    do not depend on the colours."""
     from gsworkbench.core import cameras
     from gsworkbench.core.splats import synthetic_splats
     from gsworkbench.splat import _torch_impl
-    from gsworkbench.splat.ops import blended_evaluations
+    from gsworkbench.splat.ops import blended_evaluations, last_contributors
 
     s = synthetic_splats(300, 0, seed=3)
     vm, Ks = cameras.orbit_cameras(1, 40, 24, distance=3.0)
@@ -218,6 +219,8 @@ def test_blended_evaluations_match_a_pixel_loop() -> None:
             assert lid == -1 or int(toff.flatten()[t]) <= lid < int(ends[t])
             walked += lid - int(toff.flatten()[t]) + 1 if lid >= 0 else 0
     assert walked > 0 and blended_evaluations(toff, last, 16) == walked
+    # the colours do not decide which splats blend: the forward on zero colours has the same last ids
+    assert torch.equal(last_contributors(m2, conics, o, 40, 24, 16, toff, fid), last)
 
 
 def test_transform_and_adam_bytes_hand_count() -> None:

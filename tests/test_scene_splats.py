@@ -78,6 +78,7 @@ def _blended_per_pixel(meta, last_ids, width, height):
 
 @pytest.mark.requires_ext
 def test_cloud_covers_its_view_and_saturates_only_after_a_hundred_splats(scene):
+    from gsworkbench.splat.ops import last_contributors
     from gsworkbench.splat.rasterize import rasterize
 
     width, height, num = 64, 48, 2_000
@@ -87,9 +88,8 @@ def test_cloud_covers_its_view_and_saturates_only_after_a_hundred_splats(scene):
         _, alpha, meta = rasterize(s.means, s.quats, gaussians.scales_from_log(s.log_scales),
                                    gaussians.opacity_from_logit(s.opacity_logits), s.sh, vm, Ks, width, height,
                                    sh_degree=3, backend="ext")  # fmt: skip
-        last_ids = torch.ops.gsworkbench.splat_rasterize(
-            meta["means2d"], meta["conics"], torch.zeros(1, num, 3), meta["opacities"], width, height,
-            meta["tile_size"], meta["tile_offsets"], meta["flatten_ids"], False)[3]  # fmt: skip
+        last_ids = last_contributors(meta["means2d"], meta["conics"], meta["opacities"], width, height,
+                                     meta["tile_size"], meta["tile_offsets"], meta["flatten_ids"])  # fmt: skip
     transmittance = 1 - alpha[0, ..., 0]
     assert (transmittance < 0.01).all()  # the whole view covered
     assert (transmittance < 2e-4).float().mean() > 0.9  # most pixels stopped at saturation (T below 1e-4 next)

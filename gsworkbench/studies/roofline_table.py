@@ -38,10 +38,10 @@ RENDER_STAGES = ("project", "sh", "isect", "rasterize", "forward")
 
 def headline_cases(tiny: bool = False) -> list[Any]:
     """The headline cases: field forward and forward+backward at N = 4096 x B = 65536 (ext), the render
-    ext forward and its stages of 100k ``dense``, ``volumetric``, ``cloud`` and ``trained`` splats at 800x800, SH degree 3 (and
-    the ``trained`` forward+backward), the
-    1M-splat ext transform (SH degrees 0 and 3, preallocated ``out``) and the fused Adam step at 1M Gaussians;
-    the field and the transform also as their numba peers (:data:`PEER`).
+    ext forward and its stages of 100k ``dense``, ``volumetric``, ``cloud`` and ``trained`` splats at
+    800x800, SH degree 3 (and the ``trained`` forward+backward), the 1M-splat ext transform (SH degrees 0
+    and 3, preallocated ``out``) and the fused Adam step at 1M Gaussians; the field and the transform
+    also as their numba peers (:data:`PEER`).
     ``tiny``: the same kernels at toy sizes (for tests)."""
     N, B = (100, 200) if tiny else (4096, 65536)
     size, scene_size = ((64, 48), (64, 64)) if tiny else ((800, 800), (800, 800))

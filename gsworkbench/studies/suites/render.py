@@ -58,7 +58,7 @@ from gsworkbench.core import cameras, gaussians
 from gsworkbench.core.compile import COMPILE_MODES, compile_step
 from gsworkbench.core.splats import SplatSet, synthetic_splats
 from gsworkbench.splat import _torch_impl
-from gsworkbench.splat.ops import blended_evaluations, render_stage_work
+from gsworkbench.splat.ops import blended_evaluations, last_contributors, render_stage_work
 from gsworkbench.splat.rasterize import backend_module, cuts_saturated_lists, rasterize
 from gsworkbench.studies.lineup import check_rasterize, implementations
 
@@ -156,10 +156,8 @@ def _stage_call(
         fn = _whole_call(stage, compile_mode, inputs, Ks, width, height, sh_degree, rasterizer)
     evaluations = None
     if stage in ("rasterize", "forward", "forward+backward") and has_ext() and m2.device.type == "cpu":
-        with torch.no_grad():  # the ext forward's last contributors give the blends that made the image
-            last_ids = torch.ops.gsworkbench.splat_rasterize(m2, conics, colors, o, width, height, ts, toff, fid,
-                                                             False)[3]  # fmt: skip
-        evaluations = blended_evaluations(toff, last_ids, ts)
+        # the ext forward's last contributors give the blends that made the image
+        evaluations = blended_evaluations(toff, last_contributors(m2, conics, o, width, height, ts, toff, fid), ts)
     return fn, int(fid.numel()), evaluations
 
 
