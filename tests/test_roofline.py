@@ -363,6 +363,37 @@ def test_the_roofline_table_command_at_toy_sizes(tmp_path, monkeypatch: pytest.M
             assert np.isnan(peers[k]), k
 
 
+def test_step_stage_rows_break_a_step_into_its_stages() -> None:
+    """On a fake table: the step's row gets its counts and its ratio to the render forward+backward of
+    the same splats and size; one row follows a stage with its share of the step; a step without stage
+    times keeps its one row; other rows pass unchanged."""
+    from gsworkbench.studies.roofline_table import step_stage_rows
+    from gsworkbench.train.step_work import STEP, step_stage_work
+    from gsworkbench.train.timers import STAGES
+
+    ms = {f"ms_{s}": float(i + 1) for i, s in enumerate(STAGES)} | {"ms_unstaged": 0.5}
+    key = {"scene": "trained", "num": 100, "width": 32, "height": 16}
+    df = pd.DataFrame([
+        {"case": "render/ext/trained/n100/32x16/sh3/forward+backward", **key, "stage": "forward+backward",
+         "median_s": 0.04},
+        {"case": "train/ext/trained/n100/32x16", **key, "median_s": 0.1, "gaussians": 90, "sh_degree": 3,
+         "mean_n_isects": 10.0, "mean_evaluations": 7.0, **ms},
+        {"case": "train/ext/dense/n100/32x16", **key, "scene": "dense", "median_s": math.nan},
+    ])  # fmt: skip
+    out = step_stage_rows(df).set_index("case")
+    step = "train/ext/trained/n100/32x16"
+    assert list(out.index) == [df.case[0], step, *(f"{step}/{s}" for s in (*STAGES, "unstaged")), df.case[2]]
+    assert out.step_over_forward_backward[step] == pytest.approx(0.1 / 0.04)
+    assert out.step_over_forward_backward.notna().sum() == 1
+    works = step_stage_work(90, 32, 16, 3, 10.0, 7.0)  # the rendered count, not the one asked for
+    assert out.flops_per_call[step] == works[STEP]["flops_per_call"]
+    for s in STAGES:
+        assert out.median_s[f"{step}/{s}"] == pytest.approx(ms[f"ms_{s}"] / 1e3)
+        assert out.pct_of_step[f"{step}/{s}"] == pytest.approx(ms[f"ms_{s}"] / 1e3 / 0.1 * 100)
+        assert np.isclose(out.bytes_per_call[f"{step}/{s}"], works[s]["bytes_per_call"], equal_nan=True)
+    assert math.isnan(out.bytes_per_call[f"{step}/unstaged"]) and math.isnan(out.iqr_s[f"{step}/sh"])
+
+
 def test_peer_speedups_pair_each_ext_row_with_its_numba_row() -> None:
     from gsworkbench.studies.roofline_table import peer_speedups
 

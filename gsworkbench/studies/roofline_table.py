@@ -68,20 +68,20 @@ def headline_cases(tiny: bool = False) -> list[Any]:
 
 
 def step_stage_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` (one row a case) with each training step's row (case ``train/...``, from the train suite)
-    given the counts of its whole step and followed by one row a stage of
-    :data:`~gsworkbench.train.timers.STAGES` and one of the time outside them (``unstaged``, not counted):
-    case ``<step case>/<stage>``, the stage's median seconds over the timed steps (``ms_<stage>``; no IQR)
-    and its counts
-    (:func:`gsworkbench.train.step_work.step_stage_work`, on the mean over the train views of the
-    intersections and blended evaluations). Adds ``pct_of_step`` (a stage's median over its step's, in %)
-    and, on the step's row, ``step_over_forward_backward``: its median over that of the render
-    ``forward+backward`` case of the same kind, count and image size in ``df`` (NaN without one)."""
+    """``df`` (one row a case) with each timed training step's row (case ``train/...``, from the train
+    suite) given the counts of its whole step and followed by one row a stage of
+    :data:`~gsworkbench.train.timers.STAGES` and one of the time outside them (``unstaged``, not
+    counted): case ``<step case>/<stage>``, the stage's median seconds over the timed steps
+    (``ms_<stage>``; no IQR) and its counts (:func:`gsworkbench.train.step_work.step_stage_work`, on the
+    means over the train views of the intersections and blended evaluations). Adds ``pct_of_step`` (a
+    stage's median over its step's, in %) and, on the step's row, ``step_over_forward_backward``: its
+    median over that of the render ``forward+backward`` case of the same kind, count and image size in
+    ``df`` (NaN without one). A step that did not run (no stage times) keeps its one row."""
     fwd_bwd = {(r["scene"], r["num"], r["width"], r["height"]): r["median_s"] for r in df.to_dict("records")
                if r.get("stage") == "forward+backward"}  # fmt: skip
     rows = []
     for r in df.to_dict("records"):
-        if not str(r["case"]).startswith("train/"):
+        if not str(r["case"]).startswith("train/") or pd.isna(r.get(f"ms_{STAGES[0]}", math.nan)):
             rows.append(r)
             continue
         works = step_stage_work(int(r["gaussians"]), int(r["width"]), int(r["height"]), int(r["sh_degree"]),
