@@ -136,8 +136,8 @@ def test_field_suite_full_grid_compares_like_with_like():
 @pytest.mark.requires_ext
 def test_train_suite_quick_runs_each_scene_and_marks_the_real_size_cases():
     """The quick grid trains each scene kind at 2,000 Gaussians (ext, and torch on the surface case)
-    and records the stage times and the first step's memory per stage; the real-size cases are in its
-    table, skipped as full-grid only. No timing is asserted."""
+    and records the stage times, the views' counts and the first step's memory per stage; the real-size
+    cases are in its table, skipped as full-grid only. No timing is asserted."""
     from gsworkbench.bench.peak_rss import rss_measurable
     from gsworkbench.train.timers import STAGES
 
@@ -151,6 +151,11 @@ def test_train_suite_quick_runs_each_scene_and_marks_the_real_size_cases():
     assert ran[ran.scene == "trained"].gaussians.between(1, 2_000).all()
     for s in STAGES:
         assert f"ms_{s}" in ran and f"peak_rss_mib_{s}" in ran
+    assert "ms_unstaged" in ran and (ran.sh_degree == 3).all()
+    # the roofline's view counts: means over the train views, the blended evaluations from the ext forward
+    ext = ran[ran.backend == "ext"]
+    assert (ext.mean_n_isects > 0).all() and (ext.mean_evaluations > 0).all()
+    assert ran[ran.backend == "torch"].mean_evaluations.isna().all()
     if rss_measurable():
         assert (ran.first_step_peak_rss_mib > 0).all()
         stages = ran[[f"peak_rss_mib_{s}" for s in STAGES]]

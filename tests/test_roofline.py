@@ -196,11 +196,12 @@ def test_blended_evaluations_hand_count() -> None:
 @pytest.mark.requires_ext
 def test_blended_evaluations_match_a_pixel_loop() -> None:
     """On a random scene, the count from the ext forward's last ids equals a per-pixel walk of the tile
-    lists in the torch reference's blend order, stopping at each pixel's last contributor."""
+    lists in the torch reference's blend order, stopping at each pixel's last contributor; the last ids
+    do not depend on the colours."""
     from gsworkbench.core import cameras
     from gsworkbench.core.splats import synthetic_splats
     from gsworkbench.splat import _torch_impl
-    from gsworkbench.splat.ops import blended_evaluations
+    from gsworkbench.splat.ops import blended_evaluations, last_contributors
 
     s = synthetic_splats(300, 0, seed=3)
     vm, Ks = cameras.orbit_cameras(1, 40, 24, distance=3.0)
@@ -218,6 +219,8 @@ def test_blended_evaluations_match_a_pixel_loop() -> None:
             assert lid == -1 or int(toff.flatten()[t]) <= lid < int(ends[t])
             walked += lid - int(toff.flatten()[t]) + 1 if lid >= 0 else 0
     assert walked > 0 and blended_evaluations(toff, last, 16) == walked
+    # the colours do not decide which splats blend: the forward on zero colours has the same last ids
+    assert torch.equal(last_contributors(m2, conics, o, 40, 24, 16, toff, fid), last)
 
 
 def test_transform_and_adam_bytes_hand_count() -> None:
@@ -227,6 +230,36 @@ def test_transform_and_adam_bytes_hand_count() -> None:
     assert transform_bytes(10, 0) == 10 * 10 * 4 * 2  # means, quats, log-scales read and written
     assert transform_bytes(1, 3) == (10 + 45) * 4 * 2
     assert adam_step_bytes(59) == 59 * 7 * 4
+
+
+def test_step_stage_work_hand_count() -> None:
+    from gsworkbench.splat import ops
+    from gsworkbench.train.step_work import STEP, parameter_values, step_stage_work
+    from gsworkbench.train.timers import STAGES
+
+    def same(got: dict[str, float], want: dict[str, float]) -> bool:  # NaN (not counted) equal to NaN
+        return all(np.isclose(got[k], want[k], equal_nan=True) for k in ("flops_per_call", "bytes_per_call"))
+
+    w = step_stage_work(5, 32, 16, 1, 10, evaluations=7)
+    assert set(w) == {*STAGES, STEP}
+    assert same(w["project"], ops.project_work(5)) and same(w["sh"], ops.sh_work(5, 1))
+    assert same(w["isect"], ops.isect_work(5, 10, 32, 16))
+    assert same(w["rasterize"], ops.rasterize_work(10, 32, 16, evaluations=7, keep_state=True))  # state kept
+    assert same(w["backward"], ops.rasterize_backward_work(5, 10, 32, 16, evaluations=7))
+    # the loss: the image and its target read, the SSIM gradient written: 3 images of 512 pixels x 3 x 4 bytes
+    assert math.isnan(w["loss"]["flops_per_call"]) and w["loss"]["bytes_per_call"] == 3 * 512 * 12
+    # Adam over 3 + 4 + 3 + 1 + 3 x 4 values a Gaussian at degree 1: 7 x 4 bytes each
+    assert parameter_values(5, 1) == 5 * 23 and w["optimizer"]["bytes_per_call"] == 5 * 23 * 28
+    assert parameter_values(1, 3) == 59
+    for s in ("prepare", "densify"):
+        assert all(math.isnan(v) for v in w[s].values())
+    assert w[STEP]["flops_per_call"] == sum(w[s]["flops_per_call"] for s in ("sh", "rasterize", "backward"))
+    assert w[STEP]["bytes_per_call"] == sum(
+        w[s]["bytes_per_call"] for s in ("project", "sh", "isect", "rasterize", "loss", "backward", "optimizer")
+    )
+    # no measured evaluations (None or NaN): the rasterizer's bound, 256 per intersection
+    bound = step_stage_work(5, 32, 16, 1, 10, evaluations=math.nan)["rasterize"]["flops_per_call"]
+    assert bound == ops.rasterize_work(10, 32, 16)["flops_per_call"]
 
 
 # ---- the roofline columns ----
@@ -283,6 +316,7 @@ def test_plot_roofline_draws_the_roofs_and_one_point_per_case() -> None:
 @requires_ext
 def test_the_roofline_table_command_at_toy_sizes(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gsworkbench.studies import roofline_table as roofline
+    from gsworkbench.train.timers import STAGES
 
     monkeypatch.setattr(roofline, "roofline_table", _tiny_table(roofline.roofline_table))
     out = tmp_path / "roofline.csv"
@@ -297,7 +331,28 @@ def test_the_roofline_table_command_at_toy_sizes(tmp_path, monkeypatch: pytest.M
     assert (table.threads == 1).all() and (table.pct_of_peak.dropna() > 0).all()
     assert (table.command == roofline.COMMAND + " --threads 1 --min-run-time 0.01 --rounds 2 --tiny").all()
     assert (table.rounds == 2).all() and table.kernel.is_unique  # one row a case: its quietest pass
-    assert table.pct_of_peak.notna().sum() == len(table)  # every headline case is counted
+    assert any("/cloud/" in k and k.endswith("/rasterize") for k in kernels)
+    # the training step, then one row a stage and one of the time outside them, each with its share of
+    # the step; prepare, densify and the unstaged time have no count, every other row is counted
+    step = next(k for k in kernels if k.startswith("train/ext/trained/"))
+    stages = table[table.kernel.str.startswith(step + "/")]
+    assert [k.removeprefix(step + "/") for k in stages.kernel] == [*STAGES, "unstaged"]
+    timed = stages[stages.kernel != step + "/unstaged"]  # the unstaged time is a difference: any sign
+    assert (timed.median_s >= 0).all() and (timed.pct_of_step >= 0).all() and stages.iqr_s.isna().all()
+    uncounted = {step + "/prepare", step + "/densify", step + "/unstaged"}
+    assert set(table.kernel[table.pct_of_peak.isna()]) == uncounted
+    by = table.set_index("kernel")
+    for s in ("project", "isect", "loss", "optimizer"):  # bytes only
+        assert np.isnan(by.flops_per_call[f"{step}/{s}"]) and by.bytes_per_call[f"{step}/{s}"] > 0
+    for s in ("sh", "rasterize", "backward"):
+        assert by.flops_per_call[f"{step}/{s}"] > 0
+    assert by.flops_per_call[step] == pytest.approx(sum(by.flops_per_call[f"{step}/{s}"]
+                                                        for s in ("sh", "rasterize", "backward")))  # fmt: skip
+    # the step over the render forward+backward of the same splats and size, timed in the same table
+    fwd_bwd = next(k for k in kernels if "/trained/" in k and k.endswith("/forward+backward"))
+    assert fwd_bwd.split("/")[3:5] == step.split("/")[3:5]  # count and image size
+    assert by.step_over_forward_backward[step] == pytest.approx(by.median_s[step] / by.median_s[fwd_bwd])
+    assert table.step_over_forward_backward.notna().sum() == 1
     # the field and the transform beside their numba peers, timed in the same run
     peers = table.set_index("kernel").speedup_vs_numba
     assert {"field/numba", "transforms/numba"} <= {"/".join(k.split("/")[:2]) for k in kernels}
@@ -306,6 +361,37 @@ def test_the_roofline_table_command_at_toy_sizes(tmp_path, monkeypatch: pytest.M
             assert peers[k] > 0 and np.isfinite(peers[k]), k
         else:
             assert np.isnan(peers[k]), k
+
+
+def test_step_stage_rows_break_a_step_into_its_stages() -> None:
+    """On a fake table: the step's row gets its counts and its ratio to the render forward+backward of
+    the same splats and size; one row follows a stage with its share of the step; a step without stage
+    times keeps its one row; other rows pass unchanged."""
+    from gsworkbench.studies.roofline_table import step_stage_rows
+    from gsworkbench.train.step_work import STEP, step_stage_work
+    from gsworkbench.train.timers import STAGES
+
+    ms = {f"ms_{s}": float(i + 1) for i, s in enumerate(STAGES)} | {"ms_unstaged": 0.5}
+    key = {"scene": "trained", "num": 100, "width": 32, "height": 16}
+    df = pd.DataFrame([
+        {"case": "render/ext/trained/n100/32x16/sh3/forward+backward", **key, "stage": "forward+backward",
+         "median_s": 0.04},
+        {"case": "train/ext/trained/n100/32x16", **key, "median_s": 0.1, "gaussians": 90, "sh_degree": 3,
+         "mean_n_isects": 10.0, "mean_evaluations": 7.0, **ms},
+        {"case": "train/ext/dense/n100/32x16", **key, "scene": "dense", "median_s": math.nan},
+    ])  # fmt: skip
+    out = step_stage_rows(df).set_index("case")
+    step = "train/ext/trained/n100/32x16"
+    assert list(out.index) == [df.case[0], step, *(f"{step}/{s}" for s in (*STAGES, "unstaged")), df.case[2]]
+    assert out.step_over_forward_backward[step] == pytest.approx(0.1 / 0.04)
+    assert out.step_over_forward_backward.notna().sum() == 1
+    works = step_stage_work(90, 32, 16, 3, 10.0, 7.0)  # the rendered count, not the one asked for
+    assert out.flops_per_call[step] == works[STEP]["flops_per_call"]
+    for s in STAGES:
+        assert out.median_s[f"{step}/{s}"] == pytest.approx(ms[f"ms_{s}"] / 1e3)
+        assert out.pct_of_step[f"{step}/{s}"] == pytest.approx(ms[f"ms_{s}"] / 1e3 / 0.1 * 100)
+        assert np.isclose(out.bytes_per_call[f"{step}/{s}"], works[s]["bytes_per_call"], equal_nan=True)
+    assert math.isnan(out.bytes_per_call[f"{step}/unstaged"]) and math.isnan(out.iqr_s[f"{step}/sh"])
 
 
 def test_peer_speedups_pair_each_ext_row_with_its_numba_row() -> None:

@@ -1,6 +1,7 @@
 """The benchmark splat kinds (gsworkbench.studies.scene_splats): each has the count and SH degree asked
 for (a trained run at most the count); the volumetric kind fills the object's box with splats of the
-documented sizes and one opacity; the trained kind is a real (tiny) trainer run, cached as a PLY beside
+documented sizes and one opacity; the cloud kind covers its whole view and each pixel blends over a
+hundred splats before it saturates; the trained kind is a real (tiny) trainer run, cached as a PLY beside
 its scene, read back without training, trained again when the file is corrupt, and rendered from a view
 that its run held out."""
 
@@ -42,6 +43,58 @@ def test_volumetric_fills_the_box_with_the_documented_sizes(scene):
     lo_s, hi_s = (math.log(f * size) for f in ss.VOLUMETRIC_SCALES)
     assert s.log_scales.min() >= lo_s - 1e-5 and s.log_scales.max() <= hi_s + 1e-5
     assert torch.allclose(gaussians.opacity_from_logit(s.opacity_logits), torch.tensor(ss.VOLUMETRIC_OPACITY))
+
+
+@pytest.mark.parametrize("num", [400, 2_000, 100_000])
+def test_cloud_radius_solves_its_coverage_equation(num):
+    w, h = 0.65, 0.36
+    r = ss.cloud_radius(num, w, h)
+    k = min(ss.CLOUD_OVERLAP, num * math.pi / 8)  # a small count is capped
+    assert num * math.pi * r * r == pytest.approx(k * (2 * w + 2 * r) * (2 * h + 2 * r))
+    assert (k < ss.CLOUD_OVERLAP) == (num == 400)
+
+
+def _blended_per_pixel(meta, last_ids, width, height):
+    """Per pixel [H,W]: the splats of its tile list up to its last contributor that it blends (alpha of at
+    least 1/255, as the rasterizer's rule; pixel centres at +0.5)."""
+    m2, conics, opac, fid = meta["means2d"][0], meta["conics"][0], meta["opacities"][0], meta["flatten_ids"].long()
+    ts, num = meta["tile_size"], m2.shape[0]
+    starts = meta["tile_offsets"][0].reshape(-1).long()
+    ends = torch.cat([starts[1:], torch.tensor([fid.numel()])])
+    out = torch.zeros(height, width, dtype=torch.long)
+    for tile, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        ty, tx = divmod(tile, meta["tile_width"])
+        ys, xs = torch.meshgrid(torch.arange(ty * ts, min(ty * ts + ts, height)),
+                                torch.arange(tx * ts, min(tx * ts + ts, width)), indexing="ij")  # fmt: skip
+        ids = fid[start:end] % num
+        dx, dy = m2[ids, 0, None, None] - (xs + 0.5), m2[ids, 1, None, None] - (ys + 0.5)
+        a, b, c = (conics[ids, i, None, None] for i in range(3))
+        sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
+        alpha = (opac[ids, None, None] * torch.exp(-sigma)).clamp_max(0.99)
+        upto = torch.arange(start, end)[:, None, None] <= last_ids[0, ys, xs]
+        out[ys, xs] = ((sigma >= 0) & (alpha >= 1 / 255) & upto).sum(0)
+    return out
+
+
+@pytest.mark.requires_ext
+def test_cloud_covers_its_view_and_saturates_only_after_a_hundred_splats(scene):
+    from gsworkbench.splat.ops import last_contributors
+    from gsworkbench.splat.rasterize import rasterize
+
+    width, height, num = 64, 48, 2_000
+    s = ss.scene_splats("cloud", scene, num)
+    vm, Ks = ss.kind_camera("cloud", scene, width, height)
+    with torch.no_grad():
+        _, alpha, meta = rasterize(s.means, s.quats, gaussians.scales_from_log(s.log_scales),
+                                   gaussians.opacity_from_logit(s.opacity_logits), s.sh, vm, Ks, width, height,
+                                   sh_degree=3, backend="ext")  # fmt: skip
+        last_ids = last_contributors(meta["means2d"], meta["conics"], meta["opacities"], width, height,
+                                     meta["tile_size"], meta["tile_offsets"], meta["flatten_ids"])  # fmt: skip
+    transmittance = 1 - alpha[0, ..., 0]
+    assert (transmittance < 0.01).all()  # the whole view covered
+    assert (transmittance < 2e-4).float().mean() > 0.9  # most pixels stopped at saturation (T below 1e-4 next)
+    blended = _blended_per_pixel(meta, last_ids, width, height)
+    assert blended.float().median() >= 100 and blended.min() >= 50
 
 
 def test_an_unknown_kind_is_named(scene):

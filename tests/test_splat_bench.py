@@ -19,9 +19,10 @@ def test_render_suite_quick_runs() -> None:
     fwd = df[(df.stage == "forward") & (df.backend == "ext") & df.skipped.isna()]
     assert (fwd.fps > 0).all() and (fwd.n_isects > 0).all()
     # the real-size scenes: each kind runs small here, and its real-size cases are listed as skipped
-    assert set(fwd.scene) == {"synthetic", "surface", "dense", "random-init", "volumetric", "trained"}
-    big = df[df.scene.isin(["surface", "dense", "random-init", "volumetric", "trained"]) & (df.num >= 100_000)]
-    assert len(big) == 14 and big.skipped.str.contains("full grid only").all()  # 7 scenes x 2 sizes
+    assert set(fwd.scene) == {"synthetic", "surface", "dense", "random-init", "volumetric", "cloud", "trained"}
+    kinds = ["surface", "dense", "random-init", "volumetric", "cloud", "trained"]
+    big = df[df.scene.isin(kinds) & (df.num >= 100_000)]
+    assert len(big) == 16 and big.skipped.str.contains("full grid only").all()  # 8 scenes x 2 sizes
     # a trained run may end below the count asked for; the rendered count says so
     trained = fwd[fwd.scene == "trained"]
     assert len(trained) == 1 and 0 < trained.gaussians.iloc[0] <= 2_000
@@ -67,7 +68,7 @@ def test_full_grid_has_the_real_size_scenes() -> None:
     sizes = ((800, 800), (1920, 1080))
     kinds = (
         ("surface", 300_000), ("surface", 1_000_000), ("dense", 100_000), ("dense", 300_000), ("random-init", 100_000),
-        ("volumetric", 100_000), ("trained", 100_000),
+        ("volumetric", 100_000), ("cloud", 100_000), ("trained", 100_000),
     )  # fmt: skip
     assert got == {(k, n, w, h) for k, n in kinds for w, h in sizes}
     assert all(c.skip is None and c.params["stage"] == "forward" and c.params["backend"] == "ext" for c in full)

@@ -420,6 +420,23 @@ def rasterize_backward_flops_per_evaluation(channels: int = 3) -> int:
     return RASTERIZE_BACKWARD_FLOPS_PER_EVALUATION_BASE + 4 * channels
 
 
+def last_contributors(
+    means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, width: int, height: int, tile_size: int,
+    tile_offsets: torch.Tensor, flatten_ids: torch.Tensor,
+) -> torch.Tensor:  # fmt: skip
+    """The ext forward's last contributor of each pixel, int32 [C,H,W] (the index into the flattened tile
+    lists of the last splat blended, -1 for none), on ``splat_rasterize``'s inputs less the colours:
+    which splats blend depends on the 2D means [C,N,2], conics [C,N,3] and opacities [C,N] alone, so the
+    forward runs on zero colours. For :func:`blended_evaluations`; no gradient."""
+    require_ext()
+    colors = means2d.new_zeros(*means2d.shape[:2], 3)
+    with torch.no_grad():
+        out = torch.ops.gsworkbench.splat_rasterize(means2d.detach(), conics.detach(), colors, opacities.detach(),
+                                                    int(width), int(height), int(tile_size), tile_offsets,
+                                                    flatten_ids, False, True)  # fmt: skip
+    return out[3]
+
+
 def blended_evaluations(tile_offsets: torch.Tensor, last_ids: torch.Tensor, tile_size: int = 16) -> int:
     """Pixel-splat evaluations up to each pixel's last contributor: per pixel, its tile's list from the
     start to ``last_ids`` (the forward's int32 [C,H,W] output: the index into the flattened tile lists of

@@ -1,8 +1,8 @@
 """The splat sets of the ``train`` and ``render`` suites' real-size cases, on the built-in object scene.
 
-Five kinds (:data:`KINDS`), the first four built from the scene's point cloud (surface points, 3,000 by
-default) with a fixed seed, the last trained; lengths in world units (the object is about 1.5 wide, the
-cameras about 2.8 away):
+Six kinds (:data:`KINDS`), built with a fixed seed: four from the scene's point cloud (surface points,
+3,000 by default), one from its first train view's camera, and one trained; lengths in world units (the
+object is about 1.5 wide, the cameras about 2.8 away):
 
 - ``"surface"``: splats on the surfaces, initialised as the trainer would. The cloud is drawn with
   replacement and jittered by 1% of the scene scale; scales are the RMS distance to the 3 nearest
@@ -23,7 +23,20 @@ cameras about 2.8 away):
   the start of a random-init run or in a hazy scene: uniform random centres, per-axis scales
   log-uniform in 0.5-3.5% of the box's largest side, random rotations, one opacity for all (0.5),
   random colours with small higher SH bands. Every pixel's ray meets many translucent splats, so
-  early termination ends few of them: the rasterizer's hardest case at a given count.
+  early termination ends few of them.
+- ``"cloud"``: translucent splats filling the whole view, as early in training, in fog or foliage, or
+  from inside a room: the frustum of the scene's first train view (the camera the kind renders from,
+  :func:`kind_camera`) between :data:`CLOUD_DEPTHS` of the camera's distance to the object box's centre,
+  wide enough for a :data:`CLOUD_ASPECT` image at the view's vertical field of view (1920x1080 from an
+  800x800 scene). Centres are uniform in image coordinates and depth, sizes grow with depth so every
+  splat covers about the same share of the image, and that share is set so each pixel lies inside the
+  3-sigma ellipses of about :data:`CLOUD_OVERLAP` splats at any count (fewer splats are larger);
+  per-axis scales carry log-normal noise (sigma 0.2), rotations are random, one opacity for all
+  (:data:`CLOUD_OPACITY`), random colours with small higher SH bands. At that opacity a pixel's
+  transmittance reaches 1e-4 only after about 200 of the splats over it: every pixel is covered and
+  blends over a hundred of them (about 175 at the median, 100k splats at 800x800 or 1920x1080) before
+  the rasterizer stops, the rasterizer's hardest case at a given count. Other views see the frustum
+  from the side, so the kind is for renders from its own camera.
 - ``"trained"``: the splats of a real run of the workbench's trainer (:data:`TRAINED_RUNS`), capped at the
   count asked for (``max_gaussians`` = ``cap_max`` = ``num``; it starts from ``num // 2`` points, so
   densification has room to grow). For a scene wider or taller than 128 px: the ``nerf_synthetic_800``
@@ -60,9 +73,13 @@ import torch
 from gsworkbench.core import gaussians
 from gsworkbench.core.splats import SplatSet
 
-KINDS = ("surface", "dense", "random-init", "volumetric", "trained")
+KINDS = ("surface", "dense", "random-init", "volumetric", "cloud", "trained")
 VOLUMETRIC_SCALES = (0.005, 0.035)  # splat scales as fractions of the object box's largest side
 VOLUMETRIC_OPACITY = 0.5
+CLOUD_OVERLAP = 300  # splats whose 3-sigma ellipse covers a pixel, on average
+CLOUD_OPACITY = 0.2
+CLOUD_DEPTHS = (0.5, 1.5)  # the cloud's depth range, as fractions of the camera's distance to the object
+CLOUD_ASPECT = 16 / 9  # the widest image (width / height) the cloud covers at the view's vertical fov
 
 
 @functools.lru_cache(maxsize=2)
@@ -183,6 +200,46 @@ def volumetric_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -
         means,
         quats,
         log_scales,
+        gaussians.logit_from_opacity(opacity),
+        gaussians.rgb_to_sh_dc(torch.rand(num, 3, generator=gen)),
+        0.03 * torch.randn(num, k, 3, generator=gen),
+    )
+
+
+def cloud_radius(num: int, half_width: float, half_height: float, overlap: float = CLOUD_OVERLAP) -> float:
+    """The 3-sigma radius r (in the units of the half sizes: tangents of the view's angles) at which
+    ``num`` discs with centres uniform over the view grown by r on every side cover each point of the
+    view ``overlap`` times on average: num pi r^2 = overlap (2 w + 2 r)(2 h + 2 r). ``overlap`` is capped
+    at num pi / 8 (half of what infinitely large discs would give), so a small count gets large splats."""
+    k = min(float(overlap), num * math.pi / 8)
+    a, b, c = num * math.pi - 4 * k, 4 * k * (half_width + half_height), 4 * k * half_width * half_height
+    return (b + math.sqrt(b * b + 4 * a * c)) / (2 * a)
+
+
+def cloud_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> SplatSet:
+    """``num`` translucent splats filling the frustum of the scene's first train view (module doc)."""
+    gen = torch.Generator().manual_seed(seed)
+    vm, Ks = view_camera(scene, int(scene.width), int(scene.height))
+    lo, hi = object_box(scene, gen)
+    R, t = vm[0, :3, :3].double(), vm[0, :3, 3].double()
+    distance = float((R @ ((lo + hi) / 2).double() + t)[2])  # the object's depth in this view
+    K = Ks[0].double()
+    half_h = float(scene.height) / 2 / float(K[1, 1])
+    half_w = max(float(scene.width) / 2 / float(K[0, 0]), CLOUD_ASPECT * half_h)
+    r = cloud_radius(num, half_w, half_h)
+    half = torch.tensor([half_w + r, half_h + r], dtype=torch.float64)  # the view grown by r: edges covered too
+    uv = (2 * torch.rand(num, 2, generator=gen, dtype=torch.float64) - 1) * half
+    near, far = (f * distance for f in CLOUD_DEPTHS)
+    z = near + (far - near) * torch.rand(num, 1, generator=gen, dtype=torch.float64)
+    means = ((torch.cat([uv * z, z], dim=1) - t) @ R).float()  # camera -> world: R^T (p - t)
+    log_scales = torch.log(z * r / 3) + 0.2 * torch.randn(num, 3, generator=gen, dtype=torch.float64)
+    quats = torch.nn.functional.normalize(torch.randn(num, 4, generator=gen), dim=-1)
+    opacity = torch.full((num,), CLOUD_OPACITY)
+    k = gaussians.num_sh_bases(sh_degree) - 1
+    return SplatSet(
+        means,
+        quats,
+        log_scales.float(),
         gaussians.logit_from_opacity(opacity),
         gaussians.rgb_to_sh_dc(torch.rand(num, 3, generator=gen)),
         0.03 * torch.randn(num, k, 3, generator=gen),
@@ -343,7 +400,7 @@ def kind_camera(kind: str, scene: Any, width: int, height: int) -> tuple[torch.T
 def scene_splats(kind: str, scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> SplatSet:
     """The splats of ``kind`` (:data:`KINDS`) for ``scene``."""
     makers = {"surface": surface_splats, "dense": dense_splats, "random-init": random_init_splats,
-              "volumetric": volumetric_splats, "trained": trained_splats}  # fmt: skip
+              "volumetric": volumetric_splats, "cloud": cloud_splats, "trained": trained_splats}  # fmt: skip
     if kind not in makers:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     return makers[kind](scene, num, sh_degree, seed)

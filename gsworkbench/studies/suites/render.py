@@ -10,7 +10,8 @@ forward, forward+backward and train-step (L1 loss + backward), each eager and un
 gsworkbench.studies.scene_splats), ext forward at SH degree 3 at 800x800 and 1920x1080 from one of the
 object scene's train views: ``surface`` 300k and 1M, ``dense`` (a trained-like object) 100k and 300k,
 ``random-init`` (a NeRF-synthetic start) 100k, ``volumetric`` (translucent splats filling the
-object's box) 100k and ``trained`` (a real trainer run on the 800 px object, capped at 100k; seen from
+object's box) 100k, ``cloud`` (translucent splats filling the whole view, each pixel saturating only
+after a hundred or more) 100k and ``trained`` (a real trainer run on the 800 px object, capped at 100k; seen from
 one of its held-out views; column ``gaussians`` says where it ended below 100k) 100k. quick=True: 500
 Gaussians at 64x48 (for tests), with the ext train-step also under aot_eager, and each scene kind at
 2,000 Gaussians at 64x48; the real-size cases are listed as skipped (full grid only). External
@@ -57,7 +58,7 @@ from gsworkbench.core import cameras, gaussians
 from gsworkbench.core.compile import COMPILE_MODES, compile_step
 from gsworkbench.core.splats import SplatSet, synthetic_splats
 from gsworkbench.splat import _torch_impl
-from gsworkbench.splat.ops import blended_evaluations, render_stage_work
+from gsworkbench.splat.ops import blended_evaluations, last_contributors, render_stage_work
 from gsworkbench.splat.rasterize import backend_module, cuts_saturated_lists, rasterize
 from gsworkbench.studies.lineup import check_rasterize, implementations
 
@@ -69,7 +70,7 @@ FULL_SIZES = ((128, 128), (256, 256), (512, 512), (800, 800))
 # the real-size scenes: (kind, Gaussians) at each of SCENE_SIZES, ext forward, SH degree 3
 SCENE_NUMS = (
     ("surface", 300_000), ("surface", 1_000_000), ("dense", 100_000), ("dense", 300_000), ("random-init", 100_000),
-    ("volumetric", 100_000), ("trained", 100_000),
+    ("volumetric", 100_000), ("cloud", 100_000), ("trained", 100_000),
 )
 SCENE_SIZES = ((800, 800), (1920, 1080))
 SCENE_KINDS = tuple(dict.fromkeys(kind for kind, _ in SCENE_NUMS))
@@ -155,10 +156,8 @@ def _stage_call(
         fn = _whole_call(stage, compile_mode, inputs, Ks, width, height, sh_degree, rasterizer)
     evaluations = None
     if stage in ("rasterize", "forward", "forward+backward") and has_ext() and m2.device.type == "cpu":
-        with torch.no_grad():  # the ext forward's last contributors give the blends that made the image
-            last_ids = torch.ops.gsworkbench.splat_rasterize(m2, conics, colors, o, width, height, ts, toff, fid,
-                                                             False)[3]  # fmt: skip
-        evaluations = blended_evaluations(toff, last_ids, ts)
+        # the ext forward's last contributors give the blends that made the image
+        evaluations = blended_evaluations(toff, last_contributors(m2, conics, o, width, height, ts, toff, fid), ts)
     return fn, int(fid.numel()), evaluations
 
 

@@ -9,12 +9,16 @@ NeRF-synthetic run: 100k random points in the object's bounds, the trainer's 3-N
 ``volumetric`` (100k translucent splats filling the object's box) and ``trained`` (the splats of a real
 trainer run on the 800 px object capped at 100k; ``gaussians`` says where it ended below), 800x800.
 The torch reference runs at 10k up to 400x400. Each row adds the median milliseconds of every stage
-(``ms_<stage>``) over the timed steps, the tile intersections of the first view (``n_isects``), and
-the first step's memory (see gsworkbench.bench.peak_rss): its peak working memory above the RSS with
-scene and splats built (``first_step_peak_rss_mib``), the peak of each stage above that same level
-(``peak_rss_mib_<stage>``), and the process's whole peak RSS during the step
-(``first_step_peak_rss_total_mib``, to hold against a memory budget). quick=True: 2,000 Gaussians of
-each kind at 64x64; the real-size cases are listed as skipped (they run in the full grid only).
+(``ms_<stage>``) over the timed steps and of the time outside them (``ms_unstaged``), the tile
+intersections of the first view (``n_isects``), the means over the train views (which the steps cycle
+through) of the intersections and of the ext forward's blended evaluations (``mean_n_isects``,
+``mean_evaluations``; NaN for torch), the SH degree (``sh_degree``; with those, the roofline's counts:
+gsworkbench.train.step_work), and the first step's memory (see gsworkbench.bench.peak_rss): its peak
+working memory above the RSS with scene and splats built (``first_step_peak_rss_mib``), the peak of
+each stage above that same level (``peak_rss_mib_<stage>``), and the process's whole peak RSS during
+the step (``first_step_peak_rss_total_mib``, to hold against a memory budget). quick=True: 2,000
+Gaussians of each kind at 64x64; the real-size cases are listed as skipped (they run in the full grid
+only).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ LARGE = (
     ("trained", 100_000, (800, 800)),
 )
 QUICK_SKIP = "real-size case: runs in the full grid only (skipped in --quick)"
+UNSTAGED = "unstaged"  # ms_unstaged: the median step's time outside the timed stages
 
 
 class TrainStep:
@@ -77,6 +82,8 @@ class TrainStep:
 
         rows = pd.DataFrame(self.trainer.rows[min(3, len(self.trainer.rows) - 1) :])
         out = {f"ms_{s}": float(rows[f"t_{s}"].median() * 1e3) for s in STAGES}
+        # the step's time outside its stages (Python between them, the history row), step by step
+        out[f"ms_{UNSTAGED}"] = float((rows["t_step"] - rows[[f"t_{s}" for s in STAGES]].sum(axis=1)).median() * 1e3)
         out["gaussians"] = len(self.trainer.model)
         out["first_step_peak_rss_mib"] = self.peak_rss_mib
         out["first_step_peak_rss_total_mib"] = self.peak_total_mib
@@ -84,12 +91,28 @@ class TrainStep:
         return out
 
 
+def view_counts(trainer: Any, view: int) -> tuple[int, float]:
+    """The tile intersections of a render of ``view`` (an index into the trainer's scene) at its full size
+    and, with the ext backend, the forward's blended evaluations
+    (:func:`gsworkbench.splat.ops.blended_evaluations`; NaN with another backend)."""
+    import torch
+
+    from gsworkbench.splat.ops import blended_evaluations, last_contributors
+
+    with torch.no_grad():
+        meta = trainer.render([view])[2]
+    if trainer.cfg.backend != "ext":
+        return int(meta["n_isects"]), float("nan")
+    ts, toff = meta["tile_size"], meta["tile_offsets"]
+    last = last_contributors(meta["means2d"], meta["conics"], meta["opacities"], meta["width"], meta["height"], ts,
+                             toff, meta["flatten_ids"])  # fmt: skip
+    return int(meta["n_isects"]), float(blended_evaluations(toff, last, ts))
+
+
 def step_setup(
     backend: str, num: int, width: int, height: int, seed: int = 0, kind: str = "surface"
 ) -> Callable[[], Prepared]:
     def setup() -> Prepared:
-        import torch
-
         from gsworkbench.studies.scene_splats import scene_splats
         from gsworkbench.train import Trainer, preset
 
@@ -97,10 +120,12 @@ def step_setup(
         cfg = preset("micro", backend=backend, refine_start=10**9, max_gaussians=None, progress=False,
                      iterations=10**6, sh_degree_interval=1)  # fmt: skip  # densification off: a fixed count
         trainer = Trainer(scene, cfg, scene_splats(kind, scene, num, seed=seed))
-        with torch.no_grad():
-            n_isects = int(trainer.render(trainer.scene.train_ids[:1].tolist())[2]["n_isects"])
+        counts = [view_counts(trainer, view) for view in trainer.scene.train_ids.tolist()]
+        views = {"n_isects": counts[0][0], "sh_degree": cfg.sh_degree,
+                 "mean_n_isects": sum(c[0] for c in counts) / len(counts),
+                 "mean_evaluations": sum(c[1] for c in counts) / len(counts)}  # fmt: skip
         step = TrainStep(trainer)
-        return Prepared(step, lambda: {**step.extras(), "n_isects": n_isects})
+        return Prepared(step, lambda: {**step.extras(), **views})
 
     return setup
 
@@ -111,7 +136,8 @@ def _skip(backend: str, num: int, size: tuple[int, int]) -> str | None:
     return None
 
 
-def _case(backend: str, kind: str, num: int, size: tuple[int, int], skip: str | None) -> Case:
+def step_case(backend: str, kind: str, num: int, size: tuple[int, int], skip: str | None = None) -> Case:
+    """The case of one training step of ``num`` Gaussians of ``kind`` at ``size`` (width, height)."""
     w, h = size
     name = f"train/{backend}/n{num}/{w}x{h}" if kind == "surface" else f"train/{backend}/{kind}/n{num}/{w}x{h}"
     params = {"backend": backend, "scene": kind, "num": num, "width": w, "height": h}
@@ -121,15 +147,15 @@ def _case(backend: str, kind: str, num: int, size: tuple[int, int], skip: str | 
 def cases(quick: bool) -> list[Case]:
     out = []
     if quick:
-        out += [_case(b, "surface", 2_000, (64, 64), None) for b in ("ext", "torch")]
-        out += [_case("ext", kind, 2_000, (64, 64), None) for kind in ("dense", "random-init", "volumetric", "trained")]
+        out += [step_case(b, "surface", 2_000, (64, 64), None) for b in ("ext", "torch")]
+        out += [step_case("ext", kind, 2_000, (64, 64)) for kind in ("dense", "random-init", "volumetric", "trained")]
     else:
         for num in NUMS:
             for size in SIZES:
-                out += [_case(b, "surface", num, size, _skip(b, num, size)) for b in ("ext", "torch")]
+                out += [step_case(b, "surface", num, size, _skip(b, num, size)) for b in ("ext", "torch")]
     for kind, num, size in LARGE:
         backends = ("ext", "torch") if kind == "surface" else ("ext",)
-        out += [_case(b, kind, num, size, QUICK_SKIP if quick else _skip(b, num, size)) for b in backends]
+        out += [step_case(b, kind, num, size, QUICK_SKIP if quick else _skip(b, num, size)) for b in backends]
     return out
 
 
