@@ -81,7 +81,9 @@ def ext_pair_bytes(D: int, itemsize: int, sh: bool, threads: int, grad: bool) ->
     # order int32 [4] per visible pair, and the saturation cut's record [6] per visible pair; every pair
     # may be visible
     n += 16 + 8 + 8 + 16 + 6 * s
-    n += 32  # the rasterizer's alpha-support record per pair (double + 5 float, padded to 32)
+    # the rasterizer's Gaussian record (splat_tiles.h GaussianRecord: support, 2D mean and blend terms),
+    # aligned to a 64-byte cache line: one line for float, two for double
+    n += 16 * s
     if grad:
         # splat_rasterize_backward: per-thread sums of mean2d [2], conic [3], opacity, colour [D], then
         # the gradients of the same; the projection backward's zero gradients of depths and

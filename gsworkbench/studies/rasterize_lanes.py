@@ -35,7 +35,7 @@ import torch
 
 from gsworkbench.bench.ceilings import run_ceilings
 from gsworkbench.core.atomic import write_table
-from gsworkbench.core.provenance import cpu_model, git_output
+from gsworkbench.core.provenance import cpu_model, short_commit
 from gsworkbench.splat import ops
 from gsworkbench.studies.tile_cover_table import build_splats
 
@@ -107,9 +107,7 @@ def lanes_table(splats: dict[str, dict[str, torch.Tensor]], reps: int = 20, size
     table["cpu"] = cpu_model()
     table["threads"] = threads
     table["torch"] = torch.__version__
-    commit = git_output("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = bool(git_output("status", "--porcelain", "--untracked-files=no"))
-    table["commit"] = commit + ("-dirty" if dirty else "")
+    table["commit"] = short_commit()
     table["command"] = (COMMAND + (f" --threads {threads}" if threads != 2 else "")
                         + (f" --reps {reps}" if reps != 20 else ""))  # fmt: skip
     return table

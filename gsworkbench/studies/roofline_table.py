@@ -22,7 +22,7 @@ from gsworkbench.bench.registry import get_suite
 from gsworkbench.bench.roofline import add_roofline_columns
 from gsworkbench.bench.runner import run_cases
 from gsworkbench.core.atomic import write_table
-from gsworkbench.core.provenance import cpu_model, git_output
+from gsworkbench.core.provenance import cpu_model, short_commit
 from gsworkbench.studies.suites import render, train, transforms
 from gsworkbench.train.step_work import STEP, step_stage_work
 from gsworkbench.train.timers import STAGES
@@ -136,8 +136,6 @@ def roofline_table(threads: int, tiny: bool = False, min_run_time: float = DEFAU
     quietest = step_stage_rows(quietest)
     peer = runs.groupby("case", sort=False).speedup_vs_numba.median()
     df = add_roofline_columns(quietest, ceilings)
-    commit = git_output("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = bool(git_output("status", "--porcelain", "--untracked-files=no"))
     table = pd.DataFrame({
         "kernel": df["case"],
         "flops_per_call": df.get("flops_per_call"),
@@ -156,7 +154,7 @@ def roofline_table(threads: int, tiny: bool = False, min_run_time: float = DEFAU
     table["peak_gflops"] = ceilings.peak_gflops if ceilings else math.nan
     table["bandwidth_gbs"] = ceilings.bandwidth_gbs if ceilings else math.nan
     table["command"] = command_line(threads, min_run_time, tiny, rounds)
-    table["commit"] = commit + ("-dirty" if dirty else "")
+    table["commit"] = short_commit()
     table["cpu"] = cpu_model()
     table["threads"] = threads
     return table

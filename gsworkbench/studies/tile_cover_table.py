@@ -31,7 +31,7 @@ import torch
 
 from gsworkbench.core import gaussians
 from gsworkbench.core.atomic import write_table
-from gsworkbench.core.provenance import cpu_model, git_output
+from gsworkbench.core.provenance import cpu_model, short_commit
 from gsworkbench.splat import _torch_impl, ops
 from gsworkbench.studies.scene_splats import kind_camera, object_scene, scene_splats
 
@@ -126,7 +126,7 @@ def cover_table(splats: dict[str, dict[str, torch.Tensor]], device: str = "cpu",
     table["device"] = torch.cuda.get_device_name() if device.startswith("cuda") else cpu_model()
     table["threads"] = torch.get_num_threads()
     table["torch"] = torch.__version__
-    table["commit"] = git_output("rev-parse", "--short", "HEAD") or "unknown"
+    table["commit"] = short_commit()
     table["command"] = f"{COMMAND} --device {device}"
     return table
 
