@@ -30,6 +30,7 @@ import torch
 
 ROTATION_6D = 6  # the first two columns of the rotation, deviations from the identity's
 PARAMS = 3 + ROTATION_6D  # translation (scene scales), then the 6D rotation
+LENS_PARAMS = 4  # log focal scale, principal-point shift (x, y) / focal, radial residual k1
 
 
 def rotation_from_6d(d6: torch.Tensor) -> torch.Tensor:
@@ -64,6 +65,23 @@ def intrinsic_matrices(params: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def radial_warp(images: torch.Tensor, k1: torch.Tensor, Ks: torch.Tensor) -> torch.Tensor:
+    """``images`` [C,H,W,D] as a lens with radial residual ``k1`` [C] records them: the pixel at ``p``
+    takes the image's value at ``c + (p - c)(1 + k1 r^2)``, ``r = |p - c| / f`` (``Ks`` [C,3,3] give
+    ``c`` and ``f``), bilinear, edges clamped; zero ``k1`` leaves the images as they are (to rounding)."""
+    C, H, W, _ = images.shape
+    x = torch.arange(W, device=images.device, dtype=images.dtype) + 0.5  # pixel centres
+    y = torch.arange(H, device=images.device, dtype=images.dtype) + 0.5
+    Ks = Ks.to(images.dtype)[:, :, :, None, None]  # [C,3,3,1,1]
+    fx, fy, cx, cy = Ks[:, 0, 0], Ks[:, 1, 1], Ks[:, 0, 2], Ks[:, 1, 2]
+    dx, dy = x[None, None, :] - cx, y[None, :, None] - cy  # [C,1,W], [C,H,1]
+    gain = 1 + k1[:, None, None].to(images.dtype) * ((dx / fx) ** 2 + (dy / fy) ** 2)  # [C,H,W]
+    grid = torch.stack([2 * (cx + dx * gain) / W - 1, 2 * (cy + dy * gain) / H - 1], dim=-1)
+    out = torch.nn.functional.grid_sample(images.permute(0, 3, 1, 2), grid, mode="bilinear", padding_mode="border",
+                                          align_corners=False)  # fmt: skip
+    return out.permute(0, 2, 3, 1)
+
+
 def corrected_viewmats(
     viewmats: torch.Tensor, params: torch.Tensor, scale: float, intrinsics: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -81,8 +99,8 @@ class CameraRefinement:
         self, num_views: int, lr: float, scale: float, device: torch.device | str = "cpu", intrinsics: bool = False
     ) -> None:
         self.params = torch.zeros(num_views, PARAMS, device=device, requires_grad=True)
-        # [V,3] (log focal scale, principal-point shift / focal) where intrinsics are refined too
-        self.intrinsics = torch.zeros(num_views, 3, device=device, requires_grad=True) if intrinsics else None
+        # [V,4] (log focal scale, principal-point shift / focal, radial residual) where the lens is refined too
+        self.intrinsics = torch.zeros(num_views, LENS_PARAMS, device=device, requires_grad=True) if intrinsics else None
         self.scale = float(scale)
         self.lr = lr
         tensors = [self.params] + ([self.intrinsics] if intrinsics else [])
@@ -92,6 +110,10 @@ class CameraRefinement:
         """``viewmats`` [C,4,4] of scene views ``views`` [C] with their corrections (differentiable)."""
         lens = None if self.intrinsics is None else self.intrinsics[views].to(viewmats.dtype)
         return corrected_viewmats(viewmats, self.params[views].to(viewmats.dtype), self.scale, lens)
+
+    def lens(self, views: torch.Tensor) -> torch.Tensor | None:
+        """The lens corrections [C,4] of ``views``, or None where the lens is not refined."""
+        return None if self.intrinsics is None else self.intrinsics[views]
 
     def step(self) -> None:
         """One Adam step on the corrections that have gradients, then their gradients cleared."""
@@ -140,10 +162,10 @@ def align_pose(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The correction that best aligns a view to its photo with the splats fixed: ``steps`` Adam steps
     on the L1 error of ``render(pose, lens)`` ([H,W,3]) against ``target`` [H,W,3], from the identity.
-    Returns (pose [9], lens [3] with ``intrinsics``, else None), the pair that scored best. ``lr``:
+    Returns (pose [9], lens [4] with ``intrinsics``, else None), the pair that scored best. ``lr``:
     Adam's rate (the rotation's 6D deviations, translation in scene scales, the lens's terms)."""
     pose = torch.zeros(PARAMS, device=target.device, requires_grad=True)
-    lens = torch.zeros(3, device=target.device, requires_grad=True) if intrinsics else None
+    lens = torch.zeros(LENS_PARAMS, device=target.device, requires_grad=True) if intrinsics else None
     optimizer = torch.optim.Adam([pose] + ([lens] if lens is not None else []), lr=lr, eps=1e-15)
 
     def snapshot() -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -42,7 +42,7 @@ from gsworkbench.train.fingerprint import scene_fingerprint
 from gsworkbench.train.init_points import initial_splats
 from gsworkbench.train.losses import SSIM_WINDOW, photometric_loss, psnr_from_mse
 from gsworkbench.train.model import NAMES, SplatModel
-from gsworkbench.train.pose_refinement import CameraRefinement, align_pose, corrected_viewmats
+from gsworkbench.train.pose_refinement import CameraRefinement, align_pose, corrected_viewmats, radial_warp
 from gsworkbench.train.resolution import ReducedViews, check_fits, factor_at
 from gsworkbench.train.timers import STAGES, StageTimer
 
@@ -170,13 +170,13 @@ class Trainer:
             scales, opacities = gaussians.scales_from_log(m.log_scales), gaussians.opacity_from_logit(m.opacity_logits)
             width, height = (self.scene.width, self.scene.height) if factor == 1 else self.reduced.size(factor)
             Ks = self.reduced.Ks(views, factor)
-            viewmats = self.scene.viewmats[views]
+            viewmats, lens = self.scene.viewmats[views], None
             if pose is not None:
-                viewmats = corrected_viewmats(viewmats, pose[0], self.scene_scale, pose[1])
+                viewmats, lens = corrected_viewmats(viewmats, pose[0], self.scene_scale, pose[1]), pose[1]
             elif self.poses is not None:
-                viewmats = self.poses.apply(viewmats, views)
+                viewmats, lens = self.poses.apply(viewmats, views), self.poses.lens(views)
         sh_dc, sh_rest = m.sh_pieces
-        return rasterize(
+        colors, alphas, meta = rasterize(
             m.means,
             m.quats,
             scales,
@@ -196,6 +196,9 @@ class Trainer:
             sh_rest=sh_rest,
             check_values=not self.cfg.check_divergence,  # the monitor watches the values (check_loss/params)
         )
+        if lens is not None:  # the photo's radial residual: an image-space warp of the render
+            colors = radial_warp(colors, lens[:, 3], Ks)
+        return colors, alphas, meta
 
     # ---- one step -----------------------------------------------------------------------------------
     def step(self) -> dict[str, Any]:
