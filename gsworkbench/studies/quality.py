@@ -144,6 +144,9 @@ RUNS: dict[str, QualityRun] = {
                                             layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
     "capture_nocloud_sfm_fill": QualityRun("short", {**CAPTURE, "init_fill": True}, scene=_capture(False, False),
                                            layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
+    # the fill where the scene's own cloud leaves little background
+    "capture_fill": QualityRun("short", {**CAPTURE, "init_fill": True}, scene=_capture(False),
+                               layout="nerfstudio OPENCV (distorted JPEG)"),  # fmt: skip
     # the photos alone: poses, lens and points from reconstruct, the same test photos held out
     "capture_reconstructed": QualityRun("short", CAPTURE, layout="photos only (reconstruct)", reconstructed=True),
     # per-photo exposure: without and with a learned colour transform per photo (gsworkbench.train.appearance)
