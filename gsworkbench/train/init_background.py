@@ -108,10 +108,13 @@ def fill_points(
     background_share}."""
     masks = background_masks(views, cloud)
     share = float(masks.float().mean())
-    pixels = masks.nonzero()  # [M,3]: view, row, column
-    if len(pixels) == 0 or num == 0:
-        return torch.zeros(0, 3), torch.zeros(0, 3), {"num": 0, "rays": 0, "background_share": share}
-    rays = pixels[torch.randperm(len(pixels), generator=gen)[: FILL_RAYS_PER_POINT * num]]
+    pixels = masks.reshape(-1).nonzero().squeeze(1)  # flat indices of the background pixels, [M]
+    seen_cloud = bool(views.project(cloud, near)[2].any())
+    if len(pixels) == 0 or num == 0 or not seen_cloud:
+        return torch.zeros(0, 3), torch.zeros(0, 3), {"num": 0, "rays": 0, "background_share": round(share, 4)}
+    flat = pixels[torch.randperm(len(pixels), generator=gen)[: FILL_RAYS_PER_POINT * num]]
+    H, W = views.height, views.width
+    rays = torch.stack([flat // (H * W), flat // W % H, flat % W], 1)  # view, row, column
     depths = sweep_depths(views, cloud, near)
     D = len(depths)
     kept_pts, kept_rgb = [], []
