@@ -14,7 +14,8 @@ from gsworkbench.synthetic import builtin_scene, generate_scene
 from gsworkbench.train import Trainer, preset, preset_scene, train
 from gsworkbench.train.background import over_background
 from gsworkbench.train.fingerprint import scene_fingerprint
-from gsworkbench.train.init_points import TrainViews, pick_rule, random_points
+from gsworkbench.train.init_points import pick_rule, random_points
+from gsworkbench.train.train_views import TrainViews
 
 SIZE = dict(width=48, height=48, n_train=24, n_test=4, spp=16)
 MARGIN = 0.1  # world units: two pixels of a 48-px view at the cameras' distance, plus mask dilation

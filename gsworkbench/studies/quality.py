@@ -3,10 +3,10 @@
 
 Each row: the run, the scene's layout, views (train + test), image size, init rule and scale, steps,
 minutes, final Gaussians, test PSNR / SSIM (LPIPS where computed), the same over the background alone
-(the pixels no sparse point projects near; empty for a scene without a cloud) and the scene's
-fingerprint. Each
-run keeps its results folder (history, checkpoint, splats, test images) beside the table. Minutes are
-wall time on the machine that ran it: compare them only within one table.
+(the pixels no sparse point projects near: the scene's cloud, or the one triangulated for an "sfm"
+start; empty for a random start) and the scene's fingerprint. Each run keeps its results folder
+(history, checkpoint, splats, test images) beside the table. Minutes are wall time on the machine that
+ran it: compare them only within one table.
 """
 
 from __future__ import annotations
@@ -141,6 +141,15 @@ RUNS: dict[str, QualityRun] = {
                                          layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
     "capture_nocloud_sfm": QualityRun("short", CAPTURE, scene=_capture(False, False),
                                       layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
+    # ... and with points for what the triangulated cloud misses (gsworkbench.train.init_background):
+    # a far shell coloured from the photos, or points where the photos agree but SfM kept none
+    "capture_nocloud_sfm_shell": QualityRun("short", {**CAPTURE, "init_shell": True}, scene=_capture(False, False),
+                                            layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
+    "capture_nocloud_sfm_fill": QualityRun("short", {**CAPTURE, "init_fill": True}, scene=_capture(False, False),
+                                           layout="nerfstudio OPENCV, no point cloud"),  # fmt: skip
+    # the fill where the scene's own cloud leaves little background
+    "capture_fill": QualityRun("short", {**CAPTURE, "init_fill": True}, scene=_capture(False),
+                               layout="nerfstudio OPENCV (distorted JPEG)"),  # fmt: skip
     # the photos alone: poses, lens and points from reconstruct, the same test photos held out
     "capture_reconstructed": QualityRun("short", CAPTURE, layout="photos only (reconstruct)", reconstructed=True),
     # per-photo exposure: without and with a learned colour transform per photo (gsworkbench.train.appearance)

@@ -25,13 +25,13 @@ from typing import Any
 from gsworkbench.core.compile import COMPILE_MODES
 from gsworkbench.train.adam import OPTIMIZERS
 from gsworkbench.train.appearance import APPEARANCES
+from gsworkbench.train.init_points import INIT_RULES
 from gsworkbench.train.resolution import check_schedule
 from gsworkbench.train.settings import check_settings, setting
 from gsworkbench.train.strategy import STRATEGIES, DefaultStrategy, MCMCStrategy, Strategy
 
 BACKGROUNDS = ("scene", "random")
 EVAL_BACKGROUNDS = ("scene", "white", "black")
-INIT_RULES = ("auto", "points", "hull", "frustum", "cube")  # see gsworkbench.train.init_points
 
 
 def _compile_problem(value: object) -> str | None:
@@ -94,6 +94,16 @@ class TrainConfig:
     init_view_fraction: float | None = setting(None, kind="number", min=0, max=1, min_open=True, optional=True)
     init_opacity: float = setting(0.1, kind="number", min=0, max=1, min_open=True, max_open=True)
     init_scale: float = setting(1.0, kind="number", min=0)  # times the mean distance to the 3 nearest neighbours
+    # points for what the sparse cloud misses, added to the rule's (gsworkbench.train.init_background):
+    # a far shell (sky, distant surroundings) coloured from the train photos, of init_shell_num points at
+    # init_shell_radius x scene scale around the camera centroid (above 1: beyond every camera) ...
+    init_shell: bool = setting(False, kind="bool")
+    init_shell_num: int = setting(5_000, kind="int", min=1)
+    init_shell_radius: float = setting(10.0, kind="number", min=1, min_open=True)
+    # ... and up to init_fill_num points on rays through pixels no cloud point projects near, at the depth
+    # where the other train photos agree with the pixel's colour
+    init_fill: bool = setting(False, kind="bool")
+    init_fill_num: int = setting(5_000, kind="int", min=1)
     sh_degree: int = setting(3, kind="int", min=0, max=3)
     sh_degree_interval: int = setting(1000, kind="int", min=1)  # the SH degree in use rises by one every this often
     # ---- optimiser and loss ----

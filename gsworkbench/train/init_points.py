@@ -32,20 +32,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
+from gsworkbench.core.splats import SplatSet
 from gsworkbench.sfm.triangulate import triangulate_views
+from gsworkbench.train.init_background import background_points
 from gsworkbench.train.init_splats import init_splats
+from gsworkbench.train.train_views import HULL_ALPHA, TrainViews
 
 INIT_RULES = ("auto", "points", "sfm", "hull", "frustum", "cube")
 SFM_MIN_POINTS = 100  # fewer triangulated points than this: "sfm" falls back to "frustum"
 SFM_MIN_VIEWS = 3
-HULL_ALPHA = 0.1  # a pixel is inside a view's mask where its alpha exceeds this
-HULL_DILATE_PX = 1  # masks grow by this many pixels (pixel-centre quantisation, antialiased edges)
 HULL_VIEW_FRACTION = 0.5  # hull points are seen by at least this fraction of the train views
 FRUSTUM_VIEW_FRACTION = 1.0  # default share of the train views that see a "frustum" point
 CARVING_MIN_TRANSPARENT = 0.01  # "auto" picks "hull" when at least this share of train pixels is transparent
@@ -54,67 +53,6 @@ SHRINK_MIN_KEPT = 256  # candidates kept before the search box is shrunk around 
 SHRINK_MARGIN = 0.2  # the shrunk box reaches this share of the kept candidates' extent beyond them
 SHRINK_MAX_BATCHES = 32  # batches drawn at most per shrinking round
 MAX_CANDIDATES = 8_000_000  # candidates drawn at most while rejection sampling
-
-
-@dataclass(frozen=True)
-class TrainViews:
-    """The train views as initialisation needs them (CPU, float32): viewmats [V,4,4] world-to-camera
-    (OpenCV axes), Ks [V,3,3] in pixels, the image size, and masks [V,H,W] bool (None without alphas)."""
-
-    viewmats: torch.Tensor
-    Ks: torch.Tensor
-    width: int
-    height: int
-    masks: torch.Tensor | None
-
-    @classmethod
-    def of(cls, scene: Any, masks: bool = False) -> TrainViews:
-        ids = scene.train_ids.cpu()
-        m = None
-        if masks and scene.alphas is not None:
-            a = scene.alphas[ids.to(scene.alphas.device)].detach().cpu().float()[..., 0] > HULL_ALPHA  # [V,H,W]
-            k = 2 * HULL_DILATE_PX + 1
-            m = F.max_pool2d(a[:, None].float(), k, stride=1, padding=HULL_DILATE_PX)[:, 0] > 0
-        return cls(
-            scene.viewmats[ids.to(scene.viewmats.device)].detach().cpu().float(),
-            scene.Ks[ids.to(scene.Ks.device)].detach().cpu().float(),
-            int(scene.width),
-            int(scene.height),
-            m,
-        )
-
-    def __len__(self) -> int:
-        return int(self.viewmats.shape[0])
-
-    def project(self, points: torch.Tensor, near: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Pixel coordinates of points [P,3] in every view: x, y [V,P] (pixel i covers [i, i+1)) and
-        seen [V,P] bool (in front of the near plane and inside the image)."""
-        R, t = self.viewmats[:, :3, :3], self.viewmats[:, :3, 3]
-        cam = torch.einsum("vij,pj->vpi", R, points) + t[:, None, :]  # [V,P,3]
-        z = cam[..., 2]
-        zs = z.clamp_min(1e-12)
-        K = self.Ks
-        x = K[:, 0, 0, None] * cam[..., 0] / zs + K[:, 0, 2, None]
-        y = K[:, 1, 1, None] * cam[..., 1] / zs + K[:, 1, 2, None]
-        seen = (z > near) & (x >= 0) & (x < self.width) & (y >= 0) & (y < self.height)
-        return x, y, seen
-
-    def views_seeing(self, points: torch.Tensor, near: float) -> torch.Tensor:
-        """How many views see each point [P,3]: [P] int64."""
-        return self.project(points, near)[2].sum(0)
-
-    def hull_stats(self, points: torch.Tensor, near: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """For points [P,3]: how many views see each one [P] and whether some view sees it outside its
-        mask [P] bool (carved away)."""
-        if self.masks is None:
-            raise ValueError("the visual hull needs alpha masks")
-        x, y, seen = self.project(points, near)
-        V, H, W = self.masks.shape
-        px = x.clamp(0, W - 1).long()
-        py = y.clamp(0, H - 1).long()
-        flat = torch.arange(V)[:, None] * (H * W) + py * W + px
-        inside = self.masks.reshape(-1)[flat]
-        return seen.sum(0), (seen & ~inside).any(0)
 
 
 def masks_carve(scene: Any) -> bool:
@@ -305,19 +243,26 @@ def initial_points(
     return pts, colors, {"requested": cfg.init_rule, **info, **fallback}
 
 
+def sparse_cloud(scene: Any, init_info: dict[str, Any]) -> torch.Tensor | None:
+    """The sparse cloud [P,3] that a view's background is measured against: the scene's, else the one
+    triangulated for a start by rule ``"sfm"`` (cached), else None (a random start has none)."""
+    if scene.points is not None and len(scene.points):
+        return scene.points
+    if init_info.get("rule") == "sfm":
+        return sfm_points(scene)[0]
+    return None
+
+
 def initial_splats(scene: Any, cfg: Any, gen: torch.Generator) -> tuple[Any, dict[str, Any]]:
     """The splats training starts from (:func:`gsworkbench.train.init_splats.init_splats` at
-    :func:`initial_points`) and the record of the init rule used."""
+    :func:`initial_points`, then at the far shell and fill points that ``cfg.init_shell`` and
+    ``cfg.init_fill`` add, :func:`gsworkbench.train.init_background.background_points`) and the record
+    of the init rule used, with ``"shell"`` / ``"fill"`` records of what was added."""
     pts, rgb, info = initial_points(scene, cfg, gen)
-    splats = init_splats(
-        pts,
-        rgb,
-        num=cfg.init_num if info["rule"] in ("points", "sfm") else None,
-        random_num=cfg.init_random_num,
-        extent=cfg.init_extent * float(scene.scene_scale),
-        opacity=cfg.init_opacity,
-        scale=cfg.init_scale,
-        sh_degree=cfg.sh_degree,
-        gen=gen,
-    )
-    return splats, info
+    common = dict(random_num=cfg.init_random_num, extent=cfg.init_extent * float(scene.scene_scale),
+                  opacity=cfg.init_opacity, scale=cfg.init_scale, sh_degree=cfg.sh_degree, gen=gen)  # fmt: skip
+    splats = init_splats(pts, rgb, num=cfg.init_num if info["rule"] in ("points", "sfm") else None, **common)
+    extra, extra_rgb, added = background_points(scene, cfg, sparse_cloud(scene, info), gen)
+    if len(extra):
+        splats = SplatSet.concat([splats, init_splats(extra, extra_rgb, num=None, **common)])
+    return splats, {**info, **added}

@@ -124,8 +124,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # (a CPU budget of a few minutes), refinement over most of it (300..2,500 every 100) with opacity
     # resets at 1,000 and 2,000, SH degree +1 every 500 steps, and room for 150k Gaussians: a capture's
     # background and clutter need several times the Gaussians of one object ("short" stops at 60k).
+    # Fill points where the photos agree but SfM kept none (init_fill): on the capture from triangulated
+    # points they raise held-out PSNR and SSIM, over the whole image and the background, on every seed
+    # (docs/capture.md, "Backgrounds and exposure"); the far shell (init_shell) did not help there.
     "capture": _preset(
-        TrainConfig(iterations=3000, sh_degree_interval=500,
+        TrainConfig(iterations=3000, sh_degree_interval=500, init_fill=True,
                     strategy=DefaultStrategy(refine_start=300, refine_stop=2500, refine_every=100, reset_every=1000,
                                              max_gaussians=150_000)),
         MCMCStrategy(refine_start=300, refine_stop=2500, refine_every=100, cap_max=150_000),

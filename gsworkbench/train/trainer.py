@@ -39,7 +39,7 @@ from gsworkbench.train.config import TrainConfig
 from gsworkbench.train.divergence import LEARNING_RATE_OF, DivergenceMonitor
 from gsworkbench.train.evaluate import evaluate_views, sfm_background_mask
 from gsworkbench.train.fingerprint import scene_fingerprint
-from gsworkbench.train.init_points import initial_splats
+from gsworkbench.train.init_points import initial_splats, sparse_cloud
 from gsworkbench.train.losses import SSIM_WINDOW, photometric_loss, psnr_from_mse
 from gsworkbench.train.model import NAMES, SplatModel
 from gsworkbench.train.pose_refinement import CameraRefinement, align_pose, corrected_viewmats, radial_warp
@@ -317,11 +317,13 @@ class Trainer:
         ids = (self.scene.test_ids if views is None else torch.as_tensor(views)).tolist()
         refs = {v: over_background(self.scene, v, self.eval_bg) for v in ids}  # over config.eval_background
         sc, masks = self.scene, None
-        if sc.points is not None and len(sc.points):  # the background: what the sparse cloud does not reach
-            for v in ids:  # fixed by the scene: made once per view, not at every evaluation of a run
-                if v not in self._background_masks:
-                    self._background_masks[v] = sfm_background_mask(sc.points, sc.viewmats[v], sc.Ks[v], sc.width,
-                                                                    sc.height)  # fmt: skip
+        # the background: what the sparse cloud (the scene's, or the one triangulated for the start) misses;
+        # fixed by the scene, so each view's mask is made once, not at every evaluation of a run
+        missing = [v for v in ids if v not in self._background_masks]
+        cloud = sparse_cloud(sc, self.init_info) if missing else None
+        for v in missing if cloud is not None else []:
+            self._background_masks[v] = sfm_background_mask(cloud, sc.viewmats[v], sc.Ks[v], sc.width, sc.height)
+        if all(v in self._background_masks for v in ids):
             masks = {v: self._background_masks[v] for v in ids}
 
         aligned = {v: self._aligned_pose(v, refs[v]) for v in ids} if self.cfg.eval_pose_steps else {}
