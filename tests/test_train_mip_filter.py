@@ -124,7 +124,7 @@ def test_no_cameras_give_rate_zero():
 @pytest.mark.parametrize(
     "bad",
     [{"filter_3d": 1}, {"filter_3d_variance": 0.0}, {"filter_3d_variance": -1}, {"filter_3d_every": 0},
-     {"rasterize_mode": "mip"}],
+     {"rasterize_mode": "mip"}, {"eps2d": -0.1}],
 )  # fmt: skip
 def test_bad_settings_raise_one_line(bad):
     with pytest.raises(ValueError) as err:
@@ -144,9 +144,9 @@ def _splats(n: int = 40, seed: int = 0) -> SplatSet:
                     torch.zeros(n, 0, 3))  # fmt: skip
 
 
-@pytest.mark.parametrize("mode", ["classic", "antialiased"])
-def test_exported_splats_render_as_training_does(scene, mode):
-    cfg = preset("smoke", backend=_backend(), sh_degree=0, filter_3d=True, rasterize_mode=mode)
+@pytest.mark.parametrize(("mode", "eps2d"), [("classic", 0.3), ("antialiased", 0.1)])
+def test_exported_splats_render_as_training_does(scene, mode, eps2d):
+    cfg = preset("smoke", backend=_backend(), sh_degree=0, filter_3d=True, rasterize_mode=mode, eps2d=eps2d)
     trainer = Trainer(scene, cfg, _splats())
     assert trainer.sampling_rate is not None and (trainer.sampling_rate[:3] == 0).all()
     out = trainer.splats()
@@ -160,12 +160,12 @@ def test_exported_splats_render_as_training_does(scene, mode):
                         gaussians.opacity_from_logit(out.opacity_logits), out.sh_dc[:, None, :],
                         scene.viewmats[view : view + 1], scene.Ks[view : view + 1], scene.width, scene.height,
                         sh_degree=0, backgrounds=trainer._bg[None], backend=cfg.backend,
-                        rasterize_mode=mode)[0][0]  # fmt: skip
+                        rasterize_mode=mode, eps2d=eps2d)[0][0]  # fmt: skip
         unfiltered = rasterize(raw.means, raw.quats, gaussians.scales_from_log(raw.log_scales),
                                gaussians.opacity_from_logit(raw.opacity_logits), raw.sh_dc[:, None, :],
                                scene.viewmats[view : view + 1], scene.Ks[view : view + 1], scene.width,
                                scene.height, sh_degree=0, backgrounds=trainer._bg[None], backend=cfg.backend,
-                               rasterize_mode=mode)[0][0]  # fmt: skip
+                               rasterize_mode=mode, eps2d=eps2d)[0][0]  # fmt: skip
     assert (got - want).abs().max() < 1e-5
     assert (unfiltered - want).abs().max() > 1e-3  # the filter changes this render: the test can tell
 

@@ -201,12 +201,14 @@ RUNS: dict[str, QualityRun] = {
     "capture_exposure_affine": QualityRun("short", {**CAPTURE, "appearance": "affine", "lr_appearance": 5e-3},
                                           scene=_capture_exposure(), layout=EXPOSURE),  # fmt: skip
     # anti-aliasing where the image size changes: trained at 256x192, scored also at 2x (zoom in) and at 1/4
-    # (zoom out); classic 3DGS, Mip-Splatting's 2D filter, its 3D filter, both
+    # (zoom out); classic 3DGS, Mip-Splatting's 2D filter, its 3D filter, both, and both with the paper's
+    # 2D filter variance (0.1 px^2 instead of the 3DGS dilation's 0.3)
     **{f"capture_zoom_{arm}": QualityRun("short", {**CAPTURE, **settings}, scene=_capture(False), layout=ZOOM_LAYOUT,
                                          zooms=ZOOMS)
        for arm, settings in {"classic": {}, "aa2d": {"rasterize_mode": "antialiased"},
                              "filter3d": {"filter_3d": True},
-                             "both": {"rasterize_mode": "antialiased", "filter_3d": True}}.items()},
+                             "both": {"rasterize_mode": "antialiased", "filter_3d": True},
+                             "mip": {"rasterize_mode": "antialiased", "filter_3d": True, "eps2d": 0.1}}.items()},
 }
 
 

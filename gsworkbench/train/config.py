@@ -132,6 +132,8 @@ class TrainConfig:
     # to every splat) or "antialiased" (Mip-Splatting's 2D filter: that blur with the opacity scaled by
     # sqrt(det cov2d / det blurred), so a splat's integral stays the same); see gsworkbench.splat.rasterize
     rasterize_mode: str = setting("classic", kind="choice", choices=RASTERIZE_MODES)
+    # the variance (pixels^2) of that screen-space blur; Mip-Splatting's 2D filter uses 0.1 beside its 3D filter
+    eps2d: float = setting(0.3, kind="number", min=0)
     # Mip-Splatting's 3D filter (gsworkbench.train.mip_filter): each Gaussian blurred in 3D by what the
     # training cameras sample of it, of variance filter_3d_variance (pixels^2) / rate^2; its rate is
     # recomputed every filter_3d_every steps and after densification; exported splats carry it

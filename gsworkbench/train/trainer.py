@@ -212,6 +212,7 @@ class Trainer:
             stages=self.timer.stage if timed else None,
             sh_rest=sh_rest,
             rasterize_mode=self.cfg.rasterize_mode,
+            eps2d=self.cfg.eps2d,
             check_values=not self.cfg.check_divergence,  # the monitor watches the values (check_loss/params)
         )
 
