@@ -212,3 +212,11 @@ def test_evaluate_at_another_size(scene):
     same, _ = trainer.evaluate(references={v: scene.images[v] for v in views})
     assert same["psnr_db"].tolist() == pytest.approx(full["psnr_db"].tolist(), abs=1e-9)
     assert math.isfinite(float(same["ssim"].mean()))
+
+
+def test_the_capture_preset_renders_with_the_2d_filter():
+    # the measured choice (docs/training.md, "Anti-aliasing: other image sizes"): the 2D filter, not the 3D one
+    for strategy in ("default", "mcmc"):
+        cfg = preset("capture", strategy=strategy)
+        assert cfg.rasterize_mode == "antialiased" and not cfg.filter_3d
+    assert preset("short").rasterize_mode == "classic"
