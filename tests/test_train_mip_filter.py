@@ -214,9 +214,9 @@ def test_evaluate_at_another_size(scene):
     assert math.isfinite(float(same["ssim"].mean()))
 
 
-def test_the_capture_preset_renders_with_the_2d_filter():
-    # the measured choice (docs/training.md, "Anti-aliasing: other image sizes"): the 2D filter, not the 3D one
+def test_the_capture_preset_renders_with_mip_splatting_filters():
+    # the measured choice (docs/training.md, "Anti-aliasing: other image sizes")
     for strategy in ("default", "mcmc"):
         cfg = preset("capture", strategy=strategy)
-        assert cfg.rasterize_mode == "antialiased" and not cfg.filter_3d
-    assert preset("short").rasterize_mode == "classic"
+        assert cfg.rasterize_mode == "antialiased" and cfg.eps2d == 0.1 and cfg.filter_3d
+    assert preset("short").rasterize_mode == "classic" and not preset("short").filter_3d

@@ -124,11 +124,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # (a CPU budget of a few minutes), refinement over most of it (300..2,500 every 100) with opacity
     # resets at 1,000 and 2,000, SH degree +1 every 500 steps, and room for 150k Gaussians: a capture's
     # background and clutter need several times the Gaussians of one object ("short" stops at 60k).
-    # Rendered with the 2D anti-aliasing filter: a capture is looked at zoomed in and out, and on the capture
-    # scene it gained at 1/4 and at 2x of the training size on every seed, at no cost at that size
-    # (docs/training.md, "Anti-aliasing: other image sizes").
+    # Mip-Splatting's filters (its 3D filter, its 2D filter of 0.1 px^2): a capture is looked at zoomed in and
+    # out, and on the capture scene they gained at 1/4 and at 2x of the training size on every seed, at no
+    # cost at that size (docs/training.md, "Anti-aliasing: other image sizes").
     "capture": _preset(
-        TrainConfig(iterations=3000, sh_degree_interval=500, rasterize_mode="antialiased",
+        TrainConfig(iterations=3000, sh_degree_interval=500, rasterize_mode="antialiased", eps2d=0.1, filter_3d=True,
                     strategy=DefaultStrategy(refine_start=300, refine_stop=2500, refine_every=100, reset_every=1000,
                                              max_gaussians=150_000)),
         MCMCStrategy(refine_start=300, refine_stop=2500, refine_every=100, cap_max=150_000),
