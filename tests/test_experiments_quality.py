@@ -42,3 +42,19 @@ def test_a_tiny_table(tmp_path, monkeypatch):
     assert row.init_rule == "hull" and row.init_scale == 1.0  # the object without a cloud starts in its hull
     assert row.psnr_db > 0
     assert (folder / "tiny" / "checkpoint.pt").is_file() and (folder / "metadata.json").is_file()
+
+
+def test_a_zoomed_run_scores_the_other_sizes(tmp_path, monkeypatch):
+    backend = "ext" if ext_built() else "torch"
+    tiny = q.QualityRun("smoke", {"iterations": 4, "backend": backend, "filter_3d": True},
+                        {"width": 32, "height": 32, "n_train": 4, "n_test": 2, "n_points": 0},
+                        zooms=(0.5,))  # fmt: skip
+    monkeypatch.setitem(q.RUNS, "tiny_zoom", tiny)
+    monkeypatch.setenv("GSW_SCENE_CACHE", str(tmp_path / "cache"))
+    table, _ = q.quality_table(["tiny_zoom"], tmp_path / "out")
+    row = table.iloc[0]
+    assert row["psnr_x0.5_db"] > 0 and 0 < row["ssim_x0.5"] <= 1
+    assert row["psnr_x0.5_db"] != row["psnr_db"]  # scored on other images than the full-size ones
+    assert q.RUNS["capture_zoom_both"].overrides["filter_3d"] and q.RUNS["capture_zoom_both"].zooms == q.ZOOMS
+    with pytest.raises(ValueError, match="1/zoom an integer"):
+        q.zoom_references(None, 0.3)

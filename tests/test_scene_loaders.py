@@ -594,3 +594,27 @@ def test_the_pinhole_twin_matches_the_undistorted_capture(capture_dir: Path) -> 
     here = mse(twin.images[inner], scene.images[inner])
     shifts = [mse(twin.images[inner], torch.roll(scene.images, s, dims=d)[inner]) for d in (1, 2) for s in (-1, 1)]
     assert here < 0.8 * min(shifts), (here, shifts)  # measured: 0.56 of the best shift
+
+
+def test_pinhole_views_at_twice_the_size_keep_the_field_of_view(capture_dir: Path) -> None:
+    """The capture's views rendered at 2x (the quality table's zoom-in truth), box-averaged back to the
+    loaded size, line up with the 1x pinhole render better than a 1-pixel shift of it does."""
+    from gsworkbench.synthetic.simulated_capture import pinhole_views
+    from gsworkbench.train.resolution import downsample
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingImagesWarning)
+        scene = load_scene(capture_dir)
+    views = scene.test_ids.tolist()
+    once = pinhole_views(scene, views, scene.width, scene.height, spp=16)
+    twice = pinhole_views(scene, views, 2 * scene.width, 2 * scene.height, spp=4)
+    assert twice.shape == (len(views), 2 * scene.height, 2 * scene.width, 3)
+    back = downsample(twice, scene.width, scene.height)
+    inner = (slice(None), slice(2, -2), slice(2, -2))
+
+    def mse(a: torch.Tensor, b: torch.Tensor) -> float:
+        return float(((a - b) ** 2).mean())
+
+    here = mse(back[inner], once[inner])
+    shifts = [mse(back[inner], torch.roll(once, s, dims=d)[inner]) for d in (1, 2) for s in (-1, 1)]
+    assert here < 0.5 * min(shifts), (here, shifts)

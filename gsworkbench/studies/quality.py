@@ -4,9 +4,10 @@
 Each row: the run, the scene's layout, views (train + test), image size, init rule and scale, steps,
 minutes, final Gaussians, test PSNR / SSIM (LPIPS where computed), the same over the background alone
 (the pixels no sparse point projects near: the scene's cloud, or the one triangulated for an "sfm"
-start; empty for a random start) and the scene's fingerprint. Each run keeps its results folder
-(history, checkpoint, splats, test images) beside the table. Minutes are wall time on the machine that
-ran it: compare them only within one table.
+start; empty for a random start) and the scene's fingerprint; a run with ``zooms`` adds the test PSNR /
+SSIM at each other image size (``psnr_x2_db``, ``ssim_x0.25``, ...: :func:`zoom_references`). Each run
+keeps its results folder (history, checkpoint, splats, test images) beside the table. Minutes are wall
+time on the machine that ran it: compare them only within one table.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from gsworkbench.core.atomic import write_table
 from gsworkbench.core.provenance import short_commit
 from gsworkbench.core.runs import new_run_dir, write_metadata
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,9 @@ class QualityRun:
     scene: Callable[[], Any] | None = None
     layout: str = "NeRF-synthetic"
     reconstructed: bool = False  # the scene is the capture's photos through reconstruct (in the run's folder)
+    # the held-out views scored again at these multiples of the image size (same field of view): zoom in
+    # (> 1, a capture scene only: rendered again at that size) and out (1 / an integer: box-averaged)
+    zooms: tuple[float, ...] = ()
 
 
 CAPTURE_SIZE = dict(width=256, height=192, n_train=40, n_test=8)
@@ -104,6 +111,51 @@ def _reconstructed_capture(out: Path) -> Any:
     return scene
 
 
+ZOOM_SPP = 16  # samples per canvas pixel of a zoomed-in reference (x 4 canvas pixels per pixel: 64, as the photos)
+_zoomed: dict[tuple[str, int, int], torch.Tensor] = {}  # zoomed-in references, rendered once per process
+
+
+def zoom_references(scene: Any, zoom: float) -> dict[int, torch.Tensor]:
+    """The capture ``scene``'s held-out views at ``zoom`` x its image size, {view: [h,w,3] in [0,1]}:
+    zoom 1 / k (k an integer) is the area average of the test photos to 1/k of each side, rounded
+    (:func:`~gsworkbench.train.resolution.downsample`; Mip-Splatting's multi-scale protocol); zoom > 1
+    renders the views again at that size (:func:`~gsworkbench.synthetic.simulated_capture.pinhole_views`:
+    the truth a camera with more pixels would see, without the photos' lens resampling and JPEG), cached
+    per process."""
+    from gsworkbench.synthetic.simulated_capture import pinhole_views
+    from gsworkbench.train.fingerprint import scene_fingerprint
+    from gsworkbench.train.resolution import downsample, reduced_size
+
+    if zoom < 1 and abs(round(1 / zoom) * zoom - 1) > 1e-9:
+        raise ValueError(f"zoom {zoom}: zooming out needs 1/zoom an integer")
+    ids = scene.test_ids.tolist()
+    if zoom < 1:
+        k = round(1 / zoom)
+        w, h = reduced_size(scene.width, scene.height, k)
+        return {v: downsample(scene.images[v], w, h) for v in ids}
+    w, h = round(scene.width * zoom), round(scene.height * zoom)
+    key = (scene_fingerprint(scene)["sha256"], w, h)
+    if key not in _zoomed:
+        _zoomed[key] = pinhole_views(scene, ids, w, h, spp=ZOOM_SPP)
+    return dict(zip(ids, _zoomed[key]))
+
+
+def zoom_scores(name: str, folder: Path, scene: Any, zooms: tuple[float, ...]) -> dict[str, float]:
+    """Mean test PSNR (dB) and SSIM at each of ``zooms`` (:func:`zoom_references`) of the run trained in
+    ``folder`` (its final checkpoint: the splats, filter and appearance as training left them)."""
+    from gsworkbench.train import Trainer
+
+    if not zooms:
+        return {}
+    trainer = Trainer.from_checkpoint(folder / "checkpoint.pt", scene)
+    out: dict[str, float] = {}
+    for zoom in zooms:
+        table, _ = trainer.evaluate(references=zoom_references(scene, zoom))
+        out[f"psnr_x{zoom:g}_db"] = round(float(table["psnr_db"].mean()), 2)
+        out[f"ssim_x{zoom:g}"] = round(float(table["ssim"].mean()), 4)
+    return out
+
+
 CAPTURE = dict(iterations=3000, refine_start=300, refine_stop=2500, reset_every=1000, sh_degree_interval=500)
 # the room seen from inside (walls, floor, objects; no point cloud): a scene the presets were not tuned on
 ROOM = dict(name="room", n_train=40, n_test=8, n_points=0)
@@ -115,6 +167,8 @@ EXPOSURE = "nerfstudio OPENCV, exposure and white balance per photo"
 RECONSTRUCTED = "photos only (reconstruct)"
 ALIGNED = {"eval_pose_steps": 100}  # test-time alignment of each held-out photo's pose (lr_eval_pose)
 POSE_OPT = {"pose_opt": True, "intrinsics_opt": True, "lr_pose": 3e-4}
+ZOOMS = (2.0, 0.25)
+ZOOM_LAYOUT = "nerfstudio OPENCV (distorted JPEG), scored at 2x and 1/4 too"
 RUNS: dict[str, QualityRun] = {
     "nerf_synthetic": QualityRun("nerf_synthetic"),
     "nerf_synthetic_cloud": QualityRun("nerf_synthetic", scene_overrides={"n_points": 3000}),
@@ -168,6 +222,15 @@ RUNS: dict[str, QualityRun] = {
     "capture_exposure": QualityRun("short", CAPTURE, scene=_capture_exposure(), layout=EXPOSURE),
     "capture_exposure_affine": QualityRun("short", {**CAPTURE, "appearance": "affine", "lr_appearance": 5e-3},
                                           scene=_capture_exposure(), layout=EXPOSURE),  # fmt: skip
+    # anti-aliasing where the image size changes: trained at 256x192, scored also at 2x (zoom in) and at 1/4
+    # (zoom out); classic 3DGS, Mip-Splatting's 2D filter, its 3D filter, both, and both with the paper's
+    # 2D filter variance (0.1 px^2 instead of the 3DGS dilation's 0.3)
+    **{f"capture_zoom_{arm}": QualityRun("short", {**CAPTURE, **settings}, scene=_capture(False), layout=ZOOM_LAYOUT,
+                                         zooms=ZOOMS)
+       for arm, settings in {"classic": {}, "aa2d": {"rasterize_mode": "antialiased"},
+                             "filter3d": {"filter_3d": True},
+                             "both": {"rasterize_mode": "antialiased", "filter_3d": True},
+                             "mip": {"rasterize_mode": "antialiased", "filter_3d": True, "eps2d": 0.1}}.items()},
 }
 
 
@@ -188,17 +251,20 @@ def run_quality(name: str, out: Path, seed: int | None = None) -> dict[str, Any]
         scene = builtin_scene(**{**preset_scene(spec.preset), **spec.scene_overrides})
     cfg = preset(spec.preset, progress=False, **{**spec.overrides, **({} if seed is None else {"seed": seed})})
     t0 = time.perf_counter()
-    result = train(scene, cfg, results_dir=out / (name if seed is None else f"{name}-s{seed}"))
+    run_dir = out / (name if seed is None else f"{name}-s{seed}")
+    result = train(scene, cfg, results_dir=run_dir)
+    minutes = round((time.perf_counter() - t0) / 60, 2)
     m = result.metrics
     return {
         "run": name, "seed": cfg.seed, "layout": spec.layout,
         "views": f"{len(scene.train_ids)} + {len(scene.test_ids)}",
         "size": f"{scene.width}x{scene.height}", "init_rule": m["init_rule"], "init_scale": cfg.init_scale,
         "steps": m["iterations"],
-        "minutes": round((time.perf_counter() - t0) / 60, 2), "gaussians": m["num_gaussians"],
+        "minutes": minutes, "gaussians": m["num_gaussians"],
         "psnr_db": round(m["psnr_db"], 2), "ssim": round(m["ssim"], 4), "lpips": m["lpips"],
         "psnr_cc_db": round(m["psnr_cc_db"], 2),
         "psnr_background_db": round(m["psnr_background_db"], 2), "ssim_background": round(m["ssim_background"], 4),
+        **zoom_scores(name, run_dir, scene, spec.zooms),
         "scene_sha256": m["scene_sha256"], "commit": short_commit(), **scene.source.get("reconstruction", {}),
         **{k: round(v, 3) for k, v in m.items() if k.endswith(("_correction_deg_median", "_correction_pct_median"))},
     }  # fmt: skip

@@ -176,18 +176,34 @@ def pinhole_twin(scene: Any, seed: int = 0, spp: int = 64, supersample: int = 2)
     again by Mitsuba at its loaded camera (pose and pinhole intrinsics) over the same sky: the same views
     with no lens and no JPEG. Training on both and comparing their test PSNR measures what the distortion
     costs once the loader has undone it. ``seed`` is the generator's (it places the room's furniture),
-    ``spp`` its samples per pixel. The renderer draws centred square-pixel pinholes only, so each view is
-    rendered ``supersample`` x finer on a centred canvas that covers it, then resampled to its camera."""
+    ``spp`` its samples per pixel; see :func:`pinhole_views` for ``supersample``."""
     import dataclasses
 
+    views = list(range(len(scene.viewmats)))
+    images = pinhole_views(scene, views, scene.width, scene.height, seed, spp, supersample)
+    twin = dataclasses.replace(scene, images=images.to(scene.images))
+    twin.name = f"{scene.name} (pinhole twin)"
+    return twin
+
+
+def pinhole_views(
+    scene: Any, views: list[int], width: int, height: int, seed: int = 0, spp: int = 64, supersample: int = 2
+) -> torch.Tensor:
+    """Views ``views`` of the capture ``scene`` (loaded: pinhole cameras) rendered by Mitsuba at
+    ``width`` x ``height`` pixels with the same field of view (the intrinsics scaled by the sizes'
+    ratios, pixel corners kept), no lens and no JPEG, over the capture's sky: sRGB [V,height,width,3]
+    float32. ``seed`` is the generator's (it places the room's furniture), ``spp`` the samples per pixel
+    of the canvas. The renderer draws centred square-pixel pinholes only, so each view is rendered
+    ``supersample`` x finer on a centred canvas that covers it, then resampled to its camera."""
     rng = np.random.default_rng(seed)
     mi_scene = load_scene_dict(capture_scene(rng))
     sky_lin = np.asarray(SKY) ** 2.2
+    sx, sy = width / scene.width, height / scene.height
     images = []
-    for i in range(len(scene.viewmats)):
-        fx, fy, cx, cy = (float(scene.Ks[i, 0, 0]), float(scene.Ks[i, 1, 1]), float(scene.Ks[i, 0, 2]),
-                          float(scene.Ks[i, 1, 2]))  # fmt: skip
-        cam = make_camera("PINHOLE", scene.width, scene.height, [fx, fy, cx, cy])
+    for i in views:
+        fx, fy, cx, cy = (float(scene.Ks[i, 0, 0]) * sx, float(scene.Ks[i, 1, 1]) * sy, float(scene.Ks[i, 0, 2]) * sx,
+                          float(scene.Ks[i, 1, 2]) * sy)  # fmt: skip
+        cam = make_camera("PINHOLE", width, height, [fx, fy, cx, cy])
         f, Ws, Hs = source_canvas([cam])
         f, Ws, Hs = f * supersample, Ws * supersample, Hs * supersample
         K_src = torch.tensor([[f, 0.0, Ws / 2], [0.0, f, Hs / 2], [0.0, 0.0, 1.0]], dtype=torch.float64)
@@ -195,6 +211,4 @@ def pinhole_twin(scene: Any, seed: int = 0, spp: int = 64, supersample: int = 2)
         photo = distort(img, f, cam)  # a PINHOLE "lens": only the intrinsics' resampling
         rgb_lin = photo[..., :3] + (1.0 - np.clip(photo[..., 3:], 0, 1)) * sky_lin
         images.append(torch.from_numpy(np.clip(linear_to_srgb(rgb_lin), 0, 1).astype(np.float32)))
-    twin = dataclasses.replace(scene, images=torch.stack(images).to(scene.images))
-    twin.name = f"{scene.name} (pinhole twin)"
-    return twin
+    return torch.stack(images)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from gsworkbench.core.compile import COMPILE_MODES
+from gsworkbench.splat.rasterize import RASTERIZE_MODES
 from gsworkbench.train.adam import OPTIMIZERS
 from gsworkbench.train.appearance import APPEARANCES
 from gsworkbench.train.init_points import INIT_RULES
@@ -148,6 +149,19 @@ class TrainConfig:
     # ((1000, 4), (2000, 2)): 1/4 before step 1000, 1/2 before 2000. Text "1000:4,2000:2" is accepted;
     # () = full size throughout. Held-out evaluation is always at full size.
     resolution_schedule: tuple[tuple[int, int], ...] = setting((), convert=check_schedule)
+    # ---- anti-aliasing (for views at other sizes than the training images: zoom, coarse-to-fine) ----
+    # the rasterizer's mode in training and evaluation: "classic" (3DGS: a 0.3 px screen-space blur added
+    # to every splat) or "antialiased" (Mip-Splatting's 2D filter: that blur with the opacity scaled by
+    # sqrt(det cov2d / det blurred), so a splat's integral stays the same); see gsworkbench.splat.rasterize
+    rasterize_mode: str = setting("classic", kind="choice", choices=RASTERIZE_MODES)
+    # the variance (pixels^2) of that screen-space blur; Mip-Splatting's 2D filter uses 0.1 beside its 3D filter
+    eps2d: float = setting(0.3, kind="number", min=0)
+    # Mip-Splatting's 3D filter (gsworkbench.train.mip_filter): each Gaussian blurred in 3D by what the
+    # training cameras sample of it, of variance filter_3d_variance (pixels^2) / rate^2; its rate is
+    # recomputed every filter_3d_every steps and after densification; exported splats carry it
+    filter_3d: bool = setting(False, kind="bool")
+    filter_3d_variance: float = setting(0.2, kind="number", min=0, min_open=True)
+    filter_3d_every: int = setting(100, kind="int", min=1)
     # ---- densification ----
     strategy: DefaultStrategy | MCMCStrategy = setting(default_factory=DefaultStrategy, convert=_strategy_of)
     # ---- evaluation and output ----

@@ -127,8 +127,12 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # Fill points where the photos agree but SfM kept none (init_fill): on the capture from triangulated
     # points they raise held-out PSNR and SSIM, over the whole image and the background, on every seed
     # (docs/capture.md, "Backgrounds and exposure"); the far shell (init_shell) did not help there.
+    # Mip-Splatting's filters (its 3D filter, its 2D filter of 0.1 px^2): a capture is looked at zoomed in and
+    # out, and on the capture scene they gained at 1/4 and at 2x of the training size on every seed, at no
+    # cost at that size (docs/training.md, "Anti-aliasing: other image sizes").
     "capture": _preset(
-        TrainConfig(iterations=3000, sh_degree_interval=500, init_fill=True,
+        TrainConfig(iterations=3000, sh_degree_interval=500, init_fill=True, rasterize_mode="antialiased", eps2d=0.1,
+                    filter_3d=True,
                     strategy=DefaultStrategy(refine_start=300, refine_stop=2500, refine_every=100, reset_every=1000,
                                              max_gaussians=150_000)),
         MCMCStrategy(refine_start=300, refine_stop=2500, refine_every=100, cap_max=150_000),

@@ -4,7 +4,10 @@ One step: pick the next training view (a shuffled pass over the train views), re
 :func:`gsworkbench.splat.rasterize` (backend ``ext`` or ``torch``), take the photometric loss
 (0.8 L1 + 0.2 (1 - SSIM), plus the MCMC regularisers), back-propagate, step Adam, then densify
 (:mod:`gsworkbench.train.strategy`). With ``resolution_schedule`` the early steps render and compare
-at a reduced size (:mod:`gsworkbench.train.resolution`; evaluation stays at full size). Each stage is
+at a reduced size (:mod:`gsworkbench.train.resolution`; evaluation stays at full size). With ``filter_3d`` every render
+sees the Gaussians through Mip-Splatting's 3D filter (:mod:`gsworkbench.train.mip_filter`): their
+sampling rates over the train cameras are recomputed every ``filter_3d_every`` steps and after each
+densification that changed them, and :meth:`Trainer.splats` exports the filtered splats. Each stage is
 timed (:data:`gsworkbench.train.timers.STAGES`); :attr:`Trainer.history` has one row per step with the
 loss, the PSNR of the step's view, the Gaussian count, the resolution factor and the stage times in
 seconds.
@@ -18,7 +21,7 @@ import os
 import pickle
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -41,9 +44,10 @@ from gsworkbench.train.evaluate import evaluate_views, sfm_background_mask
 from gsworkbench.train.fingerprint import scene_fingerprint
 from gsworkbench.train.init_points import initial_splats, sparse_cloud
 from gsworkbench.train.losses import SSIM_WINDOW, photometric_loss, psnr_from_mse
+from gsworkbench.train.mip_filter import filtered_scales_opacities, max_sampling_rate
 from gsworkbench.train.model import NAMES, SplatModel
 from gsworkbench.train.pose_refinement import CameraRefinement, align_pose, corrected_viewmats, radial_warp
-from gsworkbench.train.resolution import ReducedViews, check_fits, factor_at
+from gsworkbench.train.resolution import ReducedViews, check_fits, factor_at, scale_intrinsics
 from gsworkbench.train.timers import STAGES, StageTimer
 
 CHECKPOINT_FORMAT = "gsworkbench-3dgs-checkpoint-v1"
@@ -109,6 +113,9 @@ class Trainer:
         self.timer = StageTimer(self.device, ranges=ranges, clock=self.clock)
         check_fits(config.resolution_schedule, scene.width, scene.height, SSIM_WINDOW if config.ssim_lambda else 1)
         self.reduced = ReducedViews(self.scene)  # train views at the schedule's reduced sizes, cached
+        # filter_3d: each Gaussian's highest sampling rate over the train cameras [N] (None without the filter)
+        self.sampling_rate: torch.Tensor | None = None
+        self.update_sampling_rate()
         self.step_index = 0
         self._background_masks: dict[int, np.ndarray] = {}  # held-out view -> its background (evaluate)
         self.rows: list[dict[str, Any]] = []
@@ -150,26 +157,50 @@ class Trainer:
         bg = torch.rand(3, generator=self.gen).to(self.device)
         return img - (1 - a) * self._bg + (1 - a) * bg, bg
 
+    def update_sampling_rate(self) -> None:
+        """Recomputes :attr:`sampling_rate` (with ``filter_3d``) from the Gaussians' centres now and the
+        train cameras at full size (the finest they sample, whatever the resolution schedule)."""
+        if not self.cfg.filter_3d:
+            return
+        train = self.scene.train_ids.to(self.device)
+        self.sampling_rate = max_sampling_rate(
+            self.model.means.detach(), self.scene.viewmats[train], self.scene.Ks[train], self.scene.width,
+            self.scene.height, self.cfg.near_plane,
+        )  # fmt: skip
+
+    def scales_opacities(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scales [N,3] and opacities [N] the renders use: the parameters' activations, through the
+        3D filter with ``filter_3d`` (differentiable in both)."""
+        m = self.model
+        scales, opacities = gaussians.scales_from_log(m.log_scales), gaussians.opacity_from_logit(m.opacity_logits)
+        if self.sampling_rate is None:
+            return scales, opacities
+        return filtered_scales_opacities(scales, opacities, self.sampling_rate, self.cfg.filter_3d_variance)
+
     def sh_degree_at(self, step: int) -> int:
         return min(step // self.cfg.sh_degree_interval, self.cfg.sh_degree)
 
     def render(
         self, views: torch.Tensor | list[int], sh_degree: int | None = None, background: torch.Tensor | None = None,
-        absgrad: bool = False, timed: bool = False, factor: int = 1,
+        absgrad: bool = False, timed: bool = False, factor: int = 1, size: tuple[int, int] | None = None,
         pose: tuple[torch.Tensor, torch.Tensor | None] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:  # fmt: skip
         """Renders ``views`` (indices into the scene) at 1/``factor`` of the image size (see
-        :mod:`gsworkbench.train.resolution`) -> colours [C,h,w,3], alphas [C,h,w,1], meta. With
-        ``pose_opt`` the views' learned pose corrections apply; ``pose``: these corrections instead,
-        (pose [C,9], lens [C,3] or None)
-        (:mod:`gsworkbench.train.pose_refinement`)."""
+        :mod:`gsworkbench.train.resolution`), or at ``size`` = (width, height) pixels (the same field of
+        view: zoomed in or out) -> colours [C,h,w,3], alphas [C,h,w,1], meta. With ``pose_opt`` the
+        views' learned pose corrections apply; ``pose``: these corrections instead, (pose [C,9], lens
+        [C,4] or None) (:mod:`gsworkbench.train.pose_refinement`)."""
         m = self.model
         with self.timer.stage("prepare") if timed else contextlib.nullcontext():
             views = torch.as_tensor(views, dtype=torch.long, device=self.device)
             bg = (self._bg if background is None else background).expand(len(views), 3)
-            scales, opacities = gaussians.scales_from_log(m.log_scales), gaussians.opacity_from_logit(m.opacity_logits)
-            width, height = (self.scene.width, self.scene.height) if factor == 1 else self.reduced.size(factor)
-            Ks = self.reduced.Ks(views, factor)
+            scales, opacities = self.scales_opacities()
+            if size is not None:
+                width, height = size
+                Ks = scale_intrinsics(self.scene.Ks[views], self.scene.width, self.scene.height, width, height)
+            else:
+                width, height = (self.scene.width, self.scene.height) if factor == 1 else self.reduced.size(factor)
+                Ks = self.reduced.Ks(views, factor)
             viewmats, lens = self.scene.viewmats[views], None
             if pose is not None:
                 viewmats, lens = corrected_viewmats(viewmats, pose[0], self.scene_scale, pose[1]), pose[1]
@@ -194,6 +225,8 @@ class Trainer:
             backend=self.cfg.backend,
             stages=self.timer.stage if timed else None,
             sh_rest=sh_rest,
+            rasterize_mode=self.cfg.rasterize_mode,
+            eps2d=self.cfg.eps2d,
             check_values=not self.cfg.check_divergence,  # the monitor watches the values (check_loss/params)
         )
         if lens is not None:  # the photo's radial residual: an image-space warp of the render
@@ -250,6 +283,8 @@ class Trainer:
                 self.poses.step()
         with stage("densify"):
             changes = self.strategy.step(self.model, self.strategy_state, s, meta, self.gen, self.scene_scale)
+            if cfg.filter_3d and (any(changes.values()) or (s + 1) % cfg.filter_3d_every == 0):
+                self.update_sampling_rate()  # the centres moved, or Gaussians came and went
         row: dict[str, Any] = {
             "step": s,
             "view": view,
@@ -312,8 +347,23 @@ class Trainer:
         return self.history
 
     # ---- evaluation and output ----------------------------------------------------------------------
-    def evaluate(self, views: Any = None) -> tuple[pd.DataFrame, dict]:
-        """PSNR and SSIM per held-out view (default: the test views) and the renders (uint8 [H,W,3])."""
+    def evaluate(
+        self, views: Any = None, references: Mapping[int, torch.Tensor] | None = None
+    ) -> tuple[pd.DataFrame, dict]:
+        """PSNR and SSIM per held-out view (default: the test views) and the renders (uint8 [H,W,3]).
+
+        ``references``: the views to score instead, as {view: image [h,w,3] in [0,1]} at any size with
+        the view's field of view (zoomed in or out; each view rendered at its reference's size, no
+        background scores, no held-out pose alignment)."""
+        if references is not None:
+            sizes = {v: (int(ref.shape[1]), int(ref.shape[0])) for v, ref in references.items()}
+
+            def render_at(v: int) -> torch.Tensor:
+                img = self.render([v], background=self.eval_bg, size=sizes[v])[0][0]
+                return img if self.appearance is None else self.appearance.apply(img, v, held_out=True)
+
+            refs_here = {v: ref.to(self.device, torch.float32) for v, ref in references.items()}
+            return evaluate_views(render_at, refs_here, list(references))
         ids = (self.scene.test_ids if views is None else torch.as_tensor(views)).tolist()
         refs = {v: over_background(self.scene, v, self.eval_bg) for v in ids}  # over config.eval_background
         sc, masks = self.scene, None
@@ -337,7 +387,7 @@ class Trainer:
 
     def _aligned_pose(self, view: int, photo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The correction of ``view`` fitted to its photo (over the evaluation background) with the
-        splats fixed: ``eval_pose_steps`` steps from the identity; (pose [1,9], lens [1,3] or None). The
+        splats fixed: ``eval_pose_steps`` steps from the identity; (pose [1,9], lens [1,4] or None). The
         lens too where training refines it (``intrinsics_opt``)."""
         held_out = self.appearance is not None and view not in set(self.scene.train_ids.tolist())
 
@@ -357,7 +407,15 @@ class Trainer:
                 p.requires_grad_(True)
 
     def splats(self) -> SplatSet:
-        return self.model.splats()
+        """A detached copy of the splats as any renderer should draw them: with ``filter_3d``, the
+        filter baked into their scales and opacities (render them with this config's ``rasterize_mode``)."""
+        out = self.model.splats()
+        if self.sampling_rate is None:
+            return out
+        with torch.no_grad():
+            scales, opacities = self.scales_opacities()
+            return replace(out, log_scales=gaussians.log_from_scales(scales),
+                           opacity_logits=gaussians.logit_from_opacity(opacities))  # fmt: skip
 
     # ---- checkpoints --------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -376,6 +434,9 @@ class Trainer:
             "history": self.rows,
             "appearance": self.appearance.state_dict() if self.appearance is not None else None,
             "poses": self.poses.state_dict() if self.poses is not None else None,
+            # filter_3d: the rates in use (between two recomputations they lag the centres; a resumed run
+            # must render with the same ones)
+            "sampling_rate": None if self.sampling_rate is None else self.sampling_rate.cpu(),
         }
 
     def save_checkpoint(self, path: str | os.PathLike[str]) -> Path:
@@ -408,6 +469,9 @@ class Trainer:
         if trainer.poses is not None and state.get("poses") is not None:
             trainer.poses.load_state_dict(state["poses"])
         trainer.strategy_state = {k: v.to(trainer.device) for k, v in state["strategy"].items()}
+        rate = state.get("sampling_rate")
+        if trainer.sampling_rate is not None and rate is not None and len(rate) == len(trainer.model):
+            trainer.sampling_rate = rate.to(trainer.device)  # else: recomputed from the centres (the constructor)
         trainer.gen.set_state(state["generator"])
         trainer._queue = list(state["queue"]) if same else []  # other data: its views, a fresh pass
         trainer.rows = list(state["history"])
