@@ -234,9 +234,10 @@ RUNS: dict[str, QualityRun] = {
 }
 
 
-def run_quality(name: str, out: Path, seed: int | None = None) -> dict[str, Any]:
+def run_quality(name: str, out: Path, seed: int | None = None, commit: str | None = None) -> dict[str, Any]:
     """Trains run ``name`` (with ``seed`` for the training, else the preset's) into ``out/<name>/``
-    (``<name>-s<seed>``) and returns its row."""
+    (``<name>-s<seed>``) and returns its row. ``commit``: the code's commit for the row (default: the
+    checkout's now; a table passes the one it started at, since the checkout may move while it runs)."""
     from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import preset, preset_scene, train
 
@@ -265,7 +266,7 @@ def run_quality(name: str, out: Path, seed: int | None = None) -> dict[str, Any]
         "psnr_cc_db": round(m["psnr_cc_db"], 2),
         "psnr_background_db": round(m["psnr_background_db"], 2), "ssim_background": round(m["ssim_background"], 4),
         **zoom_scores(name, run_dir, scene, spec.zooms),
-        "scene_sha256": m["scene_sha256"], "commit": short_commit(), **scene.source.get("reconstruction", {}),
+        "scene_sha256": m["scene_sha256"], "commit": commit or short_commit(), **scene.source.get("reconstruction", {}),
         **{k: round(v, 3) for k, v in m.items() if k.endswith(("_correction_deg_median", "_correction_pct_median"))},
     }  # fmt: skip
 
@@ -280,11 +281,12 @@ def quality_table(
     unknown = [n for n in names if n not in RUNS]
     if unknown:
         raise ValueError(f"unknown quality run(s) {', '.join(unknown)}; runs: {', '.join(RUNS)}")
+    commit = short_commit()  # the code this process runs: the one imported now, not the checkout at each row
     folder = Path(out) if out is not None else new_run_dir("quality")
     write_metadata(folder, {"runs": names, "seeds": seeds})
     rows: list[dict[str, Any]] = []
     for seed in seeds if seeds else [None]:
         for name in names:
-            rows.append(run_quality(name, folder, seed))
+            rows.append(run_quality(name, folder, seed, commit))
             write_table(folder / "quality.csv", pd.DataFrame(rows))
     return pd.DataFrame(rows), folder
