@@ -129,8 +129,8 @@ class TrainConfig:
     # gets a learned rigid correction at lr_pose (rotation's 6D deviations; translation in scene scales)
     pose_opt: bool = setting(False, kind="bool")
     lr_pose: float = setting(1e-4, kind="number", min=0)
-    # with pose_opt: a per-view focal scale and principal-point shift too (photos undistorted with one
-    # shared lens that differs a little from each photo's own)
+    # with pose_opt: a per-view focal scale, principal-point shift and radial residual too (photos
+    # undistorted with one shared lens that differs a little from each photo's own)
     intrinsics_opt: bool = setting(False, kind="bool")
     # test-time pose alignment of each held-out view before it is scored (splats fixed; 0: none): steps
     # of Adam at lr_eval_pose on the L1 error against its photo, for poses recovered as the training

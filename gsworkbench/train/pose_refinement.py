@@ -13,6 +13,8 @@ camera coordinates (``x -> e^s x + p z`` for ``x`` and ``y``: the same pixel as 
 principal point ``c + p f``), so they too go on the camera side of the viewmat, and the projection of
 means and covariances stays exact. The SH colours' view directions then come from a camera centre
 off by the same few percent; that changes a colour far less than the pixel it moves.
+A radial residual ``k1`` per view, which no such map follows, warps the render itself
+(:func:`radial_warp`) before the loss.
 
 Held-out views keep the poses they were given: their corrections are never rendered in a step, so
 they stay at the identity. A held-out photo whose recovered pose is off by as much as the training
