@@ -185,6 +185,23 @@ def random_init_splats(
                        gen=gen)  # fmt: skip
 
 
+def _translucent(means: torch.Tensor, log_scales: torch.Tensor, opacity: float, sh_degree: int,
+                 gen: torch.Generator) -> SplatSet:  # fmt: skip
+    """Splats at ``means`` [N,3] with ``log_scales`` [N,3], random orientations and colours (a little
+    view dependence in the higher SH bands), all of one ``opacity``; drawn from ``gen`` in that order."""
+    num = len(means)
+    quats = torch.nn.functional.normalize(torch.randn(num, 4, generator=gen), dim=-1)
+    k = gaussians.num_sh_bases(sh_degree) - 1
+    return SplatSet(
+        means,
+        quats,
+        log_scales,
+        gaussians.logit_from_opacity(torch.full((num,), opacity)),
+        gaussians.rgb_to_sh_dc(torch.rand(num, 3, generator=gen)),
+        0.03 * torch.randn(num, k, 3, generator=gen),
+    )
+
+
 def volumetric_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> SplatSet:
     """``num`` translucent splats filling the object's bounding box (:func:`object_box`; module doc)."""
     gen = torch.Generator().manual_seed(seed)
@@ -193,17 +210,7 @@ def volumetric_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -
     size = float((hi - lo).max())
     a, b = (math.log(f * size) for f in VOLUMETRIC_SCALES)
     log_scales = a + (b - a) * torch.rand(num, 3, generator=gen)
-    quats = torch.nn.functional.normalize(torch.randn(num, 4, generator=gen), dim=-1)
-    opacity = torch.full((num,), VOLUMETRIC_OPACITY)
-    k = gaussians.num_sh_bases(sh_degree) - 1
-    return SplatSet(
-        means,
-        quats,
-        log_scales,
-        gaussians.logit_from_opacity(opacity),
-        gaussians.rgb_to_sh_dc(torch.rand(num, 3, generator=gen)),
-        0.03 * torch.randn(num, k, 3, generator=gen),
-    )
+    return _translucent(means, log_scales, VOLUMETRIC_OPACITY, sh_degree, gen)
 
 
 def cloud_radius(num: int, half_width: float, half_height: float, overlap: float = CLOUD_OVERLAP) -> float:
@@ -233,17 +240,7 @@ def cloud_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> Spl
     z = near + (far - near) * torch.rand(num, 1, generator=gen, dtype=torch.float64)
     means = ((torch.cat([uv * z, z], dim=1) - t) @ R).float()  # camera -> world: R^T (p - t)
     log_scales = torch.log(z * r / 3) + 0.2 * torch.randn(num, 3, generator=gen, dtype=torch.float64)
-    quats = torch.nn.functional.normalize(torch.randn(num, 4, generator=gen), dim=-1)
-    opacity = torch.full((num,), CLOUD_OPACITY)
-    k = gaussians.num_sh_bases(sh_degree) - 1
-    return SplatSet(
-        means,
-        quats,
-        log_scales.float(),
-        gaussians.logit_from_opacity(opacity),
-        gaussians.rgb_to_sh_dc(torch.rand(num, 3, generator=gen)),
-        0.03 * torch.randn(num, k, 3, generator=gen),
-    )
+    return _translucent(means, log_scales.float(), CLOUD_OPACITY, sh_degree, gen)
 
 
 @dataclass(frozen=True)
