@@ -165,6 +165,21 @@ def test_alignment_finds_a_known_pose_error(tmp_path) -> None:
     assert float(aligned["psnr_db"][0]) > float(wrong["psnr_db"][0]) + 3.0, (before, wrong, aligned)
 
 
+def test_alignment_leaves_what_training_learns_untouched(tmp_path) -> None:
+    """Held-out alignment inside a run (eval_every) moves no splat, appearance or pose parameter and
+    leaves them no gradient that the next step's optimisers would apply."""
+    scene = _small_scene(tmp_path)
+    cfg = preset("smoke", iterations=20, seed=1, eval_pose_steps=5, pose_opt=True, intrinsics_opt=True,
+                 appearance="affine", backend="ext" if ext_built() else "torch")  # fmt: skip
+    trainer = Trainer(scene, cfg)
+    trainer.run()
+    learned = [*trainer.model.params.values(), trainer.appearance.params, *trainer.poses.tensors]
+    before = [t.detach().clone() for t in learned]
+    trainer.evaluate()
+    assert all(t.grad is None and t.requires_grad for t in learned)
+    assert all(torch.equal(t.detach(), b) for t, b in zip(learned, before, strict=True))
+
+
 def test_training_moves_wrong_poses_towards_the_truth(tmp_path) -> None:
     """Training views turned by 1.5 to 3 degrees each: with pose_opt their learned corrections take
     back most of it (relative to one another: the splats may settle in a frame turned as a whole),

@@ -105,8 +105,8 @@ class CameraRefinement:
         self.intrinsics = torch.zeros(num_views, LENS_PARAMS, device=device, requires_grad=True) if intrinsics else None
         self.scale = float(scale)
         self.lr = lr
-        tensors = [self.params] + ([self.intrinsics] if intrinsics else [])
-        self.optimizer = torch.optim.Adam(tensors, lr=lr, eps=1e-15)
+        self.tensors = [self.params] + ([self.intrinsics] if self.intrinsics is not None else [])  # what it learns
+        self.optimizer = torch.optim.Adam(self.tensors, lr=lr, eps=1e-15)
 
     def apply(self, viewmats: torch.Tensor, views: torch.Tensor) -> torch.Tensor:
         """``viewmats`` [C,4,4] of scene views ``views`` [C] with their corrections (differentiable)."""

@@ -396,14 +396,18 @@ class Trainer:
             img = self.render([view], background=self.eval_bg, pose=(pose[None], lens))[0][0]
             return img if self.appearance is None else self.appearance.apply(img, view, held_out=held_out)
 
-        for p in self.model.params.values():
+        # everything training learns stays fixed, and gathers no gradient a later step would apply
+        learned = [*self.model.params.values()]
+        learned += [self.appearance.params] if self.appearance is not None else []
+        learned += self.poses.tensors if self.poses is not None else []
+        for p in learned:
             p.requires_grad_(False)
         try:
             pose, lens = align_pose(render, photo, self.cfg.eval_pose_steps, self.cfg.lr_eval_pose,
                                     intrinsics=self.cfg.pose_opt and self.cfg.intrinsics_opt)
             return pose[None], None if lens is None else lens[None]
         finally:
-            for p in self.model.params.values():
+            for p in learned:
                 p.requires_grad_(True)
 
     def splats(self) -> SplatSet:
