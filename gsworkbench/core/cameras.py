@@ -91,3 +91,20 @@ def orbit_cameras(
         views.append(look_at((ex + target[0], ey + target[1], ez + target[2]), target, dtype=dtype, device=device))
     K = intrinsics_from_fov(width, height, fov_x_deg, dtype=dtype, device=device)
     return torch.stack(views), K.expand(num, 3, 3).clone()
+
+
+def camera_points(points: torch.Tensor, viewmats: torch.Tensor) -> torch.Tensor:
+    """World points [P,3] in each camera's space, [C,P,3] (``R p + t`` of viewmats [C,4,4]; in the
+    points' dtype)."""
+    R, t = viewmats[:, :3, :3].to(points.dtype), viewmats[:, :3, 3].to(points.dtype)
+    return torch.einsum("cij,pj->cpi", R, points) + t[:, None, :]
+
+
+def pixel_coordinates(cam: torch.Tensor, Ks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pixel coordinates x, y [C,P] of camera-space points [C,P,3] through intrinsics Ks [C,3,3] (pixel
+    i covers [i, i+1)); points at or behind the camera's plane get finite values to be masked out."""
+    K = Ks.to(cam.dtype)
+    z = cam[..., 2].clamp_min(1e-12)
+    x = K[:, 0, 0, None] * cam[..., 0] / z + K[:, 0, 2, None]
+    y = K[:, 1, 1, None] * cam[..., 1] / z + K[:, 1, 2, None]
+    return x, y

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gsworkbench.core.cameras import camera_points
 from gsworkbench.train.evaluate import sfm_background_mask
 from gsworkbench.train.train_views import TrainViews
 
@@ -78,9 +79,7 @@ def background_masks(views: TrainViews, cloud: torch.Tensor) -> torch.Tensor:
 def sweep_depths(views: TrainViews, cloud: torch.Tensor, near: float) -> torch.Tensor:
     """:data:`FILL_DEPTHS` depths [D] (camera z, world units), uniform in inverse depth between the
     :data:`FILL_DEPTH_QUANTILES` of the depths of ``cloud`` [P,3] in the train views that see it."""
-    R, t = views.viewmats[:, :3, :3], views.viewmats[:, :3, 3]
-    z = (torch.einsum("vij,pj->vpi", R, cloud) + t[:, None, :])[..., 2]
-    z = z[views.project(cloud, near)[2]]
+    z = camera_points(cloud, views.viewmats)[..., 2][views.project(cloud, near)[2]]
     lo, hi = (float(torch.quantile(z, q)) for q in FILL_DEPTH_QUANTILES)
     lo = max(lo, near)
     hi = max(hi, lo * 1.001)

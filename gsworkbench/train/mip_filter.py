@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from gsworkbench.core.cameras import camera_points, pixel_coordinates
+
 # a centre within this share of the image size outside its edges still counts as seen (the paper's margin:
 # a Gaussian just outside the frame still reaches into it)
 FRUSTUM_MARGIN = 0.15
@@ -36,21 +38,17 @@ def max_sampling_rate(
     ``near_plane`` whose projection lies within ``margin`` x the image size of the image. Not
     differentiable (the rate is a fixed property of the cameras, recomputed, never learned)."""
     with torch.no_grad():
-        R, t = viewmats[:, :3, :3].to(means.dtype), viewmats[:, :3, 3].to(means.dtype)
-        p = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]  # [C,N,3] camera coordinates
+        p = camera_points(means, viewmats)  # [C,N,3]
         z = p[..., 2]
-        in_front = z > near_plane
-        zs = torch.where(in_front, z, torch.ones_like(z))
+        u, v = pixel_coordinates(p, Ks)
         K = Ks.to(means.dtype)
-        u = K[:, None, 0, 0] * p[..., 0] / zs + K[:, None, 0, 2]
-        v = K[:, None, 1, 1] * p[..., 1] / zs + K[:, None, 1, 2]
         inside = (
-            in_front
+            (z > near_plane)
             & (u >= -margin * width) & (u <= (1 + margin) * width)
             & (v >= -margin * height) & (v <= (1 + margin) * height)
         )  # fmt: skip
         focal = torch.maximum(K[:, 0, 0], K[:, 1, 1])[:, None]
-        rate = torch.where(inside, focal / zs, torch.zeros_like(zs))
+        rate = torch.where(inside, focal / z.clamp_min(near_plane), torch.zeros_like(z))
         return rate.amax(0) if len(rate) else means.new_zeros(len(means))
 
 

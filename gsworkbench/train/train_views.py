@@ -9,6 +9,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gsworkbench.core.cameras import camera_points, pixel_coordinates
+
 HULL_ALPHA = 0.1  # a pixel is inside a view's mask where its alpha exceeds this
 HULL_DILATE_PX = 1  # masks grow by this many pixels (pixel-centre quantisation, antialiased edges)
 
@@ -49,14 +51,9 @@ class TrainViews:
     def project(self, points: torch.Tensor, near: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Pixel coordinates of points [P,3] in every view: x, y [V,P] (pixel i covers [i, i+1)) and
         seen [V,P] bool (in front of the near plane and inside the image)."""
-        R, t = self.viewmats[:, :3, :3], self.viewmats[:, :3, 3]
-        cam = torch.einsum("vij,pj->vpi", R, points) + t[:, None, :]  # [V,P,3]
-        z = cam[..., 2]
-        zs = z.clamp_min(1e-12)
-        K = self.Ks
-        x = K[:, 0, 0, None] * cam[..., 0] / zs + K[:, 0, 2, None]
-        y = K[:, 1, 1, None] * cam[..., 1] / zs + K[:, 1, 2, None]
-        seen = (z > near) & (x >= 0) & (x < self.width) & (y >= 0) & (y < self.height)
+        cam = camera_points(points, self.viewmats)  # [V,P,3]
+        x, y = pixel_coordinates(cam, self.Ks)
+        seen = (cam[..., 2] > near) & (x >= 0) & (x < self.width) & (y >= 0) & (y < self.height)
         return x, y, seen
 
     def views_seeing(self, points: torch.Tensor, near: float) -> torch.Tensor:
