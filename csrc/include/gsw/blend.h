@@ -16,9 +16,11 @@ namespace splat {
 using std::log;
 using std::sqrt;
 
-constexpr float kAlphaMax = 0.99f;
-constexpr float kAlphaMin = 1.0f / 255.0f;
-constexpr float kTransmittanceMin = 1e-4f;
+// Double, so that T(k) is the exact threshold for double data too (a float constant widened to double
+// sits 6e-8 above 1/255 and moves alphas that close to it to the other side of the cut).
+constexpr double kAlphaMax = 0.99;
+constexpr double kAlphaMin = 1.0 / 255.0;
+constexpr double kTransmittanceMin = 1e-4;
 
 template <typename T>
 GSW_HD T blend_sigma(T dx, T dy, T ca, T cb, T cc) {
