@@ -164,6 +164,10 @@ class TrainConfig:
     filter_3d_every: int = setting(100, kind="int", min=1)
     # ---- densification ----
     strategy: DefaultStrategy | MCMCStrategy = setting(default_factory=DefaultStrategy, convert=_strategy_of)
+    # whenever densification changes the Gaussians, put their rows (and Adam's moments) in Morton order
+    # of their centres (gsworkbench.core.spatial_order), so that a tile's Gaussians share cache lines in
+    # the rasterizer; given splats keep their order until then
+    spatial_order: bool = setting(True, kind="bool")
     # ---- evaluation and output ----
     eval_every: int = setting(0, kind="int", min=0)  # 0: only at the end
     progress: bool = True

@@ -4,7 +4,7 @@
 opacity_logits [N], sh_dc [N,3], sh_rest [N,K,3]) as leaf tensors, with one Adam whose parameter groups
 are named after them (dense by default, or one that steps only the rows seen in a step; see
 :mod:`gsworkbench.train.adam`). Every operation that adds, removes or rewrites rows (:meth:`keep`,
-:meth:`append`, :meth:`assign`, :meth:`zero_state`) updates the parameters and Adam's moments
+:meth:`append`, :meth:`assign`, :meth:`reorder`, :meth:`zero_state`) updates the parameters and Adam's moments
 together, so the optimiser state always has one row per Gaussian.
 """
 
@@ -82,6 +82,10 @@ class SplatModel:
                 self.optimizer.state[new] = state
             g["params"][0] = new
             self.params[name] = new
+
+    def reorder(self, order: torch.Tensor) -> None:
+        """Puts the rows in the order ``order`` [N] int64 (a permutation): row i becomes old row order[i]."""
+        self._rewrite(lambda name, t, is_state: t.index_select(0, order))
 
     def keep(self, mask: torch.Tensor) -> None:
         """Keeps the rows where ``mask`` [N] bool is True."""

@@ -34,6 +34,7 @@ from gsworkbench.core import gaussians
 from gsworkbench.core.atomic import atomic_write_bytes
 from gsworkbench.core.compile import compile_step
 from gsworkbench.core.limits import retained_freed_memory
+from gsworkbench.core.spatial_order import morton_order
 from gsworkbench.core.splats import SplatSet
 from gsworkbench.splat import rasterize
 from gsworkbench.train.appearance import PhotoAppearance
@@ -156,6 +157,17 @@ class Trainer:
             raise ValueError("background 'random' needs a scene with alpha masks (an RGBA source)")
         bg = torch.rand(3, generator=self.gen).to(self.device)
         return img - (1 - a) * self._bg + (1 - a) * bg, bg
+
+    def reorder(self, order: torch.Tensor) -> None:
+        """Puts the Gaussians in the order ``order`` [N] int64 (a permutation): their parameters, Adam's
+        moments, the strategy's per-Gaussian statistics and the 3D filter's rates alike."""
+        n = len(self.model)
+        self.model.reorder(order)
+        for k, v in self.strategy_state.items():
+            if torch.is_tensor(v) and v.ndim >= 1 and v.shape[0] == n:
+                self.strategy_state[k] = v.index_select(0, order)
+        if self.sampling_rate is not None and len(self.sampling_rate) == n:
+            self.sampling_rate = self.sampling_rate.index_select(0, order)
 
     def update_sampling_rate(self) -> None:
         """Recomputes :attr:`sampling_rate` (with ``filter_3d``) from the Gaussians' centres now and the
@@ -283,6 +295,8 @@ class Trainer:
                 self.poses.step()
         with stage("densify"):
             changes = self.strategy.step(self.model, self.strategy_state, s, meta, self.gen, self.scene_scale)
+            if cfg.spatial_order and any(changes.values()):
+                self.reorder(morton_order(self.model.means))
             if cfg.filter_3d and (any(changes.values()) or (s + 1) % cfg.filter_3d_every == 0):
                 self.update_sampling_rate()  # the centres moved, or Gaussians came and went
         row: dict[str, Any] = {
