@@ -2,7 +2,9 @@
 
 World units are arbitrary, z is up. Albedos stay at or below 0.8 and the lights are chosen so that
 rendered radiance stays below 1 (no clipping). Textures are Mitsuba's checkerboard or small numpy
-bitmaps (stripes, smooth colour fields) that a few thousand Gaussians can reproduce.
+bitmaps (stripes, smooth colour fields) that a few thousand Gaussians can reproduce, except the clutter
+of the capture scene (:func:`_noise`) and the prints of the bricks (:func:`_print`: detail down to the
+pixel of an 800 px view, texels the same size on every face).
 """
 
 from __future__ import annotations
@@ -192,12 +194,16 @@ class PrintedPlastic:
     studs: dict[str, Any]
 
 
+PRINT_SHARE = 0.8  # of a printed face's colour, the rest the brick's own: the contrast of the prints
+
+
 def _printed_plastic(rng: np.random.Generator, base: Vec3, alpha: float = 0.07) -> PrintedPlastic:
-    """Glossy plastic (:func:`_plastic`) of colour ``base`` printed over with :func:`_print`, 55 % print."""
+    """Glossy plastic (:func:`_plastic`) of colour ``base`` printed over with :func:`_print`
+    (:data:`PRINT_SHARE` of the colour)."""
     mi = mitsuba_scalar()
-    colour = 0.45 * np.asarray(base) + 0.55 * _print(rng)
-    mean = tuple(float(c) for c in colour.mean((0, 1)))
-    return PrintedPlastic(mi.load_dict(_plastic(_bitmap(colour), alpha)), _plastic(_rgb(mean), alpha))  # type: ignore[arg-type]
+    colour = (1 - PRINT_SHARE) * np.asarray(base) + PRINT_SHARE * _print(rng)
+    r, g, b = (float(c) for c in colour.mean((0, 1)))
+    return PrintedPlastic(mi.load_dict(_plastic(_bitmap(colour), alpha)), _plastic(_rgb((r, g, b)), alpha))
 
 
 def _box_quads(centre: Vec3, half: Vec3) -> list[Quad]:
@@ -237,10 +243,12 @@ def _printed_mesh(name: str, quads: list[Quad], bsdf: Any, rng: np.random.Genera
 
 def bricks_scene(rng: np.random.Generator) -> dict[str, Any]:
     """An object made to be as hard as NeRF-synthetic's lego (within radius ~0.9, no ground): a base
-    plate of 24 x 18 studs and stacked bricks with studs (about 570: fine repeated detail), printed
-    over with fine noise, glossy plastic and a brushed-metal mast and dish (specular highlights that
-    move with the view), thin parts (two truss towers of 152 rods, two grilles of 30 bars, a ladder, a
-    railing and a row of tread links: 2 to 7 pixels wide in the object's 800 px views) and a printed panel."""
+    plate of 24 x 18 studs and stacked bricks with studs (about 570: fine repeated detail), their faces
+    printed (:func:`_print`: detail at every scale down to the pixel of the object's 800 px views, so the
+    views are as detailed per pixel at 800 px as at 400 px), glossy plastic and a brushed-metal mast and
+    dish (specular highlights that move with the view), thin parts (two truss towers of 152 rods, two
+    grilles of 30 bars, a ladder, a railing and a row of tread links: 2 to 7 pixels wide in the object's
+    800 px views) and a printed panel."""
     mi = mitsuba_scalar()
     T = mi.ScalarTransform4f
     p = 0.05  # stud pitch
@@ -260,7 +268,7 @@ def bricks_scene(rng: np.random.Generator) -> dict[str, Any]:
     scene.update(_brick("b3", (0.3, -0.2, -0.22), 4, 4, p, 0.12, yellow, rng))
     scene.update(_brick("b4", (0.3, -0.2, -0.10), 4, 4, p, 0.12, green, rng))
     scene.update(_brick("b5", (0.05, 0.3, -0.36), 12, 2, p, 0.08, green, rng))
-    # a printed panel: fine noise, seen face-on from one side
+    # a printed panel, seen face-on from one side
     panel = mi.load_dict({"type": "twosided", "bsdf": _diffuse(_bitmap(_print(rng)))})
     scene["panel"] = _printed_mesh("panel", [((-0.39, -0.061, -0.32), (0.38, 0.0, 0.0), (0.0, 0.0, 0.2))], panel, rng)
     # thin parts: a metal mast with a cross-bar, a ladder, a railing along the plate's edge
