@@ -166,6 +166,32 @@ def test_bricks_scene(cache: Path) -> None:
     assert s.point_colors.std(0).min() > 0.05  # several materials, not one flat colour
 
 
+def test_bricks_prints_keep_their_texel_size() -> None:
+    """The bricks' printed faces: a box's six quads face outwards, and each quad's texture coordinates
+    span its edges / PRINT_TILE, so a print's texels are the same size on a long face as on a short one."""
+    import numpy as np
+
+    from gsworkbench.synthetic.mitsuba_render import mitsuba_scalar
+    from gsworkbench.synthetic.mitsuba_scenes import PRINT_TILE, _box_quads, _printed_mesh
+
+    mi = mitsuba_scalar()
+    centre, half = (0.1, -0.2, 0.3), (0.3, 0.1, 0.05)
+    quads = _box_quads(centre, half)
+    mesh = _printed_mesh("box", quads, mi.load_dict({"type": "diffuse"}), np.random.default_rng(0))
+    params = mi.traverse(mesh)
+    xyz = np.array(params["vertex_positions"]).reshape(-1, 4, 3)
+    uv = np.array(params["vertex_texcoords"]).reshape(-1, 4, 2)
+    assert xyz.shape[0] == 6 and int(mesh.face_count()) == 12
+    lo, hi = np.subtract(centre, half), np.add(centre, half)
+    assert np.allclose(xyz.min((0, 1)), lo, atol=1e-6) and np.allclose(xyz.max((0, 1)), hi, atol=1e-6)
+    for q, (corner, u, v) in enumerate(quads):
+        assert np.allclose(xyz[q, 0], corner, atol=1e-6)
+        normal = np.cross(u, v)
+        assert np.dot(normal, xyz[q].mean(0) - np.asarray(centre)) > 0  # outwards: a one-sided BSDF shows
+        span = uv[q].max(0) - uv[q].min(0)
+        assert np.allclose(span, [np.linalg.norm(u) / PRINT_TILE, np.linalg.norm(v) / PRINT_TILE], atol=1e-6)
+
+
 # ---- bad input -------------------------------------------------------------------------------
 
 

@@ -2,7 +2,9 @@
 
 World units are arbitrary, z is up. Albedos stay at or below 0.8 and the lights are chosen so that
 rendered radiance stays below 1 (no clipping). Textures are Mitsuba's checkerboard or small numpy
-bitmaps (stripes, smooth colour fields) that a few thousand Gaussians can reproduce.
+bitmaps (stripes, smooth colour fields) that a few thousand Gaussians can reproduce, except the clutter
+of the capture scene (:func:`_noise`) and the prints of the bricks (:func:`_print`: detail down to the
+pixel of an 800 px view, texels the same size on every face).
 """
 
 from __future__ import annotations
@@ -136,15 +138,14 @@ def _studs(prefix: str, x0: float, y0: float, z: float, nx: int, ny: int, pitch:
 
 
 def _brick(name: str, centre: tuple[float, float, float], nx: int, ny: int, pitch: float, height: float,
-           bsdf: dict[str, Any]) -> dict[str, Any]:
-    """A brick of nx x ny studs (a box of nx pitch x ny pitch x height, centred at ``centre``)."""
-    mi = mitsuba_scalar()
-    T = mi.ScalarTransform4f
+           plastic: PrintedPlastic, rng: np.random.Generator) -> dict[str, Any]:
+    """A brick of nx x ny studs (a box of nx pitch x ny pitch x height, centred at ``centre``): its
+    printed body (:func:`_printed_mesh`) and its plain studs."""
     cx, cy, cz = centre
-    body = {"type": "cube", "to_world": T().translate(list(centre)).scale([nx * pitch / 2, ny * pitch / 2, height / 2]),
-            "bsdf": bsdf}  # fmt: skip
+    half = (nx * pitch / 2, ny * pitch / 2, height / 2)
+    body = _printed_mesh(name, _box_quads(centre, half), plastic.faces, rng)
     x0, y0 = cx - (nx - 1) * pitch / 2, cy - (ny - 1) * pitch / 2
-    return {name: body, **_studs(name, x0, y0, cz + height / 2, nx, ny, pitch, bsdf)}
+    return {name: body, **_studs(name, x0, y0, cz + height / 2, nx, ny, pitch, plastic.studs)}
 
 
 def _rod(p0: tuple[float, float, float], p1: tuple[float, float, float], radius: float,
@@ -153,44 +154,123 @@ def _rod(p0: tuple[float, float, float], p1: tuple[float, float, float], radius:
 
 
 BRICKS_SCALE = 1.1
+PRINT_TEXELS = 2048  # a print tile's side
+# model units one print tile spans: a texel is about a quarter of a pixel of the object's 800 px views
+# (their pixel is about 0.0023 model units at the origin), so cells of 4 texels are about one pixel
+PRINT_TILE = 1.2
+
+Vec3 = tuple[float, float, float]
+Quad = tuple[Vec3, Vec3, Vec3]  # a flat quad: a corner and its two edges u, v (normal along u x v)
 
 
-def _textured(rng: np.random.Generator, base: tuple[float, float, float]) -> dict[str, Any]:
-    """A plastic colour printed over with fine multi-scale noise (:func:`_noise`), 55 % noise."""
-    return _bitmap(0.45 * np.asarray(base) + 0.55 * _noise(rng, 512, 6, 120))
+def _print(rng: np.random.Generator, size: int = PRINT_TEXELS, octaves: int = 8, falloff: float = 0.85,
+           coverage: float = 3.0, smallest: int = 4) -> np.ndarray:
+    """A print with detail at every scale down to an 800 px view's pixel, in colour [size,size,3] in
+    [0.05,0.8]: value noise (:func:`_value_noise`) from 4 cells across down to cells of 4 texels (about a
+    pixel on the bricks: :data:`PRINT_TILE`), under "dead leaves": rectangles of one random colour each,
+    half to fully opaque, their sides drawn with density ~ side^-3 from ``smallest`` texels to a tenth of
+    the tile (the same share of the area at every scale, as in natural images), as many as cover the tile
+    ``coverage`` times over on average. Like :func:`_noise`, but with as much contrast per pixel at 800 px
+    as at 400 px, as a detailed model's prints, decals and wear have."""
+    out = _value_noise(rng, size, octaves, falloff)
+    s0, s1 = smallest ** -2.0, (size / 10) ** -2.0
+    mean_area = (2.0 * (1 / smallest - 10 / size) / (s0 - s1)) ** 2  # E[w] E[h] under the side^-3 density
+    for _ in range(round(coverage * size * size / mean_area)):
+        w, h = (s0 - rng.uniform(0.0, 1.0, size=2) * (s0 - s1)) ** -0.5
+        w, h = int(w), int(h)
+        x, y = rng.integers(0, size - w), rng.integers(0, size - h)
+        a = rng.uniform(0.5, 1.0)
+        out[y : y + h, x : x + w] = (1 - a) * out[y : y + h, x : x + w] + a * rng.uniform(0.0, 1.0, size=3)
+    return np.clip(0.05 + 0.75 * out, 0.05, 0.8)
+
+
+@dataclass(frozen=True)
+class PrintedPlastic:
+    """A brick colour: the loaded BSDF of its printed faces (one instance, so every face shares one
+    texture) and the plain plastic of its studs, in the print's mean colour (a whole print tile squeezed
+    onto a stud's few pixels would only alias)."""
+
+    faces: Any
+    studs: dict[str, Any]
+
+
+PRINT_SHARE = 0.8  # of a printed face's colour, the rest the brick's own: the contrast of the prints
+
+
+def _printed_plastic(rng: np.random.Generator, base: Vec3, alpha: float = 0.07) -> PrintedPlastic:
+    """Glossy plastic (:func:`_plastic`) of colour ``base`` printed over with :func:`_print`
+    (:data:`PRINT_SHARE` of the colour)."""
+    mi = mitsuba_scalar()
+    colour = (1 - PRINT_SHARE) * np.asarray(base) + PRINT_SHARE * _print(rng)
+    r, g, b = (float(c) for c in colour.mean((0, 1)))
+    return PrintedPlastic(mi.load_dict(_plastic(_bitmap(colour), alpha)), _plastic(_rgb((r, g, b)), alpha))
+
+
+def _box_quads(centre: Vec3, half: Vec3) -> list[Quad]:
+    """The six outward-facing faces of an axis-aligned box of half-extents ``half``."""
+    (cx, cy, cz), (hx, hy, hz) = centre, half
+    ex, ey, ez = (2 * hx, 0.0, 0.0), (0.0, 2 * hy, 0.0), (0.0, 0.0, 2 * hz)
+    low = (cx - hx, cy - hy, cz - hz)
+    return [((cx - hx, cy - hy, cz + hz), ex, ey), (low, ey, ex),  # top, bottom
+            ((cx + hx, cy - hy, cz - hz), ey, ez), (low, ez, ey),  # +x, -x
+            ((cx - hx, cy + hy, cz - hz), ez, ex), (low, ex, ez)]  # +y, -y  # fmt: skip
+
+
+def _printed_mesh(name: str, quads: list[Quad], bsdf: Any, rng: np.random.Generator) -> Any:
+    """A Mitsuba mesh of flat quads whose texture coordinates are model units / :data:`PRINT_TILE`
+    (from a random offset per quad; the texture repeats), so a print's texels are the same size on every
+    face: Mitsuba's cube and rectangle stretch one whole texture over each face, whatever its size."""
+    mi = mitsuba_scalar()
+    props = mi.Properties()
+    props["bsdf"] = bsdf
+    mesh = mi.Mesh(name, 4 * len(quads), 2 * len(quads), props=props, has_vertex_texcoords=True)
+    positions, uvs = [], []
+    for corner, u, v in quads:
+        c, eu, ev = np.asarray(corner), np.asarray(u), np.asarray(v)
+        positions += [c, c + eu, c + eu + ev, c + ev]
+        du, dv = np.linalg.norm(eu) / PRINT_TILE, np.linalg.norm(ev) / PRINT_TILE
+        o = rng.uniform(0.0, 1.0, size=2)
+        uvs += [o, o + (du, 0.0), o + (du, dv), o + (0.0, dv)]
+    first = 4 * np.arange(len(quads))[:, None]
+    faces = np.concatenate([first + (0, 1, 2), first + (0, 2, 3)], axis=1)
+    params = mi.traverse(mesh)
+    params["vertex_positions"] = np.asarray(positions, dtype=np.float32).ravel()
+    params["vertex_texcoords"] = np.asarray(uvs, dtype=np.float32).ravel()
+    params["faces"] = faces.astype(np.uint32).ravel()
+    params.update()
+    return mesh
 
 
 def bricks_scene(rng: np.random.Generator) -> dict[str, Any]:
     """An object made to be as hard as NeRF-synthetic's lego (within radius ~0.9, no ground): a base
-    plate of 24 x 18 studs and stacked bricks with studs (about 570: fine repeated detail), printed
-    over with fine noise, glossy plastic and a brushed-metal mast and dish (specular highlights that
-    move with the view), thin parts (two truss towers of 152 rods, two grilles of 30 bars, a ladder, a
-    railing and a row of tread links: 2 to 7 pixels wide in the object's 800 px views) and a printed panel."""
+    plate of 24 x 18 studs and stacked bricks with studs (about 570: fine repeated detail), their faces
+    printed (:func:`_print`: detail at every scale down to the pixel of the object's 800 px views, so the
+    views are as detailed per pixel at 800 px as at 400 px), glossy plastic and a brushed-metal mast and
+    dish (specular highlights that move with the view), thin parts (two truss towers of 152 rods, two
+    grilles of 30 bars, a ladder, a railing and a row of tread links: 2 to 7 pixels wide in the object's
+    800 px views) and a printed panel."""
     mi = mitsuba_scalar()
     T = mi.ScalarTransform4f
     p = 0.05  # stud pitch
-    green = _plastic(_textured(rng, (0.12, 0.45, 0.15)))
-    yellow = _plastic(_textured(rng, (0.8, 0.62, 0.06)))
-    red = _plastic(_textured(rng, (0.7, 0.08, 0.06)))
-    grey = _plastic(_textured(rng, (0.45, 0.45, 0.48)), alpha=0.3)
+    green = _printed_plastic(rng, (0.12, 0.45, 0.15))
+    yellow = _printed_plastic(rng, (0.8, 0.62, 0.06))
+    red = _printed_plastic(rng, (0.7, 0.08, 0.06))
+    grey = _printed_plastic(rng, (0.45, 0.45, 0.48), alpha=0.3)
     metal = {"type": "roughconductor", "material": "Al", "distribution": "ggx", "alpha": 0.18}
     dark = _diffuse(_rgb((0.06, 0.06, 0.07)))
     scene: dict[str, Any] = {"type": "scene", **_lights(0.5, 1.1, (-0.4, 0.6, -1.0))}
     # base plate
-    scene.update(_brick("plate", (0.0, 0.0, -0.42), 24, 18, p, 0.04, grey))
+    scene.update(_brick("plate", (0.0, 0.0, -0.42), 24, 18, p, 0.04, grey, rng))
     # a stepped tower of bricks
-    scene.update(_brick("b0", (-0.2, 0.05, -0.34), 8, 4, p, 0.12, yellow))
-    scene.update(_brick("b1", (-0.25, 0.05, -0.22), 4, 4, p, 0.12, red))
-    scene.update(_brick("b2", (0.3, -0.2, -0.34), 4, 8, p, 0.12, red))
-    scene.update(_brick("b3", (0.3, -0.2, -0.22), 4, 4, p, 0.12, yellow))
-    scene.update(_brick("b4", (0.3, -0.2, -0.10), 4, 4, p, 0.12, green))
-    scene.update(_brick("b5", (0.05, 0.3, -0.36), 12, 2, p, 0.08, green))
-    # a printed panel: fine noise, seen face-on from one side
-    scene["panel"] = {
-        "type": "rectangle",
-        "to_world": T().translate([-0.2, -0.061, -0.22]).rotate([1, 0, 0], 90).scale([0.19, 0.1, 1.0]),
-        "bsdf": {"type": "twosided", "bsdf": _diffuse(_bitmap(_noise(rng, 512, 6, 120)))},
-    }
+    scene.update(_brick("b0", (-0.2, 0.05, -0.34), 8, 4, p, 0.12, yellow, rng))
+    scene.update(_brick("b1", (-0.25, 0.05, -0.22), 4, 4, p, 0.12, red, rng))
+    scene.update(_brick("b2", (0.3, -0.2, -0.34), 4, 8, p, 0.12, red, rng))
+    scene.update(_brick("b3", (0.3, -0.2, -0.22), 4, 4, p, 0.12, yellow, rng))
+    scene.update(_brick("b4", (0.3, -0.2, -0.10), 4, 4, p, 0.12, green, rng))
+    scene.update(_brick("b5", (0.05, 0.3, -0.36), 12, 2, p, 0.08, green, rng))
+    # a printed panel, seen face-on from one side
+    panel = mi.load_dict({"type": "twosided", "bsdf": _diffuse(_bitmap(_print(rng)))})
+    scene["panel"] = _printed_mesh("panel", [((-0.39, -0.061, -0.32), (0.38, 0.0, 0.0), (0.0, 0.0, 0.2))], panel, rng)
     # thin parts: a metal mast with a cross-bar, a ladder, a railing along the plate's edge
     scene["mast"] = _rod((0.3, -0.2, -0.02), (0.3, -0.2, 0.46), 0.012, metal)
     scene["bar"] = _rod((0.12, -0.2, 0.38), (0.48, -0.2, 0.38), 0.007, metal)
@@ -296,24 +376,31 @@ def room_scene(rng: np.random.Generator) -> dict[str, Any]:
     }
 
 
-def _noise(rng: np.random.Generator, size: int = 512, octaves: int = 6, patches: int = 160) -> np.ndarray:
-    """A cluttered texture in colour [size,size,3] in [0.05,0.8]: multi-scale value noise (grids of
-    random colours from 4 to 4 x 2^(octaves-1) cells, bilinearly upsampled, weights x0.7 per octave)
-    under ``patches`` random rectangles of random colour, 1-12 % of the side, half opaque to fully
-    opaque. Distinct at every scale and full of corners, like the prints, labels, wood and fabric of a
-    real room (what a feature matcher needs, and what the room's smooth and periodic textures lack)."""
+def _value_noise(rng: np.random.Generator, size: int, octaves: int, falloff: float) -> np.ndarray:
+    """Multi-scale value noise in colour [size,size,3], stretched so that its 1st..99th percentiles span
+    [0,1]: grids of uniform random colours from 4 to 4 x 2^(octaves-1) cells, bilinearly upsampled,
+    the k-th weighted ``falloff``^k (1: as much contrast at every scale; below 1: smoother)."""
     out = np.zeros((size, size, 3))
     total = 0.0
     for k in range(octaves):
         cells = 4 * 2**k
         grid = torch.from_numpy(rng.uniform(0.0, 1.0, size=(1, 3, cells, cells)))
         up = torch.nn.functional.interpolate(grid, size=(size, size), mode="bilinear", align_corners=False)
-        w = 0.7**k
+        w = falloff**k
         out += w * up[0].permute(1, 2, 0).numpy()
         total += w
     out /= total
     lo, hi = np.percentile(out, 1), np.percentile(out, 99)
-    out = (out - lo) / max(hi - lo, 1e-6)
+    return (out - lo) / max(hi - lo, 1e-6)
+
+
+def _noise(rng: np.random.Generator, size: int = 512, octaves: int = 6, patches: int = 160) -> np.ndarray:
+    """A cluttered texture in colour [size,size,3] in [0.05,0.8]: multi-scale value noise (grids of
+    random colours from 4 to 4 x 2^(octaves-1) cells, bilinearly upsampled, weights x0.7 per octave)
+    under ``patches`` random rectangles of random colour, 1-12 % of the side, half opaque to fully
+    opaque. Distinct at every scale and full of corners, like the prints, labels, wood and fabric of a
+    real room (what a feature matcher needs, and what the room's smooth and periodic textures lack)."""
+    out = _value_noise(rng, size, octaves, 0.7)
     for _ in range(patches):
         w, h = (rng.uniform(0.01, 0.12, size=2) * size).astype(int) + 1
         x, y = rng.integers(0, size - w), rng.integers(0, size - h)
@@ -403,7 +490,8 @@ class SyntheticScene:
 SYNTHETIC_SCENES = {
     "object": SyntheticScene(object_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64),
     # lego-hard: fine repeated detail, thin parts, glossy highlights (the object's NeRF-synthetic cameras)
-    "bricks": SyntheticScene(bricks_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64),
+    "bricks": SyntheticScene(bricks_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64,
+                             version=2),
     "room": SyntheticScene(room_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
     # the room, cluttered, as a distorted JPEG photo capture with COLMAP and nerfstudio files (simulated_capture.py)
     "capture": SyntheticScene(capture_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
