@@ -163,6 +163,15 @@ Vec3 = tuple[float, float, float]
 Quad = tuple[Vec3, Vec3, Vec3]  # a flat quad: a corner and its two edges u, v (normal along u x v)
 
 
+def _paste_rectangle(out: np.ndarray, w: int, h: int, rng: np.random.Generator) -> None:
+    """Blends a w x h rectangle of one uniform random colour, half to fully opaque, at a uniform random
+    place into ``out`` [size,size,3] (in place): the "dead leaf" of :func:`_print` and :func:`_noise`."""
+    size = out.shape[0]
+    x, y = rng.integers(0, size - w), rng.integers(0, size - h)
+    a = rng.uniform(0.5, 1.0)
+    out[y : y + h, x : x + w] = (1 - a) * out[y : y + h, x : x + w] + a * rng.uniform(0.0, 1.0, size=3)
+
+
 def _print(rng: np.random.Generator, size: int = PRINT_TEXELS, octaves: int = 8, falloff: float = 0.85,
            coverage: float = 3.0, smallest: int = 4) -> np.ndarray:
     """A print with detail at every scale down to an 800 px view's pixel, in colour [size,size,3] in
@@ -177,10 +186,7 @@ def _print(rng: np.random.Generator, size: int = PRINT_TEXELS, octaves: int = 8,
     mean_area = (2.0 * (1 / smallest - 10 / size) / (s0 - s1)) ** 2  # E[w] E[h] under the side^-3 density
     for _ in range(round(coverage * size * size / mean_area)):
         w, h = (s0 - rng.uniform(0.0, 1.0, size=2) * (s0 - s1)) ** -0.5
-        w, h = int(w), int(h)
-        x, y = rng.integers(0, size - w), rng.integers(0, size - h)
-        a = rng.uniform(0.5, 1.0)
-        out[y : y + h, x : x + w] = (1 - a) * out[y : y + h, x : x + w] + a * rng.uniform(0.0, 1.0, size=3)
+        _paste_rectangle(out, int(w), int(h), rng)
     return np.clip(0.05 + 0.75 * out, 0.05, 0.8)
 
 
@@ -403,9 +409,7 @@ def _noise(rng: np.random.Generator, size: int = 512, octaves: int = 6, patches:
     out = _value_noise(rng, size, octaves, 0.7)
     for _ in range(patches):
         w, h = (rng.uniform(0.01, 0.12, size=2) * size).astype(int) + 1
-        x, y = rng.integers(0, size - w), rng.integers(0, size - h)
-        a = rng.uniform(0.5, 1.0)
-        out[y : y + h, x : x + w] = (1 - a) * out[y : y + h, x : x + w] + a * rng.uniform(0.0, 1.0, size=3)
+        _paste_rectangle(out, w, h, rng)
     return np.clip(0.05 + 0.75 * out, 0.05, 0.8)
 
 
