@@ -295,9 +295,10 @@ class Trainer:
                 self.poses.step()
         with stage("densify"):
             changes = self.strategy.step(self.model, self.strategy_state, s, meta, self.gen, self.scene_scale)
-            if cfg.spatial_order and any(changes.values()):
+            changed = any(changes.values())
+            if cfg.spatial_order and changed:
                 self.reorder(morton_order(self.model.means))
-            if cfg.filter_3d and (any(changes.values()) or (s + 1) % cfg.filter_3d_every == 0):
+            if cfg.filter_3d and (changed or (s + 1) % cfg.filter_3d_every == 0):
                 self.update_sampling_rate()  # the centres moved, or Gaussians came and went
         row: dict[str, Any] = {
             "step": s,
