@@ -132,6 +132,33 @@ def test_scale_split_subset_to(object_dir: Path) -> None:
         Scene(**{**s.__dict__, "width": 65})
 
 
+@pytest.mark.parametrize("every", [2, 3, 10])
+def test_validation_split_never_holds_a_test_view(every: int) -> None:
+    """The tuning split: every ``every``-th training view held out, the rest trained on, the scene's test
+    views gone; each view keeps its image and camera."""
+    V, test = 23, [0, 5, 11, 22]
+    is_test = torch.zeros(V, dtype=torch.bool)
+    is_test[test] = True
+    images = torch.arange(V, dtype=torch.float32)[:, None, None, None].expand(V, 2, 2, 3).clone()
+    viewmats = torch.eye(4).repeat(V, 1, 1)
+    viewmats[:, 0, 3] = torch.randn(V)
+    s = Scene.from_views(images, viewmats, torch.eye(3).repeat(V, 1, 1), is_test, points=None, point_colors=None,
+                         background=(1.0, 1.0, 1.0), name="views")
+    v = s.validation_split(every)
+    train = [i for i in range(V) if i not in test]
+    assert len(v) == len(train) and v.scene_scale == s.scene_scale
+    origin = v.images[:, 0, 0, 0].long().tolist()  # each view's index in s
+    assert origin == train and torch.equal(v.viewmats, s.viewmats[train])
+    held = [origin[i] for i in v.test_ids.tolist()]
+    assert held == train[::every] and not set(held) & set(test)
+    assert sorted(v.train_ids.tolist() + v.test_ids.tolist()) == list(range(len(train)))
+    for bad in (1, 0, 2.0, True):
+        with pytest.raises(ValueError, match="every must be"):
+            s.validation_split(bad)
+    with pytest.raises(ValueError, match="fewer than every"):
+        s.validation_split(V)
+
+
 def test_background_and_downsample(object_dir: Path) -> None:
     white = load_blender(object_dir)
     black = load_blender(object_dir, background=(0.0, 0.0, 0.0))

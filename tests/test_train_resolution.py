@@ -346,7 +346,12 @@ def test_converge_full_grid_has_the_targets_and_the_preset_case():
     # the lego-hard scene: the preset and each variant, with the overrides it runs and what they set
     bricks = by_size["bricks-nerf", 800]
     assert [c.params["variant"] for c in bricks] == list(BRICKS_VARIANTS)
-    for c in bricks:
+    # and on its validation split (tuning never scores the test views), the same variants
+    tuning = by_size["bricks-val", 800]
+    assert [c.params["variant"] for c in tuning] == list(BRICKS_VARIANTS)
+    assert {c.params["split"] for c in bricks} == {"test"} and {c.params["split"] for c in tuning} == {"validation"}
+    assert len({c.name for c in bricks + tuning}) == 2 * len(BRICKS_VARIANTS)
+    for c in bricks + tuning:
         overrides = json.loads(c.params["overrides"])
         assert overrides == BRICKS_VARIANTS[c.params["variant"]] and c.params["targets_db"] == "25,30,33,35,37"
         run = preset("nerf_synthetic_800", **overrides)
@@ -354,8 +359,20 @@ def test_converge_full_grid_has_the_targets_and_the_preset_case():
         assert c.params["max_steps"] >= run.iterations
     # each size's variants (schedule, initial scale, preset, overrides) are interleaved in one group
     groups = [{(cases[i].params["scene"], cases[i].params["width"]) for i in g} for g in _comparison_groups(cases)]
-    assert groups == [{("object-nerf", 800)}, {("object-nerf", 400)}, {("bricks-nerf", 800)}]
+    assert groups == [{("object-nerf", 800)}, {("object-nerf", 400)}, {("bricks-nerf", 800)}, {("bricks-val", 800)}]
     assert len(by_size["object-nerf", 800]) == 5 and len(bricks) == len(BRICKS_VARIANTS)
+
+
+def test_converge_validation_split_scores_training_views_only():
+    from gsworkbench.studies.suites.converge import VALIDATION_EVERY, converge_scene
+
+    scene = converge_scene(1, True)
+    tuning = converge_scene(1, True, split="validation")
+    train = scene.train_ids.tolist()
+    assert len(tuning) == len(train) and len(tuning.test_ids) == len(train[::VALIDATION_EVERY])
+    assert torch.equal(tuning.images, scene.images[train])  # the scene's test views are not in it
+    with pytest.raises(ValueError, match="split must be"):
+        converge_scene(1, True, split="train")
 
 
 @requires_ext  # the suite trains with the ext backend

@@ -144,6 +144,22 @@ class Scene:
             image_names=[self.image_names[i] for i in idx.tolist()] if self.image_names else [],
         )
 
+    def validation_split(self, every: int = 10) -> Scene:
+        """A scene to tune settings on: the training views only, every ``every``-th of them (from the
+        first) held out as its test views and the rest trained on. The scene's own test views are dropped,
+        so a setting chosen by its scores never saw them (NeRF-synthetic's protocol tunes on ``val``,
+        never on ``test``)."""
+        if isinstance(every, bool) or not isinstance(every, int) or every < 2:
+            raise ValueError(f"every must be an int >= 2, got {every!r}")
+        train = self.train_ids.cpu()
+        if train.numel() < every:
+            raise ValueError(f"scene {self.name!r} has {train.numel()} training views, fewer than every={every}")
+        held = torch.zeros(len(self), dtype=torch.bool)
+        held[train[::every]] = True
+        sub = self.subset(train)
+        return dataclasses.replace(sub, train_ids=torch.nonzero(~held[train]).flatten().to(sub.train_ids.device),
+                                   test_ids=torch.nonzero(held[train]).flatten().to(sub.test_ids.device))
+
 
 def camera_centers(viewmats: torch.Tensor) -> torch.Tensor:
     """World-space centres [V,3] of world-to-camera matrices [V,4,4]: c = -Rᵀ t."""

@@ -34,9 +34,11 @@ presets' source), trained at 800x800 (100k points; targets 25, 30, 33 and 35 dB,
 glossy plastic and metal) in the same layout at 800x800, the ``nerf_synthetic_800`` preset and its
 :data:`BRICKS_VARIANTS` (column ``variant``: the preset's overrides, which the case's ``overrides``
 column spells out), interleaved, to 25, 30, 33, 35 and 37 dB within :data:`BRICKS_MAX_STEPS` steps and
-60 minutes. ``$GSW_CONVERGE_MAX_MINUTES`` sets every case's cap instead. Generating an 800 px scene takes
-tens of minutes once (then it is cached). quick=True:
-the smoke scene (64x64, 24 + 4 views) from 300 points to 19 and 21 dB, 2 probe views.
+60 minutes; and the same cases on its validation split (``bricks-val``: 90 training views trained on, the
+other 10 scored), where settings are tuned, so the test views never choose one.
+``$GSW_CONVERGE_MAX_MINUTES`` sets every case's cap instead. Generating an 800 px scene takes tens of
+minutes once (then it is cached). quick=True: the smoke scene (64x64, 24 + 4 views) from 300 points to
+19 and 21 dB, 2 probe views.
 """
 
 from __future__ import annotations
@@ -72,19 +74,26 @@ BRICKS_VARIANTS: dict[str, dict[str, Any]] = {
 }
 BRICKS_TARGETS = (25.0, 30.0, 33.0, 35.0, 37.0)
 BRICKS_MAX_STEPS = 8000
+VALIDATION_EVERY = 10  # the tuning cases hold out every 10th training view (Scene.validation_split)
 
 
 @functools.lru_cache(maxsize=1)
-def converge_scene(downsample: int, quick: bool, name: str = "object") -> Any:
+def converge_scene(downsample: int, quick: bool, name: str = "object", split: str = "test") -> Any:
     """The NeRF-synthetic-like built-in scene ``name`` (100 + 10 views at 800 px, no cloud) at
-    800 / ``downsample`` px, or with ``quick`` the smoke preset's scene (64x64, 24 + 4 views). Cached: the
-    cases of a size share it."""
+    800 / ``downsample`` px, or with ``quick`` the smoke preset's scene (64x64, 24 + 4 views). ``split``:
+    ``test`` scores the scene's test views; ``validation`` trains on 90 of the training views and scores
+    the other 10 (:meth:`~gsworkbench.scenes.Scene.validation_split`), for tuning without the test views.
+    Cached: the cases of a size share it."""
     from gsworkbench.synthetic import builtin_scene
     from gsworkbench.train import preset_scene
 
+    if split not in ("test", "validation"):
+        raise ValueError(f"split must be 'test' or 'validation', got {split!r}")
     if quick:
-        return builtin_scene(**preset_scene("smoke"))
-    return builtin_scene(name, width=800, height=800, n_train=100, n_test=10, n_points=0, downsample=downsample)
+        scene = builtin_scene(**preset_scene("smoke"))
+    else:
+        scene = builtin_scene(name, width=800, height=800, n_train=100, n_test=10, n_points=0, downsample=downsample)
+    return scene.validation_split(VALIDATION_EVERY) if split == "validation" else scene
 
 
 def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: str) -> Callable[[], Prepared]:
@@ -92,7 +101,7 @@ def converge_setup(params: dict[str, Any], downsample: int, quick: bool, name: s
         from gsworkbench.studies.scene_splats import random_init_splats
         from gsworkbench.train import Trainer, preset
 
-        scene = converge_scene(downsample, quick, params["scene"].split("-")[0])
+        scene = converge_scene(downsample, quick, params["scene"].split("-")[0], params.get("split", "test"))
         num, schedule = params["num"], "" if params["schedule"] == "off" else params["schedule"]
         if params["preset"] == FULL_PRESET:  # as the trainer runs it: its own start and settings
             overrides = json.loads(params.get("overrides", "{}"))
@@ -145,19 +154,22 @@ def _preset_case(quick: bool) -> Case:
                  FULL_PRESET)
 
 
-def _bricks_case(variant: str) -> Case:
+def _bricks_case(variant: str, split: str = "test") -> Case:
     """The ``nerf_synthetic_800`` preset with :data:`BRICKS_VARIANTS` ``variant``'s overrides on the
-    lego-hard ``bricks`` scene at 800x800 (the overrides and what they set in the params)."""
+    lego-hard ``bricks`` scene at 800x800 (the overrides and what they set in the params), scored on the
+    ``split`` (:func:`converge_scene`): scene ``bricks-val`` for ``validation``."""
     from gsworkbench.train import preset
 
     overrides = BRICKS_VARIANTS[variant]
     cfg = preset(FULL_PRESET, **overrides)
-    params = {"scene": "bricks-nerf", "width": 800, "height": 800, "num": cfg.init_random_num, "preset": FULL_PRESET,
-              "variant": variant, "overrides": json.dumps(overrides, sort_keys=True), "schedule": _schedule_text(cfg),
+    scene = "bricks-val" if split == "validation" else "bricks-nerf"
+    params = {"scene": scene, "split": split, "width": 800, "height": 800, "num": cfg.init_random_num,
+              "preset": FULL_PRESET, "variant": variant, "overrides": json.dumps(overrides, sort_keys=True),
+              "schedule": _schedule_text(cfg),
               "init_scale": cfg.init_scale, "iterations": cfg.iterations, "target_db": min(BRICKS_TARGETS),
               "targets_db": ",".join(f"{t:g}" for t in BRICKS_TARGETS), "max_steps": BRICKS_MAX_STEPS,
               "max_minutes": _max_minutes(60.0), "eval_every": EVAL_EVERY, "probe_views": PROBE_VIEWS}  # fmt: skip
-    name = f"converge/bricks/800x800/preset-{FULL_PRESET}/{variant}"
+    name = f"converge/{scene.replace('-nerf', '')}/800x800/preset-{FULL_PRESET}/{variant}"
     return Case(name, params, converge_setup(params, 1, False, name), measured=True)
 
 
@@ -166,7 +178,7 @@ def cases(quick: bool) -> list[Case]:
     if quick:
         return [_case(64, 64, 1, 300, QUICK_TARGETS, 5.0, s, k, True) for s, k in variants]
     grid = [_case(w, h, d, n, t, m, s, k, False) for w, h, d, n, t, m in SIZES for s, k in variants]
-    bricks = [_bricks_case(v) for v in BRICKS_VARIANTS]
+    bricks = [_bricks_case(v, split) for split in ("test", "validation") for v in BRICKS_VARIANTS]
     return grid[: len(variants)] + [_preset_case(False)] + grid[len(variants) :] + bricks
 
 
