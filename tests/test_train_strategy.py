@@ -162,6 +162,51 @@ def test_growth_stops_at_max_gaussians(seed):
     assert out["cloned"] + out["split"] == 30 and len(model) == 130
 
 
+@settings(max_examples=60, deadline=None)
+@given(start=st.integers(0, 400), every=st.integers(1, 150), windows=st.integers(1, 30), n0=st.integers(1, 10_000),
+       ratio=st.floats(1.0, 20.0))  # fmt: skip
+def test_budget_curve_meets_the_budget_at_the_last_refinement(start, every, windows, n0, ratio):
+    """The budget's counts: growing at every refinement of the window, never past the budget, and on it
+    after the last one (against a loop over the window's steps)."""
+    budget = max(round(n0 * ratio), 1)
+    strat = DefaultStrategy(refine_start=start, refine_stop=start + every * windows + 1, refine_every=every,
+                            budget=budget)  # fmt: skip
+    steps = [s for s in range(start + 1, strat.refine_stop) if s % every == 0]
+    count = n0
+    for s in steps:
+        add = strat.budget_growth(count, s)
+        assert add >= 0 and count + add <= max(budget, n0)
+        count += add
+    assert count == max(budget, n0)
+    assert DefaultStrategy().budget_growth(n0, 600) == 0  # no budget: the threshold decides
+
+
+def test_budget_prunes_then_grows_the_highest_scores(seed):
+    """One refinement under a budget: the transparent are pruned, then exactly the curve's count of the
+    highest mean gradients (among those seen) are cloned or split, whatever the threshold says."""
+    n = 120
+    model = stepped_model(n, seed)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        model.opacity_logits[:] = 3.0
+        model.opacity_logits[:10] = -10.0  # transparent: pruned
+    grads = torch.rand(n, 2, generator=gen) * 1e-6  # all far below the threshold
+    grads[10:40] += 1.0  # the highest scores, but only 20 of them can grow
+    strat = DefaultStrategy(refine_start=0, refine_stop=102, refine_every=100, budget=130, grow_scale3d=0.0)
+    meta = fake_meta(model, grads)
+    meta["radii"][0, 30:40] = 0  # not seen: no score, whatever its gradient
+    state: dict = {}
+    strat.step(model, state, 99, meta, gen, 1.0)
+    expected = strat.budget_growth(n - 10, 100)
+    assert expected == 20  # the window's only refinement lands on the budget
+    before = model.means.detach().clone()
+    out = strat.step(model, state, 100, fake_meta(model, torch.zeros(n, 2)), gen, 1.0)
+    assert out["pruned"] == 10 and out["split"] == expected and out["cloned"] == 0 and len(model) == 130
+    # rows 10..29 (the seen high scores) were split: the rest keep their order, the 40 samples follow
+    assert torch.equal(model.means.detach()[: n - 30], before[30:])
+    assert_aligned(model)
+
+
 def test_opacity_reset_clamps_and_zeroes_moments(seed):
     model = stepped_model(40, seed)
     strat = DefaultStrategy(refine_start=10_000, reset_every=5)

@@ -12,7 +12,10 @@ Both ``step`` methods are called once per step after the optimiser step, with th
   threshold are cloned (small ones, max scale <= grow_scale3d x scene scale) or split in two (larger
   ones: samples from the Gaussian, scales / 1.6); then the transparent (opacity < prune_opacity) and,
   after the first reset, the too large ones (max scale > prune_scale3d x scene scale) are pruned.
-  Every ``reset_every`` steps the opacities are clamped to 2 x prune_opacity.
+  Every ``reset_every`` steps the opacities are clamped to 2 x prune_opacity. With ``budget`` (Taming
+  3DGS's densification to a budget), the threshold is not used: each refinement first prunes, then
+  clones or splits the Gaussians of highest mean gradient (its score), as many as bring the count onto a
+  geometric curve that meets ``budget`` exactly at the window's last refinement.
 - :class:`MCMCStrategy` (Kheradmand et al. 2024): every ``refine_every`` steps the dead Gaussians
   (opacity <= min_opacity) are moved onto live ones sampled by opacity, the count grows by
   ``grow_rate`` up to ``cap_max`` (new Gaussians sampled the same way), with the opacity and scale of
@@ -66,6 +69,8 @@ class DefaultStrategy:
     reset_every: int = setting(3000, kind="int", min=1)  # opacities clamped to 2 x prune_opacity
     absgrad: bool = setting(False, kind="bool")  # accumulate the per-pixel absolute 2D-mean gradients
     max_gaussians: int | None = setting(None, kind="int", min=1, optional=True)  # growth stops here
+    # grow to this count by the last refinement, the highest scores first, instead of by the threshold
+    budget: int | None = setting(None, kind="int", min=1, optional=True)
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -105,16 +110,40 @@ class DefaultStrategy:
             state["grad2d"].add_(torch.where(visible, norms, 0.0).sum(0))
             state["count"].add_(visible.sum(0))
         if step > self.refine_start and step % self.refine_every == 0:
-            out.update(self._grow(model, state, gen, scene_scale))
-            out["pruned"] = self._prune(model, step, scene_scale)
+            if self.budget is None:
+                out.update(self._grow(model, state, gen, scene_scale))
+                out["pruned"] = self._prune(model, step, scene_scale)
+            else:  # prune first, so the count after growing is the curve's
+                out["pruned"] = self._prune(model, step, scene_scale, state)
+                out.update(self._grow(model, state, gen, scene_scale, self.budget_growth(len(model), step)))
             self._reset_state(model, state)
         if step > 0 and step % self.reset_every == 0:
             self._reset_opacity(model)
         return out
 
-    def _grow(self, model: SplatModel, state: State, gen: torch.Generator, scene_scale: float) -> dict[str, int]:
+    def budget_growth(self, count: int, step: int) -> int:
+        """How many Gaussians the refinement at ``step`` adds to ``count`` under ``budget``: the count
+        then follows a geometric curve, count x (budget / count)^(1/k) with k the refinements left in
+        the window (this one included), so the last one lands on ``budget``; 0 when at or above it."""
+        if self.budget is None or count >= self.budget:
+            return 0
+        last = (self.refine_stop - 1) // self.refine_every * self.refine_every
+        left = max((last - step) // self.refine_every + 1, 1)
+        return max(round(count * (self.budget / count) ** (1.0 / left)) - count, 0)
+
+    def _grow(self, model: SplatModel, state: State, gen: torch.Generator, scene_scale: float,
+              n: int | None = None) -> dict[str, int]:  # fmt: skip
+        """Clones or splits the Gaussians above the threshold (``n`` None) or the ``n`` of highest mean
+        gradient among those seen since the last refinement; ``max_gaussians`` caps either."""
         avg = state["grad2d"] / state["count"].clamp_min(1)
-        high = avg > self.grow_grad2d_threshold
+        if n is None:
+            high = avg > self.grow_grad2d_threshold
+        else:
+            seen = state["count"] > 0
+            high = torch.zeros_like(seen)
+            n = min(n, int(seen.sum()))
+            if n > 0:
+                high[torch.topk(torch.where(seen, avg, -1.0), n).indices] = True
         if self.max_gaussians is not None:
             budget = max(self.max_gaussians - len(model), 0)
             if int(high.sum()) > budget:
@@ -145,7 +174,9 @@ class DefaultStrategy:
         rows["log_scales"] = gaussians.log_from_scales(scales / 1.6).repeat(2, 1)
         model.append(rows, keep=~mask)
 
-    def _prune(self, model: SplatModel, step: int, scene_scale: float) -> int:
+    def _prune(self, model: SplatModel, step: int, scene_scale: float, state: State | None = None) -> int:
+        """Removes the transparent and (after the first reset) the too large Gaussians; the rows of
+        ``state``, if given, go with them."""
         with torch.no_grad():
             prune = gaussians.opacity_from_logit(model.opacity_logits) < self.prune_opacity
             if step > self.reset_every:
@@ -154,6 +185,8 @@ class DefaultStrategy:
         n = int(prune.sum())
         if n:
             model.keep(~prune)
+            for key in state or {}:
+                state[key] = state[key][~prune]
         return n
 
     def _reset_opacity(self, model: SplatModel) -> None:
