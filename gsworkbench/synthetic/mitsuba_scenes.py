@@ -163,11 +163,17 @@ Vec3 = tuple[float, float, float]
 Quad = tuple[Vec3, Vec3, Vec3]  # a flat quad: a corner and its two edges u, v (normal along u x v)
 
 
-def _paste_rectangle(out: np.ndarray, w: int, h: int, rng: np.random.Generator) -> None:
-    """Blends a w x h rectangle of one uniform random colour, half to fully opaque, at a uniform random
-    place into ``out`` [size,size,3] (in place): the "dead leaf" of :func:`_print` and :func:`_noise`."""
+def _paste_rectangle(out: np.ndarray, w: int, h: int, rng: np.random.Generator, opaque: bool = False) -> None:
+    """Places a w x h rectangle of one random colour at a uniform random place into ``out``
+    [size,size,3] (in place): the "dead leaf" of :func:`_print` and :func:`_noise`. Translucent
+    (default): blended half to fully opaque, each channel uniform in [0,1]. ``opaque``: it covers what is
+    under it, each channel drawn from Beta(0.5, 0.5), which favours dark and bright over grey, so
+    neighbouring leaves differ as much as a real print's inks and decals do."""
     size = out.shape[0]
     x, y = rng.integers(0, size - w), rng.integers(0, size - h)
+    if opaque:
+        out[y : y + h, x : x + w] = rng.beta(0.5, 0.5, size=3)
+        return
     a = rng.uniform(0.5, 1.0)
     out[y : y + h, x : x + w] = (1 - a) * out[y : y + h, x : x + w] + a * rng.uniform(0.0, 1.0, size=3)
 
@@ -176,17 +182,17 @@ def _print(rng: np.random.Generator, size: int = PRINT_TEXELS, octaves: int = 8,
            coverage: float = 3.0, smallest: int = 4) -> np.ndarray:
     """A print with detail at every scale down to an 800 px view's pixel, in colour [size,size,3] in
     [0.05,0.8]: value noise (:func:`_value_noise`) from 4 cells across down to cells of 4 texels (about a
-    pixel on the bricks: :data:`PRINT_TILE`), under "dead leaves": rectangles of one random colour each,
-    half to fully opaque, their sides drawn with density ~ side^-3 from ``smallest`` texels to a tenth of
-    the tile (the same share of the area at every scale, as in natural images), as many as cover the tile
-    ``coverage`` times over on average. Like :func:`_noise`, but with as much contrast per pixel at 800 px
-    as at 400 px, as a detailed model's prints, decals and wear have."""
+    pixel on the bricks: :data:`PRINT_TILE`), under "dead leaves": opaque rectangles of one random
+    colour each (:func:`_paste_rectangle`), their sides drawn with density ~ side^-3 from ``smallest``
+    texels to a tenth of the tile (the same share of the area at every scale, as in natural images), as
+    many as cover the tile ``coverage`` times over on average. Like :func:`_noise`, but with as much
+    contrast per pixel at 800 px as at 400 px, as a detailed model's prints, decals and wear have."""
     out = _value_noise(rng, size, octaves, falloff)
     s0, s1 = smallest ** -2.0, (size / 10) ** -2.0
     mean_area = (2.0 * (1 / smallest - 10 / size) / (s0 - s1)) ** 2  # E[w] E[h] under the side^-3 density
     for _ in range(round(coverage * size * size / mean_area)):
         w, h = (s0 - rng.uniform(0.0, 1.0, size=2) * (s0 - s1)) ** -0.5
-        _paste_rectangle(out, int(w), int(h), rng)
+        _paste_rectangle(out, int(w), int(h), rng, opaque=True)
     return np.clip(0.05 + 0.75 * out, 0.05, 0.8)
 
 
@@ -495,7 +501,7 @@ SYNTHETIC_SCENES = {
     "object": SyntheticScene(object_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64),
     # lego-hard: fine repeated detail, thin parts, glossy highlights (the object's NeRF-synthetic cameras)
     "bricks": SyntheticScene(bricks_scene, object_cameras, width=160, height=160, n_train=24, n_test=8, spp=64,
-                             version=2),
+                             version=3),
     "room": SyntheticScene(room_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
     # the room, cluttered, as a distorted JPEG photo capture with COLMAP and nerfstudio files (simulated_capture.py)
     "capture": SyntheticScene(capture_scene, room_cameras, width=160, height=120, n_train=20, n_test=4, spp=64),
