@@ -37,12 +37,13 @@ object is about 1.5 wide, the cameras about 2.8 away):
   blends over a hundred of them (about 175 at the median, 100k splats at 800x800 or 1920x1080) before
   the rasterizer stops, the rasterizer's hardest case at a given count. Other views see the frustum
   from the side, so the kind is for renders from its own camera.
-- ``"trained"``: the splats of a real run of the workbench's trainer (:data:`TRAINED_RUNS`), capped at the
-  count asked for (``max_gaussians`` = ``cap_max`` = ``num``; it starts from ``num // 2`` points, so
-  densification has room to grow). For a scene wider or taller than 128 px: the ``nerf_synthetic_800``
+- ``"trained"``: the splats of a real run of the workbench's trainer (:data:`TRAINED_RUNS`), grown to the
+  count asked for: it starts from ``num // 2`` points and densifies to a budget of ``num``
+  (:attr:`~gsworkbench.train.strategy.DefaultStrategy.budget`, the highest gradients first, capped by
+  ``max_gaussians`` = ``cap_max`` = ``num``). For a scene wider or taller than 128 px: the ``nerf_synthetic_800``
   preset on its 800 px scene (100 + 10 views, no point cloud, random start in the visual hull); for a
-  smaller one: the ``smoke`` preset's 64x64 scene, 300 steps from its point cloud (seconds). The run may
-  end below ``num`` (pruning after the last growth); the count is what it ended with, never padded. Runs
+  smaller one: the ``smoke`` preset's 64x64 scene, 300 steps from its point cloud (seconds). The count is
+  what the run ended with, never padded: ``num`` unless too few Gaussians were seen to grow. Runs
   are cached as 3DGS PLY files (:func:`trained_path`) beside the scene that was asked for, keyed by
   everything that decides them; the first 100k build at 800 px takes minutes and shows a progress bar.
   Rendered from a held-out view of the run's scene (:func:`kind_camera`), not a view it trained on.
@@ -246,8 +247,8 @@ def cloud_splats(scene: Any, num: int, sh_degree: int = 3, seed: int = 0) -> Spl
 @dataclass(frozen=True)
 class TrainedRun:
     """A training run of the ``trained`` kind: the preset (its built-in scene and config), overrides
-    beside the count caps and the start (``max_gaussians``, ``cap_max``, ``init_num`` and
-    ``init_random_num``, set from the count asked for), and whether it shows a progress bar."""
+    beside the count's budget, caps and start (``budget``, ``max_gaussians``, ``cap_max``, ``init_num``
+    and ``init_random_num``, set from the count asked for), and whether it shows a progress bar."""
 
     preset: str
     overrides: Mapping[str, Any] = field(default_factory=dict)
@@ -264,8 +265,8 @@ class TrainedRun:
         from gsworkbench.train import preset
 
         start = max(num // 2, 1)
-        return preset(self.preset, **{**self.overrides, "seed": seed, "max_gaussians": num, "cap_max": num,
-                                      "init_num": start, "init_random_num": start})  # fmt: skip
+        return preset(self.preset, **{**self.overrides, "seed": seed, "budget": num, "max_gaussians": num,
+                                      "cap_max": num, "init_num": start, "init_random_num": start})  # fmt: skip
 
 
 TRAINED_RUNS: Mapping[str, TrainedRun] = MappingProxyType({

@@ -261,7 +261,7 @@ def _scene_setup(kind: str, num: int, width: int, height: int, scene_size: tuple
         scales, opac = gaussians.scales_from_log(s.log_scales), gaussians.opacity_from_logit(s.opacity_logits)
         inputs = (s.means, s.quats, scales, opac, s.sh, vm)
         fn, n_isects, evaluations = _stage_call(stage, inputs, Ks, width, height, sh_degree, "ext")
-        # counted for the Gaussians rendered: a trained run may end below num
+        # counted for the Gaussians rendered: a trained run ends below num if too few were seen to grow
         extras = _extras(fn, stage, len(s), width, height, sh_degree, n_isects, evaluations)
         return Prepared(fn, {**extras, "gaussians": len(s)})
 
@@ -276,7 +276,7 @@ def scene_cases(kinds_nums: Iterable[tuple[str, int]], sizes: Iterable[tuple[int
     ``sh``, ``isect``, ``rasterize``), splats built on the object scene at ``scene_size`` and seen from its
     first train view, or, for ``trained``, its run's first held-out view
     (:func:`~gsworkbench.studies.scene_splats.kind_camera`; the vertical field of view kept at every size).
-    ``gaussians`` (an extra) is the count rendered: a trained run may end below ``num``."""
+    ``gaussians`` (an extra) is the count rendered (a trained run grows to ``num`` by a budget)."""
     out = []
     for kind, num in kinds_nums:
         for width, height in sizes:
