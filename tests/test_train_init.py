@@ -209,12 +209,13 @@ def test_nerf_synthetic_presets(name):
 
 def test_nerf_synthetic_800_trains_at_full_size_on_the_400_presets_views():
     """The 800 px preset shares nerf_synthetic_400's rendered views (one generated scene), trained at full
-    size, coarse-to-fine, from smaller first splats, with a cap that leaves room to grow."""
+    size, coarse-to-fine, from smaller first splats, to a budget within a cap that leaves room to grow."""
     cfg, scene = preset("nerf_synthetic_800"), preset_scene("nerf_synthetic_800")
     assert scene == {**preset_scene("nerf_synthetic_400"), "downsample": 1} or (
         "downsample" not in scene and {**scene, "downsample": 2} == preset_scene("nerf_synthetic_400"))
     assert cfg.resolution_schedule and cfg.resolution_schedule[-1][1] > 1 and cfg.init_scale < 1
     assert cfg.strategy.max_gaussians >= 2 * cfg.init_random_num
+    assert cfg.init_random_num < cfg.strategy.budget <= cfg.strategy.max_gaussians  # grows to it by score
     assert preset("nerf_synthetic_800", strategy="mcmc").strategy.cap_max == cfg.strategy.max_gaussians
 
 
