@@ -179,6 +179,7 @@ def test_budget_curve_meets_the_budget_at_the_last_refinement(start, every, wind
         count += add
     assert count == max(budget, n0)
     assert DefaultStrategy().budget_growth(n0, 600) == 0  # no budget: the threshold decides
+    assert strat.budget_growth(0, strat.refine_stop - 1) == 0  # nothing to grow from
 
 
 def test_budget_prunes_then_grows_the_highest_scores(seed):

@@ -125,7 +125,7 @@ class DefaultStrategy:
         """How many Gaussians the refinement at ``step`` adds to ``count`` under ``budget``: the count
         then follows a geometric curve, count x (budget / count)^(1/k) with k the refinements left in
         the window (this one included), so the last one lands on ``budget``; 0 when at or above it."""
-        if self.budget is None or count >= self.budget:
+        if self.budget is None or count >= self.budget or count <= 0:  # none to clone from: no curve
             return 0
         last = (self.refine_stop - 1) // self.refine_every * self.refine_every
         left = max((last - step) // self.refine_every + 1, 1)
@@ -145,11 +145,11 @@ class DefaultStrategy:
             if n > 0:
                 high[torch.topk(torch.where(seen, avg, -1.0), n).indices] = True
         if self.max_gaussians is not None:
-            budget = max(self.max_gaussians - len(model), 0)
-            if int(high.sum()) > budget:
+            room = max(self.max_gaussians - len(model), 0)
+            if int(high.sum()) > room:
                 keep = torch.zeros_like(high)
-                if budget > 0:
-                    keep[torch.topk(torch.where(high, avg, -1.0), budget).indices] = True
+                if room > 0:
+                    keep[torch.topk(torch.where(high, avg, -1.0), room).indices] = True
                 high = keep
         small = gaussians.scales_from_log(model.log_scales.detach()).amax(-1) <= self.grow_scale3d * scene_scale
         clone, split = high & small, high & ~small
