@@ -47,6 +47,16 @@ def _ndc_grads(meta: dict[str, Any], absgrad: bool) -> torch.Tensor | None:
     return g.detach() * scale
 
 
+def _highest(scores: torch.Tensor, among: torch.Tensor, k: int) -> torch.Tensor:
+    """A mask [N] of the ``k`` highest ``scores`` [N] (non-negative) among the rows ``among`` [N] bool
+    (all of them when fewer)."""
+    out = torch.zeros_like(among)
+    k = min(k, int(among.sum()))
+    if k > 0:
+        out[torch.topk(torch.where(among, scores, -1.0), k).indices] = True
+    return out
+
+
 @dataclass(frozen=True)
 class DefaultStrategy:
     """Adaptive density control: its settings (lengths x the scene scale, steps are iterations).
@@ -136,21 +146,11 @@ class DefaultStrategy:
         """Clones or splits the Gaussians above the threshold (``n`` None) or the ``n`` of highest mean
         gradient among those seen since the last refinement; ``max_gaussians`` caps either."""
         avg = state["grad2d"] / state["count"].clamp_min(1)
-        if n is None:
-            high = avg > self.grow_grad2d_threshold
-        else:
-            seen = state["count"] > 0
-            high = torch.zeros_like(seen)
-            n = min(n, int(seen.sum()))
-            if n > 0:
-                high[torch.topk(torch.where(seen, avg, -1.0), n).indices] = True
+        high = avg > self.grow_grad2d_threshold if n is None else _highest(avg, state["count"] > 0, n)
         if self.max_gaussians is not None:
             room = max(self.max_gaussians - len(model), 0)
             if int(high.sum()) > room:
-                keep = torch.zeros_like(high)
-                if room > 0:
-                    keep[torch.topk(torch.where(high, avg, -1.0), room).indices] = True
-                high = keep
+                high = _highest(avg, high, room)
         small = gaussians.scales_from_log(model.log_scales.detach()).amax(-1) <= self.grow_scale3d * scene_scale
         clone, split = high & small, high & ~small
         n_clone, n_split = int(clone.sum()), int(split.sum())
