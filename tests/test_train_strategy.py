@@ -166,8 +166,8 @@ def test_growth_stops_at_max_gaussians(seed):
 @given(start=st.integers(0, 400), every=st.integers(1, 150), windows=st.integers(1, 30), n0=st.integers(1, 10_000),
        ratio=st.floats(1.0, 20.0))  # fmt: skip
 def test_budget_curve_meets_the_budget_at_the_last_refinement(start, every, windows, n0, ratio):
-    """The budget's counts: growing at every refinement of the window, never past the budget, and on it
-    after the last one (against a loop over the window's steps)."""
+    """The budget's counts: never shrinking, never past the budget, and on it after the window's last
+    refinement (against a loop over the window's steps)."""
     budget = max(round(n0 * ratio), 1)
     strat = DefaultStrategy(refine_start=start, refine_stop=start + every * windows + 1, refine_every=every,
                             budget=budget)  # fmt: skip

@@ -154,11 +154,11 @@ class Scene:
         train = self.train_ids.cpu()
         if train.numel() < every:
             raise ValueError(f"scene {self.name!r} has {train.numel()} training views, fewer than every={every}")
-        held = torch.zeros(len(self), dtype=torch.bool)
-        held[train[::every]] = True
-        sub = self.subset(train)
-        return dataclasses.replace(sub, train_ids=torch.nonzero(~held[train]).flatten().to(sub.train_ids.device),
-                                   test_ids=torch.nonzero(held[train]).flatten().to(sub.test_ids.device))
+        sub = self.subset(train)  # the training views, in order, as views 0..len(train)-1
+        held = torch.zeros(len(sub), dtype=torch.bool)
+        held[::every] = True
+        return dataclasses.replace(sub, train_ids=torch.nonzero(~held).flatten().to(sub.train_ids.device),
+                                   test_ids=torch.nonzero(held).flatten().to(sub.test_ids.device))
 
 
 def camera_centers(viewmats: torch.Tensor) -> torch.Tensor:

@@ -111,8 +111,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     #   tiles and pixels, and start nearer the small splats a trained object has;
     # - 100k random points, 3DGS's count for these scenes;
     # - densification to a budget of 250k Gaussians by score (Taming 3DGS), not by the gradient
-    #   threshold, which stopped near 140k on the lego-hard bricks; capped at 300k, about what 3DGS
-    #   ends with on lego;
+    #   threshold, which stops growing early on finely printed surfaces (docs/performance.md, the
+    #   bricks converge table); capped at 300k, about what 3DGS ends with on lego;
     # - 8,000 steps: the learning-rate decay and the refine window follow the run's length, so the
     #   positions settle by its end; refinement 500..4,000 (half the run, as 15k of 30k) every 100, one
     #   opacity reset at 1,000 (where full-size steps begin); SH degree +1 every 500 steps.
