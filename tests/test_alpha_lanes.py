@@ -1,14 +1,19 @@
-"""The AVX2 rasterizer's alpha on two chunks at once (Alpha16, csrc/cpu/splat_simd.h) against Alpha8.
+"""The AVX2 rasterizer's alpha on two chunks at once (Alpha16, csrc/cpu/splat_simd.h) against Alpha8,
+and its alphas row by row (Alpha16::rows, where rows_apply holds) against both and float64.
 
 The forward computes its alphas two chunks a 512-bit vector where the CPU has AVX-512; the backward
 takes them from Alpha8, 8 lanes at a time, and recovers every transmittance by division, so the two
 must agree on every alpha bit for bit. A small driver (tests/cpp/alpha_lanes_driver.cpp) is built with
 the extension's own compiler flags (its build record) and fed fresh random Gaussians and pixels, edge
-cases included; both alphas are also checked against a float64 reference.
+cases included; both alphas are also checked against a float64 reference. Where a Gaussian's band of
+rows on a 16 x 16 tile allows it (rows_apply), forward and backward both take its alphas row by row:
+a second driver (tests/cpp/alpha_rows_driver.cpp) checks that form's two variants agree bit for bit,
+that each chain's first row is Alpha8's, and every row's error against float64.
 """
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 
@@ -17,6 +22,7 @@ import torch
 from cpp_driver import MISSING, ROOT, build_driver
 
 DRIVER = ROOT / "tests" / "cpp" / "alpha_lanes_driver.cpp"
+ROWS_DRIVER = ROOT / "tests" / "cpp" / "alpha_rows_driver.cpp"
 LOG2E = 1.4426950408889634
 
 pytestmark = pytest.mark.skipif(MISSING, reason="no C++ compiler or no build")
@@ -87,3 +93,83 @@ def test_alpha16_equals_alpha8_bit_for_bit(driver: Path, seed: int) -> None:
     assert (alpha[2] == 0).all(), "a NaN mean blends nothing"
     assert (alpha[0] < 1 / 255).all(), "opacity 0 blends nothing (its alpha is under the cut)"
     assert (alpha[3] < 1 / 255).all(), "far pixels blend nothing"
+
+
+@pytest.fixture(scope="module")
+def rows_driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_driver(ROWS_DRIVER, tmp_path_factory.mktemp("alpha_rows"))
+
+
+def tile_cases(n: int, W: int, H: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tiles [n, 2] of 16 pixels and Gaussians [n, 6] (mean, conic, opacity; float32 values) near them:
+    means up to a tile outside, footprints 2 to 60 pixels, any orientation, opacities 0.02 to 1."""
+    tiles = torch.stack([torch.randint(0, -(-W // 16), (n,), generator=g),
+                         torch.randint(0, -(-H // 16), (n,), generator=g)], -1)  # fmt: skip
+    mean = (tiles + torch.rand(n, 2, generator=g) * 3 - 1) * 16
+    sig = torch.exp(torch.empty(n, 2).uniform_(0.7, 4.1, generator=g))
+    th = torch.rand(n, generator=g) * torch.pi
+    c, s = th.cos(), th.sin()
+    ia, ib = 1 / sig[:, 0] ** 2, 1 / sig[:, 1] ** 2
+    conic = torch.stack([c * c * ia + s * s * ib, c * s * (ia - ib), s * s * ia + c * c * ib], -1)
+    opac = 0.02 + 0.98 * torch.rand(n, generator=g)
+    return tiles, torch.cat([mean, conic, opac[:, None]], -1).float()
+
+
+def run_rows(exe: Path, W: int, H: int, tiles: torch.Tensor, x: torch.Tensor) -> list | None:
+    """Per case None (rows_apply does not hold) or (r0, r1, [rows, 5, 16] int32 bit patterns: alphas of
+    rows<true>, rows<false>, raw of rows<true>, alphas and raw of Alpha8); None without the recurrence."""
+    lines = [f"{tx} {ty} " + " ".join(f"{v:.9g}" for v in xr) for (tx, ty), xr in zip(tiles.tolist(), x.tolist())]
+    text = f"{x.shape[0]} {W} {H}\n" + "\n".join(lines)
+    out = subprocess.run([str(exe)], input=text, capture_output=True, text=True, timeout=60, check=True).stdout
+    if out.strip() == "none":
+        return None
+    res = []
+    for line in out.splitlines():
+        if line == "-":
+            res.append(None)
+            continue
+        r0, r1, *hexes = line.split()
+        bits = torch.tensor([int(h, 16) for h in hexes], dtype=torch.int64).to(torch.int32)
+        res.append((int(r0), int(r1), bits.reshape(-1, 5, 16)))
+    return res
+
+
+def test_alphas_row_by_row(rows_driver: Path, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    W, H = 100, 72  # edge tiles on both sides: never row by row
+    tiles, x = tile_cases(3000, W, H, g)
+    res = run_rows(rows_driver, W, H, tiles, x)
+    if res is None:
+        pytest.skip("this build has no row recurrence (Alpha16)")
+    used = [k for k, r in enumerate(res) if r is not None]
+    assert len(used) > 300, len(used)
+    worst = 0.0
+    for k in used:
+        r0, r1, bits = res[k]
+        tx, ty = tiles[k].tolist()
+        assert (tx + 1) * 16 <= W and (ty + 1) * 16 <= H, "an edge tile went row by row"
+        assert r1 - r0 + 1 >= 8, "a band under kMinRecurrenceRows rows went row by row"
+        assert torch.equal(bits[:, 0], bits[:, 1]), "the forward's rows (no raw) differ from the backward's"
+        for start in range(0, r1 - r0 + 1, 4):  # each chain's first row is Alpha8's, alpha and raw
+            assert torch.equal(bits[start, 0], bits[start, 3]) and torch.equal(bits[start, 2], bits[start, 4])
+        # every row against float64: Alpha8's error model at the chain's first row, plus a few roundings
+        # per row of the chain (two multiplies, and the ratio's own error, growing with the row)
+        mx, my, ca, cb, cc, op = x[k].double().tolist()
+        px = torch.arange(16, dtype=torch.float64) + tx * 16 + 0.5
+        py = torch.arange(r0, r1 + 1, dtype=torch.float64)[:, None] + ty * 16 + 0.5
+        dx, dy = mx - px, my - py
+        sigma = 0.5 * (ca * dx * dx + cc * dy * dy) + cb * dx * dy
+        assert (sigma.min() >= 0) and (torch.log2(op * torch.exp(-sigma)).min() >= -61), "rows_apply's bound"
+        ref = (op * torch.exp(-sigma)).clamp(max=0.99)
+        raw = bits[:, 2].view(torch.float32).double()
+        alpha = bits[:, 0].view(torch.float32).double()
+        assert torch.equal(alpha, raw.clamp(max=0.99).float().double())
+        size = (0.5 * (ca * dx * dx + cc * dy * dy)).abs() + (cb * dx * dy).abs() + abs(math.log(op))
+        step = (torch.arange(r1 - r0 + 1, dtype=torch.float64) % 4)[:, None]  # rows from the chain's first
+        eps = torch.finfo(torch.float32).eps
+        bound = 1e-6 + 8 * eps * size + eps * (4 * step + step * (step + 1))
+        ok = ref >= 1 / 255
+        ratio = ((alpha - ref).abs() / ref / bound)[ok]
+        if ratio.numel():
+            worst = max(worst, float(ratio.max()))
+    assert worst <= 1.0, worst

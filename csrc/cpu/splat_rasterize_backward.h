@@ -51,6 +51,7 @@ struct GaussIn {
   const T* col;
   int64_t D;
   BlendTerms<T> bt;
+  int64_t row0, row1;  // its alphas row by row over rows row0..row1 (rows_apply; row0 < 0: chunk by chunk)
 };
 
 // Gradients of alpha (given dL/dalpha vA per lane, zero where clamped) into gg (gsw/blend.h).
@@ -317,6 +318,13 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
 #if defined(__AVX512F__)
   static_assert(kLanes == 8, "Alpha16 pairs chunks of 8 lanes");
   const Alpha16 g2(g);  // two chunks a vector, Alpha8's alphas bit for bit (as the forward)
+  if (p.row0 >= 0) {  // the forward's alphas row by row: those of chunk q at q * kLanes
+    const ChunkBwd<float> c0 = tb.chunk(0), c1 = tb.chunk(1);
+    g2.rows<true>(Alpha16::pair(c0.px, c1.px),
+                  [&](int64_t r) { return Alpha16::pair(tb.chunk(2 * r).py, tb.chunk(2 * r + 1).py); }, p.row0,
+                  p.row1, p.bt, tb.alpha, tb.raw);
+    n0 = nq;
+  }
   for (; n0 + 1 < nq; n0 += 2) {
     const ChunkBwd<float> s0 = tb.chunk(tb.qs[n0]), s1 = tb.chunk(tb.qs[n0 + 1]);
     __m512 raw;  // opacity exp(-sigma)
@@ -335,9 +343,10 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   bool touched = false;
   for (int64_t n = 0; n < nq; ++n) {
     const ChunkBwd<float> st = tb.chunk(tb.qs[n]);
+    const int64_t ai = (p.row0 >= 0 ? tb.qs[n] : n) * kLanes;  // where its alphas lie
     for (int o = 0; o < kLanes; o += 8) {
       const __m256 px = _mm256_load_ps(st.px + o), py = _mm256_load_ps(st.py + o);
-      const __m256 a = _mm256_load_ps(tb.alpha + n * kLanes + o), raw = _mm256_load_ps(tb.raw + n * kLanes + o);
+      const __m256 a = _mm256_load_ps(tb.alpha + ai + o), raw = _mm256_load_ps(tb.raw + ai + o);
       const __m256i last = _mm256_load_si256(reinterpret_cast<const __m256i*>(st.last + o));
       const __m256 beyond = _mm256_castsi256_ps(_mm256_cmpgt_epi32(kkv, last));  // composited after the last
       const __m256 valid = _mm256_andnot_ps(beyond, _mm256_cmp_ps(a, amin, _CMP_GE_OQ));

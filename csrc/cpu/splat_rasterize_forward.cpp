@@ -57,6 +57,7 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
       const int64_t s = toff[t];
       const int64_t e = (t + 1 < g.C * ntiles) ? toff[t + 1] : g.M;
       tc.build(tx, ty, g.W, g.H);
+      const bool rows16 = tc.rows16();
       int64_t n_active = 0;
       uint64_t active_bits = 0;
       for (int64_t q = 0; q < nchunks; ++q) {
@@ -92,13 +93,34 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
         };
         if (nchunks <= 64 && !Count) {
           // the chunks still compositing that the Gaussian reaches, as bits: all of them where its support
-          // covers the tile (large Gaussians in crowded tiles), with no row or chunk test
+          // covers the tile (large Gaussians in crowded tiles), with no chunk test
           uint64_t bits = active_bits;
-          if (!tc.covers_tile(r.mx, r.my, r.su)) {
+          const auto in_rows = [&](int64_t qlo, int64_t qhi) { return (~uint64_t(0) >> (63 - (qhi - qlo))) << qlo; };
+          const bool covers = tc.covers_tile(r.mx, r.my, r.su);
+          if (rows16) {
+            // on 16 x 16 tiles rows_apply (which the backward asks of the same rows) may take its alphas row
+            // by row: all rows where it covers the tile
+            int64_t qlo = 0, qhi = nchunks - 1;
+            if (!covers) {
+              if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
+              bits &= in_rows(qlo, qhi);
+              if (bits == 0) continue;  // it only reaches finished chunks
+              bits &= tc.support_bits(r.mx, r.my, r.su, qlo, qhi);
+            }
+            if (bits == 0) continue;
+            const GaussianLanes<T> gl(in, r, static_cast<int32_t>(k));
+            if (rows_apply(r, tc, qlo, qhi))
+              gl.blend_rows(bits, qlo / 2, qhi / 2, st, done_with);
+            else
+              gl.blend_bits(bits, st, done_with);
+            continue;
+          }
+          if (!covers) {
             int64_t qlo, qhi;
             if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
             // skip Gaussians that only reach finished chunks before the (costlier) support test
-            if (((active_bits >> qlo) & (~uint64_t(0) >> (63 - (qhi - qlo)))) == 0) continue;
+            bits &= in_rows(qlo, qhi);
+            if (bits == 0) continue;
             bits &= tc.support_bits(r.mx, r.my, r.su, qlo, qhi);
           }
           if (bits != 0) GaussianLanes<T>(in, r, static_cast<int32_t>(k)).blend_bits(bits, st, done_with);

@@ -161,6 +161,11 @@ struct GaussianLanes {
   void blend_bits(uint64_t bits, TileLanes<T>& st, Finished&& finished) const {
     for (; bits != 0; bits &= bits - 1) blend_one(__builtin_ctzll(bits), st, finished);
   }
+  // blend_bits where rows_apply holds for rows r0..r1 (never, in this form).
+  template <typename Finished>
+  void blend_rows(uint64_t bits, int64_t, int64_t, TileLanes<T>& st, Finished&& finished) const {
+    blend_bits(bits, st, finished);
+  }
 
  private:
   template <typename Finished>
@@ -185,8 +190,9 @@ struct GaussianLanes<float> {
   __m256 kkv, rgb[3];
   const float* col;
   int64_t D;
+  BlendTerms<float> bt;  // for blend_rows
   GaussianLanes(const BlendInputs<float>& in, const GaussianRecord<float>& r, int32_t kk)
-      : g(r.mx, r.my, r.bt), D(in.D) {
+      : g(r.mx, r.my, r.bt), D(in.D), bt(r.bt) {
     kkv = _mm256_castsi256_ps(_mm256_set1_epi32(kk));
     col = in.colors + D * in.fid[kk];
     for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm256_set1_ps(ch < D ? col[ch] : 0.0f);
@@ -204,6 +210,33 @@ struct GaussianLanes<float> {
       blend_chunks<3>(ChunkBits{bits}, st, finished);
     else
       blend_chunks<0>(ChunkBits{bits}, st, finished);
+  }
+  // blend_bits over chunks of rows r0..r1 of a 16 x 16 tile where rows_apply holds: the alphas of the
+  // rows by Alpha16::rows, then the compositing of the chunks whose bits are set and where some alpha
+  // reaches the 1/255 cut (the others would blend nothing), with no support test.
+  template <typename Finished>
+  void blend_rows(uint64_t bits, int64_t r0, int64_t r1, TileLanes<float>& st, Finished&& finished) const {
+#if defined(__AVX512F__)
+    float* const alphas = st.alphas();
+    Alpha16(g).rows<false>(Alpha16::pair(st.px(0), st.px(1)),
+                                   [&](int64_t r) { return Alpha16::pair(st.py(2 * r), st.py(2 * r + 1)); }, r0, r1,
+                                   bt, alphas, nullptr);
+    float* const state = st.state.data()->v;
+    if (D == 3) {
+      for (; bits != 0; bits &= bits - 1) {
+        const int64_t q = __builtin_ctzll(bits);
+        if (composite<3>(alphas + q * kLanes, state + q * (TileLanes<float>::kAcc + 3) * kLanes)) finished(q);
+      }
+      return;
+    }
+    for (; bits != 0; bits &= bits - 1) {
+      const int64_t q = __builtin_ctzll(bits);
+      if (composite<0>(alphas + q * kLanes, state + q * st.rows * kLanes)) finished(q);
+    }
+#else
+    (void)r0, (void)r1;
+    blend_bits(bits, st, finished);
+#endif
   }
 
  private:

@@ -169,6 +169,12 @@ class TileChunks {
   }
 
   const ChunkGeom& geo(int64_t q) const { return geo_[q]; }
+  // The tile is 16 x 16 pixels, all in the image, in chunks of 8 (chunks 2 r and 2 r + 1: row r).
+  bool rows16() const { return ts_ == 16 && kLanes == 8 && inside_ && rows_ == 16; }
+  // The pixel centres of the tile's first and last columns, and of its row r.
+  float first_x() const { return cx0_; }
+  float last_x() const { return cx1_; }
+  float row_y(int64_t r) const { return cy0_ + float(r); }
   int64_t chunks() const { return n_; }
   bool flagged(int64_t q) const { return flag_[q] != 0.0f; }
 
@@ -377,6 +383,38 @@ class TileChunks {
   std::vector<ChunkGeom> geo_;
   std::vector<float> ylo_, yhi_, xmid_, xhw_, row_, in_, flag_;  // padded (padded())
 };
+
+// Rows of a band below which the rasterizer takes alphas chunk by chunk rather than row by row: the row
+// form computes every lane of the band's rows, the chunk form only the chunks the support reaches, few
+// on the small supports of a trained scene; from eight rows up most of a row is reached.
+constexpr int64_t kMinRecurrenceRows = 8;
+
+// Whether the rasterizer takes a Gaussian's alphas over the rows of chunks [qlo, qhi] (chunk_rows) of
+// the current tile row by row (Alpha16::rows) rather than chunk by chunk: on a 16 x 16 tile inside the
+// image (rows16), a band of at least kMinRecurrenceRows rows, a well-conditioned conic (the support's
+// xtest), and the exponent t >= -60 at the band's four corner pixel centres, hence (t is concave)
+// everywhere in it: the row values and their row-to-row ratios then lie within 2^-120..2^120, far from
+// float's underflow and overflow. The forward and the backward ask it of the same record and tile, so
+// they take every alpha the same way, bit for bit.
+inline bool rows_apply(const GaussianRecord<float>& r, const TileChunks& tc, int64_t qlo, int64_t qhi) {
+#if defined(GSW_RASTER_AVX2) && defined(__AVX512F__)
+  if (!tc.rows16() || r.su.xtest == 0.0f || qhi / 2 - qlo / 2 + 1 < kMinRecurrenceRows) return false;
+  const float y0 = tc.row_y(qlo / 2), y1 = tc.row_y(qhi / 2);
+  const __m128 dx = _mm_sub_ps(_mm_set1_ps(r.mx), _mm_setr_ps(tc.first_x(), tc.last_x(), tc.first_x(), tc.last_x()));
+  const __m128 dy = _mm_sub_ps(_mm_set1_ps(r.my), _mm_setr_ps(y0, y0, y1, y1));
+  // explicit FMAs, as in Alpha8: no contraction left to the compiler, so every caller rounds alike
+  const __m128 lin = _mm_fmadd_ps(_mm_set1_ps(r.bt.A), dx, _mm_mul_ps(_mm_set1_ps(r.bt.B), dy));
+  const __m128 t = _mm_fmadd_ps(dx, lin, _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(r.bt.C), dy), dy, _mm_set1_ps(r.bt.L)));
+  return _mm_movemask_ps(_mm_cmpge_ps(t, _mm_set1_ps(-60.0f))) == 0xF;  // false for a NaN corner
+#else
+  (void)r, (void)tc, (void)qlo, (void)qhi;
+  return false;
+#endif
+}
+template <typename T>
+inline bool rows_apply(const GaussianRecord<T>&, const TileChunks&, int64_t, int64_t) {
+  return false;
+}
 
 }  // namespace cpu
 }  // namespace splat
