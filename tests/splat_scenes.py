@@ -10,6 +10,16 @@ from gsworkbench.splat import intrinsics_from_fov, look_at
 ARG_NAMES = ("means", "quats", "scales", "opacities", "colors", "viewmats")
 
 
+def random_conics(n: int, log_sigma: tuple[float, float], g: torch.Generator) -> torch.Tensor:
+    """[n, 3] float32 conics (a, b, c) of 2D Gaussians with standard deviations exp(U(log_sigma)) pixels
+    along two axes of a uniformly random orientation (the kernels' drivers draw footprints so)."""
+    sig = torch.exp(torch.empty(n, 2).uniform_(*log_sigma, generator=g))
+    th = torch.rand(n, generator=g) * torch.pi
+    co, si = th.cos(), th.sin()
+    ia, ib = 1 / sig[:, 0] ** 2, 1 / sig[:, 1] ** 2
+    return torch.stack([co * co * ia + si * si * ib, co * si * (ia - ib), si * si * ia + co * co * ib], -1)
+
+
 def random_scene(
     n: int = 40,
     *,

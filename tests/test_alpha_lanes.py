@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from cpp_driver import MISSING, ROOT, build_driver
+from splat_scenes import random_conics
 
 DRIVER = ROOT / "tests" / "cpp" / "alpha_lanes_driver.cpp"
 ROWS_DRIVER = ROOT / "tests" / "cpp" / "alpha_rows_driver.cpp"
@@ -37,11 +38,7 @@ def random_cases(n: int, g: torch.Generator) -> torch.Tensor:
     """[n, 38] float32: mx, my, A, B, C, L (a conic's terms in base 2) and 16 px, 16 py."""
     mean = torch.rand(n, 2, generator=g) * 16
     # conics of Gaussians 0.3 to 30 pixels wide, any orientation
-    sig = torch.exp(torch.empty(n, 2).uniform_(-1.2, 3.4, generator=g))
-    th = torch.rand(n, generator=g) * torch.pi
-    c, s = th.cos(), th.sin()
-    ia, ib = 1 / sig[:, 0] ** 2, 1 / sig[:, 1] ** 2
-    ca, cb, cc = c * c * ia + s * s * ib, c * s * (ia - ib), s * s * ia + c * c * ib
+    ca, cb, cc = random_conics(n, (-1.2, 3.4), g).unbind(-1)
     opac = torch.rand(n, generator=g).clamp_min(1e-3)
     terms = torch.stack([-0.5 * LOG2E * ca, -LOG2E * cb, -0.5 * LOG2E * cc, torch.log2(opac)], -1)
     px = torch.arange(16.0).expand(n, 16) % 8 + 0.5 + torch.randint(0, 2, (n, 1), generator=g) * 8
@@ -106,11 +103,7 @@ def tile_cases(n: int, W: int, H: int, g: torch.Generator) -> tuple[torch.Tensor
     tiles = torch.stack([torch.randint(0, -(-W // 16), (n,), generator=g),
                          torch.randint(0, -(-H // 16), (n,), generator=g)], -1)  # fmt: skip
     mean = (tiles + torch.rand(n, 2, generator=g) * 3 - 1) * 16
-    sig = torch.exp(torch.empty(n, 2).uniform_(0.7, 4.1, generator=g))
-    th = torch.rand(n, generator=g) * torch.pi
-    c, s = th.cos(), th.sin()
-    ia, ib = 1 / sig[:, 0] ** 2, 1 / sig[:, 1] ** 2
-    conic = torch.stack([c * c * ia + s * s * ib, c * s * (ia - ib), s * s * ia + c * c * ib], -1)
+    conic = random_conics(n, (0.7, 4.1), g)
     opac = 0.02 + 0.98 * torch.rand(n, generator=g)
     return tiles, torch.cat([mean, conic, opac[:, None]], -1).float()
 

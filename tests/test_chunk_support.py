@@ -20,6 +20,7 @@ import pytest
 import torch
 from conftest import requires_ext
 from cpp_driver import MISSING, ROOT, build_driver
+from splat_scenes import random_conics
 
 DRIVER = ROOT / "tests" / "cpp" / "chunk_support_driver.cpp"
 ALPHA_MIN = 1.0 / 255.0  # kAlphaMin (csrc/include/gsw/blend.h)
@@ -39,11 +40,7 @@ def random_cases(n: int, ts: int, g: torch.Generator) -> tuple[torch.Tensor, tor
     tiles = torch.stack([torch.randint(0, tw, (n,), generator=g), torch.randint(0, th, (n,), generator=g)], -1)
     # means up to 1.5 tiles outside the tile; footprints 0.3 to 60 pixels, any orientation
     mean = (tiles + torch.rand(n, 2, generator=g) * 4 - 1.5) * ts
-    sig = torch.exp(torch.empty(n, 2).uniform_(-1.2, 4.1, generator=g))
-    t = torch.rand(n, generator=g) * torch.pi
-    co, si = t.cos(), t.sin()
-    ia, ib = 1 / sig[:, 0] ** 2, 1 / sig[:, 1] ** 2
-    conic = torch.stack([co * co * ia + si * si * ib, co * si * (ia - ib), si * si * ia + co * co * ib], -1)
+    conic = random_conics(n, (-1.2, 4.1), g)
     opac = torch.where(torch.rand(n, generator=g) < 0.1, torch.ones(n), 0.02 + 0.98 * torch.rand(n, generator=g))
     return tiles, torch.cat([mean, conic, opac[:, None]], -1).float()
 

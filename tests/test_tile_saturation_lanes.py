@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from cpp_driver import MISSING, ROOT, build_driver
+from splat_scenes import random_conics
 
 DRIVER = ROOT / "tests" / "cpp" / "tile_saturation_lanes_driver.cpp"
 SATURATION_T = 0.5e-4  # kSaturationT (csrc/include/gsw/tile_saturation.h)
@@ -35,11 +36,7 @@ def random_cases(n: int, ts: int, g: torch.Generator) -> tuple[torch.Tensor, tor
     ty = torch.randint(0, 20, (n,), generator=g)
     mean = torch.stack([c + torch.rand(n, generator=g) * 6 - 1, ty + torch.rand(n, generator=g) * 3 - 1], -1) * ts
     # footprints 1 to 60 pixels wide, any orientation
-    sig = torch.exp(torch.empty(n, 2).uniform_(0.0, 4.1, generator=g))
-    th = torch.rand(n, generator=g) * torch.pi
-    co, si = th.cos(), th.sin()
-    ia, ib = 1 / sig[:, 0] ** 2, 1 / sig[:, 1] ** 2
-    conic = torch.stack([co * co * ia + si * si * ib, co * si * (ia - ib), si * si * ia + co * co * ib], -1)
+    conic = random_conics(n, (0.0, 4.1), g)
     opac = 0.2 + 0.8 * torch.rand(n, generator=g)
     x = torch.cat([mean, conic, opac[:, None]], -1)
     # edge cases, which the record zeroes: opacity 0, a NaN mean, a conic not positive definite, one too

@@ -9,12 +9,16 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "driver_input.h"
 #include "float_bits.h"
 #include "splat_simd.h"
 #include "splat_tiles.h"
 
 int main() {
-#if defined(GSW_RASTER_AVX2) && defined(__AVX512F__)
+#if !defined(GSW_RASTER_AVX2) || !defined(__AVX512F__)
+  std::printf("none\n");  // no row recurrence in this build
+  return 0;
+#else
   using namespace gsw::splat::cpu;
   gsw::DenormalsOff ftz;  // as in the rasterizer's threads
   int count = 0;
@@ -25,9 +29,7 @@ int main() {
   for (int n = 0; n < count; ++n) {
     int64_t tx = 0, ty = 0;
     double g[6];
-    if (std::scanf("%" SCNd64 " %" SCNd64, &tx, &ty) != 2) return 1;
-    for (double& v : g)
-      if (std::scanf("%lf", &v) != 1) return 1;
+    if (!read_tile_gaussian(tx, ty, g)) return 1;
     tc.build(tx, ty, W, H);
     // the record as gaussian_records builds it
     GaussianRecord<float> rec;
@@ -65,9 +67,6 @@ int main() {
     }
     std::printf("\n");
   }
-  return 0;
-#else
-  std::printf("none\n");
   return 0;
 #endif
 }

@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "driver_input.h"
 #include "splat_tiles.h"
 
 int main() {
@@ -21,9 +22,7 @@ int main() {
   for (int n = 0; n < count; ++n) {
     int64_t tx = 0, ty = 0;
     double g[6];
-    if (std::scanf("%" SCNd64 " %" SCNd64, &tx, &ty) != 2) return 1;
-    for (double& v : g)
-      if (std::scanf("%lf", &v) != 1) return 1;
+    if (!read_tile_gaussian(tx, ty, g)) return 1;
     tc.build(tx, ty, W, H);
     // the record's values in float, as gaussian_records keeps them
     const float mx = float(g[0]), my = float(g[1]);
