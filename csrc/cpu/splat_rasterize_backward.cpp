@@ -127,8 +127,9 @@ void rasterize_backward_kernel(const RasterBackwardParams<T>& p) {
         const bool covers = tc.covers_tile(r.mx, r.my, r.su);
         const int64_t blo = covers ? 0 : qlo, bhi = covers ? nchunks - 1 : qhi;
         const bool by_rows = rows_apply(r, tc, blo, bhi);
-        const GaussIn<T> p{r.mx, r.my, co[0], co[1], co[2], opac[i], static_cast<int32_t>(k), colors + D * i,
-                           D,    r.bt, by_rows ? blo / 2 : -1, bhi / 2};
+        const int64_t row0 = by_rows ? blo / 2 : -1;
+        const GaussIn<T> p{r.mx, r.my, co[0], co[1], co[2], opac[i], static_cast<int32_t>(k), colors + D * i, D, r.bt,
+                           row0, bhi / 2};
         backward_gaussian(p, tb, tc, chunk_last.data(), qlo, qhi, gg, my + i * K, absgrad);
       }
     }

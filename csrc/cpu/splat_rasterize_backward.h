@@ -320,9 +320,8 @@ inline void backward_gaussian_f32(const GaussIn<float>& p, const TileBwd<float>&
   const Alpha16 g2(g);  // two chunks a vector, Alpha8's alphas bit for bit (as the forward)
   if (p.row0 >= 0) {  // the forward's alphas row by row: those of chunk q at q * kLanes
     const ChunkBwd<float> c0 = tb.chunk(0), c1 = tb.chunk(1);
-    g2.rows<true>(Alpha16::pair(c0.px, c1.px),
-                  [&](int64_t r) { return Alpha16::pair(tb.chunk(2 * r).py, tb.chunk(2 * r + 1).py); }, p.row0,
-                  p.row1, p.bt, tb.alpha, tb.raw);
+    const auto py = [&](int64_t r) { return Alpha16::pair(tb.chunk(2 * r).py, tb.chunk(2 * r + 1).py); };
+    g2.rows<true>(Alpha16::pair(c0.px, c1.px), py, p.row0, p.row1, p.bt, tb.alpha, tb.raw);
     n0 = nq;
   }
   for (; n0 + 1 < nq; n0 += 2) {

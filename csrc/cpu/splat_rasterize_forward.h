@@ -211,16 +211,15 @@ struct GaussianLanes<float> {
     else
       blend_chunks<0>(ChunkBits{bits}, st, finished);
   }
-  // blend_bits over chunks of rows r0..r1 of a 16 x 16 tile where rows_apply holds: the alphas of the
-  // rows by Alpha16::rows, then the compositing of the chunks whose bits are set and where some alpha
-  // reaches the 1/255 cut (the others would blend nothing), with no support test.
+  // blend_bits over chunks of rows r0..r1 of a 16 x 16 tile where rows_apply holds: the alphas of those
+  // rows by Alpha16::rows (those of chunk q at q kLanes), then the compositing of the chunks whose bits
+  // are set.
   template <typename Finished>
   void blend_rows(uint64_t bits, int64_t r0, int64_t r1, TileLanes<float>& st, Finished&& finished) const {
 #if defined(__AVX512F__)
     float* const alphas = st.alphas();
-    Alpha16(g).rows<false>(Alpha16::pair(st.px(0), st.px(1)),
-                                   [&](int64_t r) { return Alpha16::pair(st.py(2 * r), st.py(2 * r + 1)); }, r0, r1,
-                                   bt, alphas, nullptr);
+    const auto py = [&](int64_t r) { return Alpha16::pair(st.py(2 * r), st.py(2 * r + 1)); };
+    Alpha16(g).rows<false>(Alpha16::pair(st.px(0), st.px(1)), py, r0, r1, bt, alphas, nullptr);
     float* const state = st.state.data()->v;
     if (D == 3) {
       for (; bits != 0; bits &= bits - 1) {

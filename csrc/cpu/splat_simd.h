@@ -299,10 +299,11 @@ struct Alpha16 {
     const __m512 s = _mm512_set1_ps(bt.S), dx = _mm512_sub_ps(mx, px);
     // the ratio of rows r0 + 1 and r0: t(dx, dy - 1) - t(dx, dy) = -(B dx + C (2 dy - 1)), dy = my - py;
     // within +-126 where rows_apply holds, clamped for exp2_16 anyway
-    const __m512 dy = _mm512_sub_ps(my, py(r0));
-    const __m512 d = _mm512_fmadd_ps(B, dx, _mm512_mul_ps(C, _mm512_fmsub_ps(_mm512_set1_ps(2.0f), dy, _mm512_set1_ps(1.0f))));
-    const __m512 F0 = exp2_16(_mm512_maskz_max_ps(0xFFFF, _mm512_maskz_min_ps(0xFFFF, _mm512_sub_ps(_mm512_setzero_ps(), d), lim),
-                                                  _mm512_sub_ps(_mm512_setzero_ps(), lim)));
+    const __m512 zero = _mm512_setzero_ps(), dy = _mm512_sub_ps(my, py(r0));
+    const __m512 twody1 = _mm512_fmsub_ps(_mm512_set1_ps(2.0f), dy, _mm512_set1_ps(1.0f));
+    const __m512 d = _mm512_sub_ps(zero, _mm512_fmadd_ps(B, dx, _mm512_mul_ps(C, twody1)));
+    const __m512 F0 =
+        exp2_16(_mm512_maskz_max_ps(0xFFFF, _mm512_maskz_min_ps(0xFFFF, d, lim), _mm512_sub_ps(zero, lim)));
     const int nch = static_cast<int>((r1 - r0 + 4) / 4);  // 1..4 chains
     const auto put = [&](int64_t r, __m512 a, __m512 g) {
       _mm512_storeu_ps(out + 16 * r, a);
