@@ -124,7 +124,8 @@ void rasterize_backward_kernel(const RasterBackwardParams<T>& p) {
         if (!tc.mark(r.mx, r.my, r.su, qlo, qhi)) continue;
         const T* co = conics + 3 * i;
         // rows_apply of the rows the forward asked it of: all of them where the support covers the tile
-        const bool covers = tc.covers_tile(r.mx, r.my, r.su);
+        // (asked only on 16 x 16 tiles, where it can hold)
+        const bool covers = tc.rows16() && tc.covers_tile(r.mx, r.my, r.su);
         const int64_t blo = covers ? 0 : qlo, bhi = covers ? nchunks - 1 : qhi;
         const bool by_rows = rows_apply(r, tc, blo, bhi);
         const int64_t row0 = by_rows ? blo / 2 : -1;

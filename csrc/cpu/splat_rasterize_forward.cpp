@@ -95,35 +95,21 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
           // the chunks still compositing that the Gaussian reaches, as bits: all of them where its support
           // covers the tile (large Gaussians in crowded tiles), with no chunk test
           uint64_t bits = active_bits;
-          const auto in_rows = [&](int64_t qlo, int64_t qhi) { return (~uint64_t(0) >> (63 - (qhi - qlo))) << qlo; };
-          const bool covers = tc.covers_tile(r.mx, r.my, r.su);
-          if (rows16) {
-            // on 16 x 16 tiles rows_apply (which the backward asks of the same rows) may take its alphas row
-            // by row: all rows where it covers the tile
-            int64_t qlo = 0, qhi = nchunks - 1;
-            if (!covers) {
-              if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
-              bits &= in_rows(qlo, qhi);
-              if (bits == 0) continue;  // it only reaches finished chunks
-              bits &= tc.support_bits(r.mx, r.my, r.su, qlo, qhi);
-            }
-            if (bits == 0) continue;
-            const GaussianLanes<T> gl(in, r, static_cast<int32_t>(k));
-            if (rows_apply(r, tc, qlo, qhi))
-              gl.blend_rows(bits, qlo / 2, qhi / 2, st, done_with);
-            else
-              gl.blend_bits(bits, st, done_with);
-            continue;
-          }
-          if (!covers) {
-            int64_t qlo, qhi;
+          int64_t qlo = 0, qhi = nchunks - 1;  // its rows' chunks: all of them where it covers the tile
+          if (!tc.covers_tile(r.mx, r.my, r.su)) {
             if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
             // skip Gaussians that only reach finished chunks before the (costlier) support test
-            bits &= in_rows(qlo, qhi);
+            bits &= (~uint64_t(0) >> (63 - (qhi - qlo))) << qlo;
             if (bits == 0) continue;
             bits &= tc.support_bits(r.mx, r.my, r.su, qlo, qhi);
           }
-          if (bits != 0) GaussianLanes<T>(in, r, static_cast<int32_t>(k)).blend_bits(bits, st, done_with);
+          if (bits == 0) continue;
+          const GaussianLanes<T> gl(in, r, static_cast<int32_t>(k));
+          // on 16 x 16 tiles, alphas row by row where rows_apply holds (the backward asks it of the same rows)
+          if (rows16 && rows_apply(r, tc, qlo, qhi))
+            gl.blend_rows(bits, qlo / 2, qhi / 2, st, done_with);
+          else
+            gl.blend_bits(bits, st, done_with);
           continue;
         }
         // the counting twin, and tiles of more than 64 chunks: the flagged chunks still compositing, listed

@@ -190,9 +190,9 @@ struct GaussianLanes<float> {
   __m256 kkv, rgb[3];
   const float* col;
   int64_t D;
-  BlendTerms<float> bt;  // for blend_rows
+  const BlendTerms<float>* bt;  // the record's, for blend_rows
   GaussianLanes(const BlendInputs<float>& in, const GaussianRecord<float>& r, int32_t kk)
-      : g(r.mx, r.my, r.bt), D(in.D), bt(r.bt) {
+      : g(r.mx, r.my, r.bt), D(in.D), bt(&r.bt) {
     kkv = _mm256_castsi256_ps(_mm256_set1_epi32(kk));
     col = in.colors + D * in.fid[kk];
     for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm256_set1_ps(ch < D ? col[ch] : 0.0f);
@@ -219,7 +219,7 @@ struct GaussianLanes<float> {
 #if defined(__AVX512F__)
     float* const alphas = st.alphas();
     const auto py = [&](int64_t r) { return Alpha16::pair(st.py(2 * r), st.py(2 * r + 1)); };
-    Alpha16(g).rows<false>(Alpha16::pair(st.px(0), st.px(1)), py, r0, r1, bt, alphas, nullptr);
+    Alpha16(g).rows<false>(Alpha16::pair(st.px(0), st.px(1)), py, r0, r1, *bt, alphas, nullptr);
     float* const state = st.state.data()->v;
     if (D == 3) {
       for (; bits != 0; bits &= bits - 1) {
