@@ -53,22 +53,23 @@ inline __m256i lane_mask(int bits) {
 #endif
 
 // The element moves of store_interleaved and load_interleaved below, for any T and D: out[j * D + ch]
-// = rows[ch * kLanes + j] (to_pixels), or the reverse.
+// = rows[ch * stride + j] (to_pixels), or the reverse.
 template <typename T, bool to_pixels>
-inline void move_interleaved(T* rows, int64_t D, T* pixels) {
+inline void move_interleaved(T* rows, int64_t D, T* pixels, int64_t stride = kLanes) {
   for (int j = 0; j < kLanes; ++j)
     for (int64_t ch = 0; ch < D; ++ch) {
       if (to_pixels)
-        pixels[j * D + ch] = rows[ch * kLanes + j];
+        pixels[j * D + ch] = rows[ch * stride + j];
       else
-        rows[ch * kLanes + j] = pixels[j * D + ch];
+        rows[ch * stride + j] = pixels[j * D + ch];
     }
 }
 
-// out[j * D + ch] = rows[ch * kLanes + j] for the kLanes lanes j (out: one full-row chunk's colours).
+// out[j * D + ch] = rows[ch * stride + j] for the kLanes lanes j (out: one full-row chunk's colours;
+// rows: D rows of kLanes values, stride apart, aligned as a LaneBlock).
 template <typename T>
-inline void store_interleaved(const T* rows, int64_t D, T* out) {
-  move_interleaved<T, true>(const_cast<T*>(rows), D, out);
+inline void store_interleaved(const T* rows, int64_t D, T* out, int64_t stride = kLanes) {
+  move_interleaved<T, true>(const_cast<T*>(rows), D, out, stride);
 }
 
 // rows[ch * kLanes + j] = in[j * D + ch] (the inverse of store_interleaved).
@@ -90,10 +91,10 @@ inline void load_interleaved<float>(const float* in, int64_t D, float* rows) {
 }
 
 template <>
-inline void store_interleaved<float>(const float* rows, int64_t D, float* out) {
-  if (D != 3) return move_interleaved<float, true>(const_cast<float*>(rows), D, out);
+inline void store_interleaved<float>(const float* rows, int64_t D, float* out, int64_t stride) {
+  if (D != 3) return move_interleaved<float, true>(const_cast<float*>(rows), D, out, stride);
   const Rgb16& t = rgb16();
-  const __m512 r = _mm512_load_ps(rows), g = _mm512_load_ps(rows + kLanes), b = _mm512_load_ps(rows + 2 * kLanes);
+  const __m512 r = _mm512_load_ps(rows), g = _mm512_load_ps(rows + stride), b = _mm512_load_ps(rows + 2 * stride);
   for (int k = 0; k < 3; ++k) {
     const __m512 rg = _mm512_permutex2var_ps(r, t.pix_first[k], g);
     _mm512_storeu_ps(out + 16 * k, _mm512_permutex2var_ps(rg, t.pix_second[k], b));
@@ -105,9 +106,9 @@ inline void store_interleaved<float>(const float* rows, int64_t D, float* out) {
 static_assert(kLanes == 8, "the AVX2 interleaving moves chunks of 8 lanes");
 
 template <>
-inline void store_interleaved<float>(const float* rows, int64_t D, float* out) {
-  if (D != 3) return move_interleaved<float, true>(const_cast<float*>(rows), D, out);
-  const __m256 r = _mm256_load_ps(rows), g = _mm256_load_ps(rows + 8), b = _mm256_load_ps(rows + 16);
+inline void store_interleaved<float>(const float* rows, int64_t D, float* out, int64_t stride) {
+  if (D != 3) return move_interleaved<float, true>(const_cast<float*>(rows), D, out, stride);
+  const __m256 r = _mm256_load_ps(rows), g = _mm256_load_ps(rows + stride), b = _mm256_load_ps(rows + 2 * stride);
   // output vector k, position p holds element e = 8 k + p: channel e % 3 of lane e / 3
   const __m256i ir[3] = {_mm256_setr_epi32(0, 0, 0, 1, 0, 0, 2, 0), _mm256_setr_epi32(0, 3, 0, 0, 4, 0, 0, 5),
                          _mm256_setr_epi32(0, 0, 6, 0, 0, 7, 0, 0)};

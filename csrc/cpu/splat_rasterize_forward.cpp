@@ -73,7 +73,7 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
           st.done(q)[j] = T(1 - cg.in[j]);
           st.last(q)[j] = -1;
         }
-        std::memset(static_cast<void*>(st.acc(q)), 0, sizeof(LaneBlock<T>) * D);
+        for (int64_t ch = 0; ch < D; ++ch) std::memset(static_cast<void*>(st.acc(q) + ch * kPairLanes), 0, sizeof(LaneBlock<T>));
       }
       // Gaussian-major: each Gaussian (front to back) is blended into every chunk it reaches that is
       // still compositing, so consecutive blends are on different chunks and their dependency chains
@@ -147,7 +147,7 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
         if (cg.full_row) {  // one contiguous run of a row: whole-vector stores
           const int64_t pix = (c * g.H + cg.y[0]) * g.W + cg.x[0];
           const T* Tr = st.Tr(q);
-          store_interleaved(acc, D, out_color + pix * D);
+          store_interleaved(acc, D, out_color + pix * D, kPairLanes);
 #pragma omp simd
           for (int j = 0; j < kLanes; ++j) out_alpha[pix + j] = T(1) - Tr[j];
           if (out_T == nullptr) continue;
@@ -161,7 +161,7 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
         for (int j = 0; j < kLanes; ++j) {
           if (!cg.in[j]) continue;
           const int64_t pix = (c * g.H + cg.y[j]) * g.W + cg.x[j];
-          for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * kLanes + j];
+          for (int64_t ch = 0; ch < D; ++ch) out_color[pix * D + ch] = acc[ch * kPairLanes + j];
           out_alpha[pix] = T(1) - st.Tr(q)[j];
           if (out_T == nullptr) continue;
           out_T[pix] = st.Tr(q)[j];

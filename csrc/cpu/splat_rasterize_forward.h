@@ -18,6 +18,9 @@ namespace gsw {
 namespace splat {
 namespace cpu {
 
+// The stride of the tile state's rows (TileLanes): the lanes of two chunks, side by side.
+constexpr int64_t kPairLanes = 2 * kLanes;
+
 // The inputs of the per-chunk compositing loop.
 template <typename T>
 struct BlendInputs {
@@ -27,7 +30,8 @@ struct BlendInputs {
 };
 
 // Front-to-back compositing of a chunk: the Gaussians of list[0..len) (indices into fid, depth order)
-// into colour sums acc[D][kLanes], transmittance Tr and last contributor (index into fid, -1: none).
+// into colour sums acc (D rows of kLanes, kPairLanes apart), transmittance Tr and last contributor
+// (index into fid, -1: none).
 // Lanes with done = 1 (outside the image) never change. Stops when every lane is done.
 template <typename T>
 bool composite_chunk(const BlendInputs<T>& in, const int32_t* list, int64_t len, const T* px, const T* py, T* done,
@@ -59,7 +63,7 @@ bool composite_chunk(const BlendInputs<T>& in, const int32_t* list, int64_t len,
     if (any_lane(conm)) {
       for (int64_t ch = 0; ch < D; ++ch) {
         const T col = in.colors[D * i + ch];
-        T* a = acc + ch * kLanes;
+        T* a = acc + ch * kPairLanes;
 #pragma omp simd
         for (int j = 0; j < kLanes; ++j) a[j] += w[j] * col;
       }
@@ -101,13 +105,14 @@ inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* 
     last = _mm512_mask_mov_epi32(last, con, _mm512_set1_epi32(kk));
     const float* col = in.colors + D * i;
     if (D == 3) {  // RGB, unrolled
+      float *ag = acc + kPairLanes, *ab = acc + 2 * kPairLanes;
       _mm512_store_ps(acc, _mm512_fmadd_ps(w, _mm512_set1_ps(col[0]), _mm512_load_ps(acc)));
-      _mm512_store_ps(acc + kLanes, _mm512_fmadd_ps(w, _mm512_set1_ps(col[1]), _mm512_load_ps(acc + kLanes)));
-      _mm512_store_ps(acc + 2 * kLanes, _mm512_fmadd_ps(w, _mm512_set1_ps(col[2]), _mm512_load_ps(acc + 2 * kLanes)));
+      _mm512_store_ps(ag, _mm512_fmadd_ps(w, _mm512_set1_ps(col[1]), _mm512_load_ps(ag)));
+      _mm512_store_ps(ab, _mm512_fmadd_ps(w, _mm512_set1_ps(col[2]), _mm512_load_ps(ab)));
       continue;
     }
     for (int64_t ch = 0; ch < D; ++ch) {
-      float* ap = acc + ch * kLanes;
+      float* ap = acc + ch * kPairLanes;
       _mm512_storeu_ps(ap, _mm512_fmadd_ps(w, _mm512_set1_ps(col[ch]), _mm512_loadu_ps(ap)));
     }
   }
@@ -118,29 +123,36 @@ inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* 
 }
 #endif
 
-// The per-chunk state of one tile, chunk after chunk: rows of kLanes lanes (pixel centres px, py,
-// transmittance Tr, done, last contributor, then D rows of colour sums acc), so that a chunk's state is
-// one address plus fixed offsets in the compositing loop; and kLanes lanes of scratch per chunk for one
-// Gaussian's alphas.
+// The per-chunk state of one tile, chunks in pairs (2 p, 2 p + 1): rows of kPairLanes lanes, the even
+// chunk's lanes first (pixel centres px, py, transmittance Tr, done, last contributor, then D rows of
+// colour sums acc), so that a chunk's state is one address plus fixed offsets in the compositing loop,
+// and a 16-pixel tile row of 8-lane chunks is one 512-bit vector a row (GaussianLanes<float>::blend_rows);
+// and kLanes lanes of scratch per chunk for one Gaussian's alphas.
 template <typename T>
 struct TileLanes {
   using Lanes = LaneBlock<T>;
+  struct alignas(64) Pair {
+    T v[kPairLanes];
+  };
   static_assert(sizeof(LaneBlock<int32_t>) <= sizeof(Lanes), "a row of last contributors fits a row of T");
   enum Row : int64_t { kPx, kPy, kTr, kDone, kLast, kAcc };
-  int64_t rows;  // per chunk: kAcc + D
-  std::vector<Lanes> state, alpha;  // alpha: one spare block, for alphas() to start on 64 bytes
-  TileLanes(int64_t nchunks, int64_t D) : rows(kAcc + D), state(nchunks * rows), alpha(nchunks + 1) {}
+  int64_t rows;  // per pair of chunks: kAcc + D
+  std::vector<Pair> state;
+  std::vector<Lanes> alpha;  // one spare block, for alphas() to start on 64 bytes
+  TileLanes(int64_t nchunks, int64_t D) : rows(kAcc + D), state((nchunks + 1) / 2 * rows), alpha(nchunks + 1) {}
+  // Chunk q's state: row f (Row) at chunk(q) + f kPairLanes.
+  T* chunk(int64_t q) { return state[(q >> 1) * rows].v + (q & 1) * kLanes; }
   // The alpha scratch, 64-byte aligned (two chunks' lanes are one 512-bit store: Alpha16).
   T* alphas() {
     const uintptr_t p = reinterpret_cast<uintptr_t>(alpha.data());
     return reinterpret_cast<T*>((p + 63) & ~uintptr_t(63));
   }
-  T* px(int64_t q) { return state[q * rows + kPx].v; }
-  T* py(int64_t q) { return state[q * rows + kPy].v; }
-  T* Tr(int64_t q) { return state[q * rows + kTr].v; }
-  T* done(int64_t q) { return state[q * rows + kDone].v; }
-  int32_t* last(int64_t q) { return reinterpret_cast<LaneBlock<int32_t>*>(&state[q * rows + kLast])->v; }
-  T* acc(int64_t q) { return state[q * rows + kAcc].v; }  // D rows of kLanes
+  T* px(int64_t q) { return chunk(q) + kPx * kPairLanes; }
+  T* py(int64_t q) { return chunk(q) + kPy * kPairLanes; }
+  T* Tr(int64_t q) { return chunk(q) + kTr * kPairLanes; }
+  T* done(int64_t q) { return chunk(q) + kDone * kPairLanes; }
+  int32_t* last(int64_t q) { return reinterpret_cast<int32_t*>(chunk(q) + kLast * kPairLanes); }
+  T* acc(int64_t q) { return chunk(q) + kAcc * kPairLanes; }  // D rows of kLanes, kPairLanes apart
 };
 
 // One Gaussian (intersection kk of the tile's list) blended into the chunks qs[0..nq) (distinct, each
@@ -212,25 +224,26 @@ struct GaussianLanes<float> {
       blend_chunks<0>(ChunkBits{bits}, st, finished);
   }
   // blend_bits over chunks of rows r0..r1 of a 16 x 16 tile where rows_apply holds: the alphas of those
-  // rows by Alpha16::rows (those of chunk q at q kLanes), then the compositing of the chunks whose bits
-  // are set.
+  // rows by Alpha16::rows (row r's at 16 r: those of chunk q at q kLanes), then the compositing of each
+  // row whose chunks' bits are set, the row's two chunks in one 512-bit vector (composite_row).
   template <typename Finished>
   void blend_rows(uint64_t bits, int64_t r0, int64_t r1, TileLanes<float>& st, Finished&& finished) const {
 #if defined(__AVX512F__)
+    static_assert(kPairLanes == 16, "a tile row of two 8-lane chunks is one 512-bit vector");
     float* const alphas = st.alphas();
-    const auto py = [&](int64_t r) { return Alpha16::pair(st.py(2 * r), st.py(2 * r + 1)); };
-    Alpha16(g).rows<false>(Alpha16::pair(st.px(0), st.px(1)), py, r0, r1, *bt, alphas, nullptr);
+    const auto py = [&](int64_t r) { return _mm512_load_ps(st.py(2 * r)); };
+    Alpha16(g).rows<false>(_mm512_load_ps(st.px(0)), py, r0, r1, *bt, alphas, nullptr);
+    const int64_t rows = D == 3 ? TileLanes<float>::kAcc + 3 : st.rows;
     float* const state = st.state.data()->v;
-    if (D == 3) {
-      for (; bits != 0; bits &= bits - 1) {
-        const int64_t q = __builtin_ctzll(bits);
-        if (composite<3>(alphas + q * kLanes, state + q * (TileLanes<float>::kAcc + 3) * kLanes)) finished(q);
-      }
-      return;
-    }
-    for (; bits != 0; bits &= bits - 1) {
-      const int64_t q = __builtin_ctzll(bits);
-      if (composite<0>(alphas + q * kLanes, state + q * st.rows * kLanes)) finished(q);
+    const Wide w16(*this);
+    while (bits != 0) {
+      const int64_t r = __builtin_ctzll(bits) >> 1;
+      const unsigned both = static_cast<unsigned>(bits >> (2 * r)) & 3u;  // the row's chunks still compositing
+      bits &= ~(uint64_t(3) << (2 * r));
+      float *const a = alphas + 16 * r, *const c = state + r * rows * 16;
+      const unsigned done = both & (D == 3 ? composite_row<3>(a, c, both, w16) : composite_row<0>(a, c, both, w16));
+      if (done & 1u) finished(2 * r);
+      if (done & 2u) finished(2 * r + 1);
     }
 #else
     (void)r0, (void)r1;
@@ -283,27 +296,48 @@ struct GaussianLanes<float> {
     const int64_t rows = DC > 0 ? L::kAcc + DC : st.rows;
     float* const state = st.state.data()->v;
     float* const alphas = st.alphas();
+    const auto base = [&](int64_t q) { return state + (q >> 1) * rows * kPairLanes + (q & 1) * kLanes; };
     const auto alpha_of_one = [&](int64_t n, int64_t q) {
-      const float* c = state + q * rows * kLanes;
+      const float* c = base(q);
       __m256 raw;
       _mm256_store_ps(alphas + n * kLanes,
-                      g.alpha(_mm256_load_ps(c + L::kPx * kLanes), _mm256_load_ps(c + L::kPy * kLanes), raw));
+                      g.alpha(_mm256_load_ps(c + L::kPx * kPairLanes), _mm256_load_ps(c + L::kPy * kPairLanes), raw));
     };
 #if defined(__AVX512F__)
     const Alpha16 g2(g);  // two chunks a vector (Alpha16)
     chunks.pairs(
         [&](int64_t n, int64_t q0, int64_t q1) {
-          const float *c0 = state + q0 * rows * kLanes, *c1 = state + q1 * rows * kLanes;
-          _mm512_store_ps(alphas + n * kLanes, g2.alpha(Alpha16::pair(c0 + L::kPx * kLanes, c1 + L::kPx * kLanes),
-                                                        Alpha16::pair(c0 + L::kPy * kLanes, c1 + L::kPy * kLanes)));
+          const float *c0 = base(q0), *c1 = base(q1);
+          _mm512_store_ps(alphas + n * kLanes,
+                          g2.alpha(Alpha16::pair(c0 + L::kPx * kPairLanes, c1 + L::kPx * kPairLanes),
+                                   Alpha16::pair(c0 + L::kPy * kPairLanes, c1 + L::kPy * kPairLanes)));
         },
         alpha_of_one);
 #else
     chunks.each(alpha_of_one);
 #endif
-    chunks.each([&](int64_t n, int64_t q) {
-      if (composite<DC>(alphas + n * kLanes, state + q * rows * kLanes)) finished(q);
-    });
+    const auto one = [&](int64_t n, int64_t q) {
+      if (composite<DC>(alphas + n * kLanes, base(q))) finished(q);
+    };
+#if defined(__AVX512F__)
+    // the two chunks of a tile row in one 512-bit vector, where both are listed (their alphas are then
+    // side by side, and so is their state)
+    const Wide w16(*this);
+    chunks.pairs(
+        [&](int64_t n, int64_t q0, int64_t q1) {
+          if ((q0 & 1) == 0 && q1 == q0 + 1) {
+            const unsigned done = composite_row<DC>(alphas + n * kLanes, base(q0), 3u, w16);
+            if (done & 1u) finished(q0);
+            if (done & 2u) finished(q1);
+            return;
+          }
+          one(n, q0);
+          one(n + 1, q1);
+        },
+        one);
+#else
+    chunks.each(one);
+#endif
   }
 
   // The blend of this Gaussian into chunk state c (TileLanes rows) given its alphas; true when every
@@ -311,8 +345,8 @@ struct GaussianLanes<float> {
   template <int DC>
   bool composite(const float* alpha, float* c) const {
     using L = TileLanes<float>;
-    float *done = c + L::kDone * kLanes, *acc = c + L::kAcc * kLanes, *Tr_ = c + L::kTr * kLanes;
-    int32_t* last_ = reinterpret_cast<int32_t*>(c + L::kLast * kLanes);
+    float *done = c + L::kDone * kPairLanes, *acc = c + L::kAcc * kPairLanes, *Tr_ = c + L::kTr * kPairLanes;
+    int32_t* last_ = reinterpret_cast<int32_t*>(c + L::kLast * kPairLanes);
     const int64_t D = DC > 0 ? DC : this->D;
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), amin = _mm256_set1_ps(kAlphaMin);
     const __m256 tmin = _mm256_set1_ps(kTransmittanceMin);
@@ -336,18 +370,61 @@ struct GaussianLanes<float> {
       // "any lane composited" mispredicts often where supports graze a chunk, and costs more than the FMAs
       if (DC == 3) {
         for (int ch = 0; ch < 3; ++ch) {
-          float* ap = acc + ch * kLanes + 8 * h;
+          float* ap = acc + ch * kPairLanes + 8 * h;
           _mm256_store_ps(ap, _mm256_fmadd_ps(w, rgb[ch], _mm256_load_ps(ap)));
         }
       } else {
         for (int64_t ch = 0; ch < D; ++ch) {
-          float* ap = acc + ch * kLanes + 8 * h;
+          float* ap = acc + ch * kPairLanes + 8 * h;
           _mm256_store_ps(ap, _mm256_fmadd_ps(w, _mm256_set1_ps(col[ch]), _mm256_load_ps(ap)));
         }
       }
     }
     return _mm256_movemask_ps(act_any) == 0;
   }
+
+#if defined(__AVX512F__)
+  // The Gaussian's values on 16 lanes, for composite_row (as locals: the state's stores could alias the
+  // members, so the compiler would load and broadcast them again for every row).
+  struct Wide {
+    __m512 rgb[3];
+    __m512i kk;
+    explicit Wide(const GaussianLanes& gl) {
+      for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(gl.rgb[ch])));
+      kk = _mm512_broadcast_i64x4(_mm256_castps_si256(gl.kkv));
+    }
+  };
+  // composite on a tile row of two 8-lane chunks at once: c, the even chunk's state, alpha its 16 lanes'
+  // alphas. The same operations as composite, lane for lane, on 512-bit vectors with the lane masks in
+  // mask registers, on the halves h whose bit is set in both (the other's lanes are left as they are).
+  // Returns bit h set where half h has every lane done after it.
+  template <int DC>
+  unsigned composite_row(const float* alpha, float* c, unsigned both, const Wide& wv) const {
+    using L = TileLanes<float>;
+    float *done = c + L::kDone * kPairLanes, *acc = c + L::kAcc * kPairLanes, *Tr_ = c + L::kTr * kPairLanes;
+    void* last_ = c + L::kLast * kPairLanes;
+    const int64_t D = DC > 0 ? DC : this->D;
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    const __m512 Tr = _mm512_load_ps(Tr_), a = _mm512_load_ps(alpha);
+    const __mmask16 halves = static_cast<__mmask16>(((both & 1u) ? 0x00FFu : 0u) | ((both & 2u) ? 0xFF00u : 0u));
+    __mmask16 act = _mm512_cmp_ps_mask(_mm512_load_ps(done), zero, _CMP_EQ_OQ);
+    const __mmask16 ok = _mm512_mask_cmp_ps_mask(act & halves, a, _mm512_set1_ps(kAlphaMin), _CMP_GE_OQ);
+    const __m512 nT = _mm512_mul_ps(Tr, _mm512_sub_ps(one, a));
+    const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, nT, _mm512_set1_ps(kTransmittanceMin), _CMP_LE_OQ);
+    const __mmask16 con = static_cast<__mmask16>(ok & ~term);
+    act = static_cast<__mmask16>(act & ~term);
+    const __m512 w = _mm512_maskz_mul_ps(con, a, Tr);
+    _mm512_store_ps(Tr_, _mm512_mask_mov_ps(Tr, con, nT));
+    _mm512_store_si512(last_, _mm512_mask_mov_epi32(_mm512_load_si512(last_), con, wv.kk));
+    _mm512_store_ps(done, _mm512_mask_blend_ps(act, one, zero));
+    for (int64_t ch = 0; ch < D; ++ch) {
+      float* ap = acc + ch * kPairLanes;
+      const __m512 cv = DC == 3 ? wv.rgb[ch] : _mm512_set1_ps(col[ch]);
+      _mm512_store_ps(ap, _mm512_fmadd_ps(w, cv, _mm512_load_ps(ap)));
+    }
+    return ((act & 0xFFu) == 0 ? 1u : 0u) | ((act >> 8) == 0 ? 2u : 0u);
+  }
+#endif
 };
 #endif
 
