@@ -12,6 +12,7 @@
 
 #include "gsw/blend.h"
 #include "gsw/parallel.h"
+#include "huge_pages.h"
 #include "splat_simd.h"
 
 namespace gsw {
@@ -58,13 +59,13 @@ struct alignas(64) GaussianRecord {
 };
 
 // The records of Gaussians [0, CN), valid until the calling thread's next call. They are written into
-// a buffer that thread keeps from call to call (it grows, never shrinks: 64 bytes a Gaussian for float):
-// a fresh one, at 10^5 Gaussians and more, costs a serial zero fill and page faults on every call.
+// a buffer that thread keeps from call to call (it grows, never shrinks: 64 bytes a Gaussian for float),
+// on huge pages where the kernel grants them (KeptBuffer): a fresh one, at 10^5 Gaussians and more, costs
+// page faults on every call.
 template <typename T>
 const GaussianRecord<T>* gaussian_records(const T* means2d, const T* conics, const T* opac, int64_t CN) {
-  thread_local std::vector<GaussianRecord<T>> kept;
-  if (kept.size() < static_cast<size_t>(CN)) kept.resize(static_cast<size_t>(CN));
-  GaussianRecord<T>* rec = kept.data();
+  thread_local gsw::cpu::KeptBuffer kept;
+  auto* rec = static_cast<GaussianRecord<T>*>(kept.at_least(static_cast<size_t>(CN) * sizeof(GaussianRecord<T>)));
 #pragma omp parallel num_threads(threads_for(CN, kMinRecordsPerThread))
   {
     const Range share = thread_range(CN);
