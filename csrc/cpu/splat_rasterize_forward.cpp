@@ -48,6 +48,7 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
     std::vector<uint8_t> active(nchunks);
     std::vector<int64_t> qs(nchunks);  // the chunks one Gaussian blends into
     TileChunks tc(layout, g.ts);
+    RowBatch<T> batch;
     LaneCounts mine;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < g.C * ntiles; ++t) {
@@ -96,17 +97,30 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
           // covers the tile (large Gaussians in crowded tiles), with no chunk test
           uint64_t bits = active_bits;
           int64_t qlo = 0, qhi = nchunks - 1;  // its rows' chunks: all of them where it covers the tile
-          if (!tc.covers_tile(r.mx, r.my, r.su)) {
+          // on 16 x 16 tiles, alphas row by row where rows_apply holds (the backward asks it of the same rows)
+          const bool covers = tc.covers_tile(r.mx, r.my, r.su);
+          bool row_form = covers && rows16 && rows_apply(r, tc, qlo, qhi);
+          if (row_form && batch.accepts(D)) {
+            batch.add(in, r, static_cast<int32_t>(k), st);
+            if (batch.full()) batch.flush(st, active_bits, done_with);
+            continue;
+          }
+          if (!covers) {
             if (!tc.chunk_rows(r.my, r.su, qlo, qhi)) continue;
             // skip Gaussians that only reach finished chunks before the (costlier) support test
             bits &= (~uint64_t(0) >> (63 - (qhi - qlo))) << qlo;
             if (bits == 0) continue;
             bits &= tc.support_bits(r.mx, r.my, r.su, qlo, qhi);
+            if (bits == 0) continue;
+            row_form = rows16 && rows_apply(r, tc, qlo, qhi);
           }
           if (bits == 0) continue;
+          if (!batch.empty()) {  // the batch's Gaussians come first
+            batch.flush(st, active_bits, done_with);
+            if ((bits &= active_bits) == 0) continue;
+          }
           const GaussianLanes<T> gl(in, r, static_cast<int32_t>(k));
-          // on 16 x 16 tiles, alphas row by row where rows_apply holds (the backward asks it of the same rows)
-          if (rows16 && rows_apply(r, tc, qlo, qhi))
+          if (row_form)
             gl.blend_rows(bits, qlo / 2, qhi / 2, st, done_with);
           else
             gl.blend_bits(bits, st, done_with);
@@ -140,6 +154,7 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
           for (int64_t n = 0; n < nq; ++n)
             for (int j = 0; j < kLanes; ++j) mine.blended += st.last(qs[n])[j] == static_cast<int32_t>(k);
       }
+      if (!batch.empty()) batch.flush(st, active_bits, [&](int64_t q) { active_bits &= ~(uint64_t(1) << q); });
       for (int64_t q = 0; q < nchunks; ++q) {
         const ChunkGeom& cg = tc.geo(q);
         if (!cg.any_inside) continue;

@@ -223,16 +223,33 @@ struct GaussianLanes<float> {
     else
       blend_chunks<0>(ChunkBits{bits}, st, finished);
   }
+#if defined(__AVX512F__)
+  // The Gaussian's values on 16 lanes, for composite_row (as locals: the state's stores could alias the
+  // members, so the compiler would load and broadcast them again for every row).
+  struct Wide {
+    __m512 rgb[3];
+    __m512i kk;
+    explicit Wide(const GaussianLanes& gl) {
+      for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(gl.rgb[ch])));
+      kk = _mm512_broadcast_i64x4(_mm256_castps_si256(gl.kkv));
+    }
+  };
+  // The alphas of rows r0..r1 of a 16 x 16 tile where rows_apply holds, row r's 16 at out + 16 r
+  // (Alpha16::rows; out 64-byte aligned).
+  void row_alphas(TileLanes<float>& st, int64_t r0, int64_t r1, float* out) const {
+    static_assert(kPairLanes == 16, "a tile row of two 8-lane chunks is one 512-bit vector");
+    const auto py = [&](int64_t r) { return _mm512_load_ps(st.py(2 * r)); };
+    Alpha16(g).rows<false>(_mm512_load_ps(st.px(0)), py, r0, r1, *bt, out, nullptr);
+  }
+#endif
   // blend_bits over chunks of rows r0..r1 of a 16 x 16 tile where rows_apply holds: the alphas of those
   // rows by Alpha16::rows (row r's at 16 r: those of chunk q at q kLanes), then the compositing of each
   // row whose chunks' bits are set, the row's two chunks in one 512-bit vector (composite_row).
   template <typename Finished>
   void blend_rows(uint64_t bits, int64_t r0, int64_t r1, TileLanes<float>& st, Finished&& finished) const {
 #if defined(__AVX512F__)
-    static_assert(kPairLanes == 16, "a tile row of two 8-lane chunks is one 512-bit vector");
     float* const alphas = st.alphas();
-    const auto py = [&](int64_t r) { return _mm512_load_ps(st.py(2 * r)); };
-    Alpha16(g).rows<false>(_mm512_load_ps(st.px(0)), py, r0, r1, *bt, alphas, nullptr);
+    row_alphas(st, r0, r1, alphas);
     const int64_t rows = D == 3 ? TileLanes<float>::kAcc + 3 : st.rows;
     float* const state = st.state.data()->v;
     const Wide w16(*this);
@@ -384,16 +401,6 @@ struct GaussianLanes<float> {
   }
 
 #if defined(__AVX512F__)
-  // The Gaussian's values on 16 lanes, for composite_row (as locals: the state's stores could alias the
-  // members, so the compiler would load and broadcast them again for every row).
-  struct Wide {
-    __m512 rgb[3];
-    __m512i kk;
-    explicit Wide(const GaussianLanes& gl) {
-      for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(gl.rgb[ch])));
-      kk = _mm512_broadcast_i64x4(_mm256_castps_si256(gl.kkv));
-    }
-  };
   // composite on a tile row of two 8-lane chunks at once: c, the even chunk's state, alpha its 16 lanes'
   // alphas. The same operations as composite, lane for lane, on 512-bit vectors with the lane masks in
   // mask registers, on the halves h whose bit is set in both (the other's lanes are left as they are).
@@ -425,6 +432,88 @@ struct GaussianLanes<float> {
     return ((act & 0xFFu) == 0 ? 1u : 0u) | ((act >> 8) == 0 ? 2u : 0u);
   }
 #endif
+};
+#endif
+
+// Consecutive Gaussians of a tile's list that each cover the whole tile and take the row form
+// (rows_apply on all rows), blended together: each tile row's state is loaded once, each Gaussian
+// composited into it in list order, and stored once, where blend_rows loads and stores it for every
+// Gaussian. The generic form batches none (accepts() is false).
+template <typename T>
+struct RowBatch {
+  bool accepts(int64_t) const { return false; }
+  bool empty() const { return true; }
+  void add(const BlendInputs<T>&, const GaussianRecord<T>&, int32_t, TileLanes<T>&) {}
+  bool full() const { return false; }
+  template <typename Finished>
+  void flush(TileLanes<T>&, uint64_t, Finished&&) {}
+};
+
+#if defined(GSW_RASTER_AVX2) && defined(__AVX512F__)
+template <>
+struct RowBatch<float> {
+  static constexpr int kMax = 4;
+  int n = 0;
+  __m512 col[kMax][3];  // the Gaussians' colours and intersection indices on 16 lanes (Wide)
+  __m512i index[kMax];
+  alignas(64) float alpha[kMax][16 * 16];
+  // RGB only (the colours are broadcast once, in Wide), 16 x 16 tiles of 8-lane chunks
+  bool accepts(int64_t D) const { return D == 3 && kPairLanes == 16; }
+  bool empty() const { return n == 0; }
+  bool full() const { return n == kMax; }
+  // Gaussian kk of record r: its alphas now (their chains overlap the batch's other work), its
+  // compositing at the next flush.
+  void add(const BlendInputs<float>& in, const GaussianRecord<float>& r, int32_t kk, TileLanes<float>& st) {
+    const GaussianLanes<float> gl(in, r, kk);
+    gl.row_alphas(st, 0, 15, alpha[n]);
+    const GaussianLanes<float>::Wide w(gl);
+    for (int ch = 0; ch < 3; ++ch) col[n][ch] = w.rgb[ch];
+    index[n] = w.kk;
+    ++n;
+  }
+  // The batch composited, in list order, into every row with a chunk still compositing (active_bits:
+  // bit q for chunk q); finished(q) for each chunk every lane of which is done after it.
+  template <typename Finished>
+  void flush(TileLanes<float>& st, uint64_t active_bits, Finished&& finished) {
+    using L = TileLanes<float>;
+    constexpr int64_t rows = L::kAcc + 3;
+    float* const state = st.state.data()->v;
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    const __m512 amin = _mm512_set1_ps(kAlphaMin), tmin = _mm512_set1_ps(kTransmittanceMin);
+    while (active_bits != 0) {
+      const int64_t r = __builtin_ctzll(active_bits) >> 1;
+      const unsigned both = static_cast<unsigned>(active_bits >> (2 * r)) & 3u;
+      active_bits &= ~(uint64_t(3) << (2 * r));
+      float* const c = state + r * rows * 16;
+      float *done = c + L::kDone * kPairLanes, *acc = c + L::kAcc * kPairLanes, *Tr_ = c + L::kTr * kPairLanes;
+      void* last_ = c + L::kLast * kPairLanes;
+      __m512 Tr = _mm512_load_ps(Tr_);
+      __m512i last = _mm512_load_si512(last_);
+      __m512 rgb[3] = {_mm512_load_ps(acc), _mm512_load_ps(acc + kPairLanes), _mm512_load_ps(acc + 2 * kPairLanes)};
+      __mmask16 act = _mm512_cmp_ps_mask(_mm512_load_ps(done), zero, _CMP_EQ_OQ);
+      // composite_row's steps for each Gaussian in turn, the state in registers
+      for (int g = 0; g < n; ++g) {
+        const __m512 a = _mm512_load_ps(alpha[g] + 16 * r);
+        const __mmask16 ok = _mm512_mask_cmp_ps_mask(act, a, amin, _CMP_GE_OQ);
+        const __m512 nT = _mm512_mul_ps(Tr, _mm512_sub_ps(one, a));
+        const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, nT, tmin, _CMP_LE_OQ);
+        const __mmask16 con = static_cast<__mmask16>(ok & ~term);
+        act = static_cast<__mmask16>(act & ~term);
+        const __m512 w = _mm512_maskz_mul_ps(con, a, Tr);
+        Tr = _mm512_mask_mov_ps(Tr, con, nT);
+        last = _mm512_mask_mov_epi32(last, con, index[g]);
+        for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm512_fmadd_ps(w, col[g][ch], rgb[ch]);
+      }
+      _mm512_store_ps(Tr_, Tr);
+      _mm512_store_si512(last_, last);
+      _mm512_store_ps(done, _mm512_mask_blend_ps(act, one, zero));
+      for (int ch = 0; ch < 3; ++ch) _mm512_store_ps(acc + ch * kPairLanes, rgb[ch]);
+      const unsigned fin = both & (((act & 0xFFu) == 0 ? 1u : 0u) | ((act >> 8) == 0 ? 2u : 0u));
+      if (fin & 1u) finished(2 * r);
+      if (fin & 2u) finished(2 * r + 1);
+    }
+    n = 0;
+  }
 };
 #endif
 
