@@ -1,6 +1,5 @@
-// A buffer a thread keeps from call to call on 2 MiB pages where the kernel grants them: the
-// rasterizer's per-Gaussian records are read in each tile's depth order, scattered over megabytes, and
-// on 4 KiB pages nearly every read is a TLB miss.
+// Transparent huge pages (Linux) for large CPU buffers: an output's first touch faults 4 KiB at a time,
+// and a buffer read at scattered places misses the TLB on nearly every read; 2 MiB pages cut both.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +15,23 @@
 namespace gsw {
 namespace cpu {
 
-// Grows (never shrinks) to the bytes asked, 64-byte aligned; the contents are not kept across growth.
+constexpr size_t kHugePage = size_t(2) << 20;
+
+// Asks Linux for transparent huge pages under the 2 MiB-aligned inside of [p, p + bytes); with THP in
+// "madvise" mode the kernel then maps 2 MiB per fault. Pages already present are not moved; the
+// contents are never touched. A hint: errors are ignored, and other systems do nothing.
+inline void advise_huge_pages(const void* p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~uintptr_t(kHugePage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~uintptr_t(kHugePage - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+// A buffer a thread keeps from call to call, on a 2 MiB boundary and advised to huge pages: it grows
+// (never shrinks) to the bytes asked; the contents are not kept across growth.
 class KeptBuffer {
  public:
   KeptBuffer() = default;
@@ -26,17 +41,14 @@ class KeptBuffer {
   void* at_least(size_t bytes) {
     if (bytes <= size_) return data_;
     release();
-    constexpr size_t kHuge = size_t(2) << 20;
-    const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+    const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
 #if defined(__linux__)
     // one huge page more, to start the buffer on a huge-page boundary
-    void* p = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     map_ = p;
-    map_size_ = size + kHuge;
-    const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~uintptr_t(kHuge - 1);
-    data_ = reinterpret_cast<void*>(a);
-    madvise(data_, size, MADV_HUGEPAGE);  // a hint: 4 KiB pages where it is refused
+    data_ = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~uintptr_t(kHugePage - 1));
+    advise_huge_pages(data_, size);
 #else
     data_ = std::aligned_alloc(64, size);
     if (data_ == nullptr) throw std::bad_alloc();
@@ -48,7 +60,7 @@ class KeptBuffer {
  private:
   void release() {
 #if defined(__linux__)
-    if (map_ != nullptr) munmap(map_, map_size_);
+    if (map_ != nullptr) munmap(map_, size_ + kHugePage);
     map_ = nullptr;
 #else
     std::free(data_);
@@ -58,10 +70,7 @@ class KeptBuffer {
   }
   void* data_ = nullptr;
   size_t size_ = 0;
-#if defined(__linux__)
-  void* map_ = nullptr;
-  size_t map_size_ = 0;
-#endif
+  void* map_ = nullptr;  // the mapping data_ lies in (Linux)
 };
 
 }  // namespace cpu

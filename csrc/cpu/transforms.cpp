@@ -3,14 +3,12 @@
 // math (csrc/include/gsw/transforms.h) runs as SIMD across the Gaussians of the block. Bound to the op
 // by transforms_cpu.cpp.
 #include <omp.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include <cstring>
 #include <type_traits>
 
 #include "gsw/transforms.h"
+#include "huge_pages.h"
 #include "transforms_cpu.h"
 #include "transforms_simd.h"  // transpose16, rotate_band16 and <immintrin.h> on AVX-512 targets
 #if defined(__SSE2__)
@@ -262,20 +260,10 @@ void sh_block(const T* D, const T* sh, T* osh, int64_t n0, int64_t count, bool s
   sh_block_generic<T, Deg>(D, sh, osh, n0, count);
 }
 
-// Asks Linux for transparent huge pages under the 2 MiB-aligned inside of a large output buffer. An
-// output allocated for this call has no pages yet, and faulting them in 4 KiB at a time costs more than
-// the transform itself; with THP in "madvise" mode the kernel then maps 2 MiB per fault. Pages already
-// present (a reused `out`) are not moved; the contents are never touched.
-void advise_huge_pages(const void* p, int64_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
-  if (bytes < int64_t(4 * kHuge)) return;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + uintptr_t(bytes)) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // a hint: errors ignored
-#else
-  (void)p, (void)bytes;
-#endif
+// Huge pages for an output of at least 8 MiB (advise_huge_pages): an output allocated for this call has
+// no pages yet, and faulting them in 4 KiB at a time costs more than the transform itself.
+void advise_huge_output(const void* p, int64_t bytes) {
+  if (bytes >= int64_t(4 * gsw::cpu::kHugePage)) gsw::cpu::advise_huge_pages(p, static_cast<size_t>(bytes));
 }
 
 template <typename T, int Deg>
@@ -298,10 +286,10 @@ void run(const TransformParams<T>& p) {
   T* osh = K ? p.out_sh_rest : nullptr;
   const int64_t total = F * nchunks;
   const int64_t out_bytes = F * N * static_cast<int64_t>(sizeof(T));
-  advise_huge_pages(om, out_bytes * 3);
-  advise_huge_pages(oq, out_bytes * 4);
-  advise_huge_pages(os, out_bytes * 3);
-  advise_huge_pages(osh, out_bytes * K * 3);
+  advise_huge_output(om, out_bytes * 3);
+  advise_huge_output(oq, out_bytes * 4);
+  advise_huge_output(os, out_bytes * 3);
+  advise_huge_output(osh, out_bytes * K * 3);
   // outputs much larger than the last-level cache are written with streaming stores: the SH rest, and
   // (similarity path) means, quaternions and log-scales when they are not the inputs (in place, the
   // output lines are already in the cache) and 64-byte aligned
