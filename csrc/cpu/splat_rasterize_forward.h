@@ -75,6 +75,23 @@ bool composite_chunk(const BlendInputs<T>& in, const int32_t* list, int64_t len,
   return all_done > T(0);
 }
 
+#if defined(__AVX512F__)
+// One Gaussian's compositing step on 16 lanes, lane masks in mask registers (gsw/blend.h's rules): the
+// lanes of ok (still compositing, alpha a at least kAlphaMin) take a unless their transmittance Tr would
+// fall to kTransmittanceMin, where they stop instead (and leave act). Updates Tr, act and the last
+// contributors (to kk where a was taken); returns the colour weights a Tr (0 where a was not taken).
+inline __m512 composite16(__m512 a, __mmask16 ok, __mmask16& act, __m512& Tr, __m512i& last, __m512i kk) {
+  const __m512 nT = _mm512_mul_ps(Tr, _mm512_sub_ps(_mm512_set1_ps(1.0f), a));
+  const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, nT, _mm512_set1_ps(kTransmittanceMin), _CMP_LE_OQ);
+  const __mmask16 con = static_cast<__mmask16>(ok & ~term);
+  act = static_cast<__mmask16>(act & ~term);
+  const __m512 w = _mm512_maskz_mul_ps(con, a, Tr);
+  Tr = _mm512_mask_mov_ps(Tr, con, nT);
+  last = _mm512_mask_mov_epi32(last, con, kk);
+  return w;
+}
+#endif
+
 #if defined(GSW_RASTER_AVX512)
 // float: the same compositing with the chunk's state in registers and lane masks in mask registers
 // (the generic loop's 0/1-float products compile to slow mask/integer round trips).
@@ -87,7 +104,6 @@ inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* 
   __m512i last = _mm512_load_si512(reinterpret_cast<const void*>(last_));
   __mmask16 active = _mm512_cmp_ps_mask(_mm512_load_ps(done), _mm512_setzero_ps(), _CMP_EQ_OQ);
   const __m512 one = _mm512_set1_ps(1.0f), amin = _mm512_set1_ps(kAlphaMin);
-  const __m512 tmin = _mm512_set1_ps(kTransmittanceMin);
   for (int64_t l = 0; l < len && active; ++l) {
     const int32_t kk = list[l];
     const int64_t i = in.fid[kk];
@@ -96,13 +112,7 @@ inline bool composite_chunk<float>(const BlendInputs<float>& in, const int32_t* 
     const __m512 a = _mm512_load_ps(alpha);
     const __mmask16 ok = _mm512_mask_cmp_ps_mask(active, a, amin, _CMP_GE_OQ);
     if (!ok) continue;
-    const __m512 nT = _mm512_mul_ps(Tr, _mm512_sub_ps(one, a));
-    const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, nT, tmin, _CMP_LE_OQ);
-    const __mmask16 con = static_cast<__mmask16>(ok & ~term);
-    active = static_cast<__mmask16>(active & ~term);
-    const __m512 w = _mm512_maskz_mul_ps(con, a, Tr);
-    Tr = _mm512_mask_mov_ps(Tr, con, nT);
-    last = _mm512_mask_mov_epi32(last, con, _mm512_set1_epi32(kk));
+    const __m512 w = composite16(a, ok, active, Tr, last, _mm512_set1_epi32(kk));
     const float* col = in.colors + D * i;
     if (D == 3) {  // RGB, unrolled
       float *ag = acc + kPairLanes, *ab = acc + 2 * kPairLanes;
@@ -412,17 +422,15 @@ struct GaussianLanes<float> {
     void* last_ = c + L::kLast * kPairLanes;
     const int64_t D = DC > 0 ? DC : this->D;
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-    const __m512 Tr = _mm512_load_ps(Tr_), a = _mm512_load_ps(alpha);
+    __m512 Tr = _mm512_load_ps(Tr_);
+    __m512i last = _mm512_load_si512(last_);
+    const __m512 a = _mm512_load_ps(alpha);
     const __mmask16 halves = static_cast<__mmask16>(((both & 1u) ? 0x00FFu : 0u) | ((both & 2u) ? 0xFF00u : 0u));
     __mmask16 act = _mm512_cmp_ps_mask(_mm512_load_ps(done), zero, _CMP_EQ_OQ);
     const __mmask16 ok = _mm512_mask_cmp_ps_mask(act & halves, a, _mm512_set1_ps(kAlphaMin), _CMP_GE_OQ);
-    const __m512 nT = _mm512_mul_ps(Tr, _mm512_sub_ps(one, a));
-    const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, nT, _mm512_set1_ps(kTransmittanceMin), _CMP_LE_OQ);
-    const __mmask16 con = static_cast<__mmask16>(ok & ~term);
-    act = static_cast<__mmask16>(act & ~term);
-    const __m512 w = _mm512_maskz_mul_ps(con, a, Tr);
-    _mm512_store_ps(Tr_, _mm512_mask_mov_ps(Tr, con, nT));
-    _mm512_store_si512(last_, _mm512_mask_mov_epi32(_mm512_load_si512(last_), con, wv.kk));
+    const __m512 w = composite16(a, ok, act, Tr, last, wv.kk);
+    _mm512_store_ps(Tr_, Tr);
+    _mm512_store_si512(last_, last);
     _mm512_store_ps(done, _mm512_mask_blend_ps(act, one, zero));
     for (int64_t ch = 0; ch < D; ++ch) {
       float* ap = acc + ch * kPairLanes;
@@ -479,7 +487,7 @@ struct RowBatch<float> {
     constexpr int64_t rows = L::kAcc + 3;
     float* const state = st.state.data()->v;
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-    const __m512 amin = _mm512_set1_ps(kAlphaMin), tmin = _mm512_set1_ps(kTransmittanceMin);
+    const __m512 amin = _mm512_set1_ps(kAlphaMin);
     while (active_bits != 0) {
       const int64_t r = __builtin_ctzll(active_bits) >> 1;
       const unsigned both = static_cast<unsigned>(active_bits >> (2 * r)) & 3u;
@@ -495,13 +503,7 @@ struct RowBatch<float> {
       for (int g = 0; g < n; ++g) {
         const __m512 a = _mm512_load_ps(alpha[g] + 16 * r);
         const __mmask16 ok = _mm512_mask_cmp_ps_mask(act, a, amin, _CMP_GE_OQ);
-        const __m512 nT = _mm512_mul_ps(Tr, _mm512_sub_ps(one, a));
-        const __mmask16 term = _mm512_mask_cmp_ps_mask(ok, nT, tmin, _CMP_LE_OQ);
-        const __mmask16 con = static_cast<__mmask16>(ok & ~term);
-        act = static_cast<__mmask16>(act & ~term);
-        const __m512 w = _mm512_maskz_mul_ps(con, a, Tr);
-        Tr = _mm512_mask_mov_ps(Tr, con, nT);
-        last = _mm512_mask_mov_epi32(last, con, index[g]);
+        const __m512 w = composite16(a, ok, act, Tr, last, index[g]);
         for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm512_fmadd_ps(w, col[g][ch], rgb[ch]);
       }
       _mm512_store_ps(Tr_, Tr);
