@@ -76,7 +76,8 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
           st.done(q)[j] = T(1 - cg.in[j]);
           st.last(q)[j] = -1;
         }
-        for (int64_t ch = 0; ch < D; ++ch) std::memset(static_cast<void*>(st.acc(q) + ch * kPairLanes), 0, sizeof(LaneBlock<T>));
+        for (int64_t ch = 0; ch < D; ++ch)
+          std::memset(static_cast<void*>(st.acc(q) + ch * kPairLanes), 0, sizeof(LaneBlock<T>));
       }
       // Gaussian-major: each Gaussian (front to back) is blended into every chunk it reaches that is
       // still compositing, so consecutive blends are on different chunks and their dependency chains
@@ -116,7 +117,6 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
             if (bits == 0) continue;
             row_form = rows16 && rows_apply(r, tc, qlo, qhi);
           }
-          if (bits == 0) continue;
           if (!batch.empty()) {  // the batch's Gaussians come first
             batch.flush(st, active_bits, done_with);
             if ((bits &= active_bits) == 0) continue;
