@@ -3,8 +3,7 @@
 // kLanes (splat_tiles.h). The forward keeps each pixel's final transmittance and the index of its last
 // contributing intersection, so the backward (splat_rasterize_backward.cpp) walks the tile's list back
 // to front and recovers every intermediate transmittance by division, without storing the blends. Each
-// tile is walked Gaussian by Gaussian, each blended into the chunks it reaches (splat_rasterize_forward.h;
-// whole-tile ones in batches, splat_rasterize_batch.h).
+// tile is walked Gaussian by Gaussian, each blended into the chunks it reaches (splat_rasterize_forward.h).
 // Per-pixel math: gsw/blend.h (shared with csrc/cuda/splat_rasterize_*.cu); bound to the ops by
 // splat_cpu.cpp.
 #include <omp.h>
@@ -17,7 +16,6 @@
 #include "gsw/parallel.h"
 #include "splat.h"
 #include "splat_pixels.h"
-#include "splat_rasterize_batch.h"
 #include "splat_rasterize_forward.h"
 #include "splat_simd.h"
 #include "splat_tiles.h"
