@@ -154,7 +154,8 @@ void rasterize_forward_kernel(const RasterForwardParams<T>& p, LaneCounts* count
           for (int64_t n = 0; n < nq; ++n)
             for (int j = 0; j < kLanes; ++j) mine.blended += st.last(qs[n])[j] == static_cast<int32_t>(k);
       }
-      if (!batch.empty()) batch.flush(st, active_bits, [&](int64_t q) { active_bits &= ~(uint64_t(1) << q); });
+      // the tile's last blends: no chunk is tracked after them
+      if (!batch.empty()) batch.flush(st, active_bits, [](int64_t) {});
       for (int64_t q = 0; q < nchunks; ++q) {
         const ChunkGeom& cg = tc.geo(q);
         if (!cg.any_inside) continue;
