@@ -204,17 +204,17 @@ inline float reduce_add8(__m256 v) {
 // t = log2(opacity) - log2(e) sigma = dx (A dx + B dy) + C dy^2 + L (dx = mean - pixel, likewise dy):
 // the conic and log2(e) folded into A, B, C and the opacity into L, where the natural-base form takes
 // a multiply for each on every pixel's chain to alpha.
-// S = 2^(2 C): the ratio by which the ratio of consecutive rows' values changes from row to row, and
-// S4 = 2^(8 C) = S^4 (Alpha16::rows).
+// S = 2^(2 C): the ratio by which the ratio of consecutive rows' values changes from row to row
+// (Alpha16::rows).
 template <>
 struct BlendTerms<float> {
-  float A, B, C, L, S, S4;
+  float A, B, C, L, S;
   static BlendTerms of(float ca, float cb, float cc, float opacity) {
     constexpr float kLog2e = 1.44269504088896340736f;
     const float C = -0.5f * kLog2e * cc;
     return {-0.5f * kLog2e * ca, -kLog2e * cb, C,
             std::log2(opacity),  // -inf for opacity 0: alpha 2^-126, under the 1/255 cut (Alpha8)
-            std::exp2(2.0f * C), std::exp2(8.0f * C)};
+            std::exp2(2.0f * C)};
   }
 };
 
@@ -283,49 +283,35 @@ struct Alpha16 {
     __m512 raw;
     return alpha(px, py, raw);
   }
-  // The alphas (and, with Raw, the unclamped values: raw) of rows r0..r1 of a tile 16 pixels wide,
-  // row r into out + 16 r (raw + 16 r): px, the row's 16 pixel centres; py(r), row r's (broadcast);
-  // bt, the Gaussian's blend terms.
-  // The rows come in chains of four, each started by alpha() itself (rows r0, r0 + 4, ...); each
-  // further row of a chain is the row above times the ratio of their values, 2^(t(row + 1) - t(row))
-  // per lane, which is itself the ratio above times S (its exponent changes by 2 C from row to row):
-  // two multiplies a row where alpha() evaluates a polynomial. The first chain's first ratio is one
-  // exp2_16; the other chains' are it times S4^c. Each row is within a few ulps times its distance from
-  // its chain's first row of alpha() where rows_apply allows the form (tests/test_alpha_lanes.py).
+  // The alphas (and, with Raw, the unclamped values: raw) of rows r0..r1 of a tile 16 pixels wide, row r
+  // into out + 16 r (raw + 16 r): px, the row's 16 pixel centres; py(r), row r's (broadcast); bt, the
+  // Gaussian's blend terms.
+  // Row r0 is alpha() itself; each further row is the row above times the ratio of their values,
+  // 2^(t(row + 1) - t(row)) per lane, which is itself the ratio above times S (its exponent changes by
+  // 2 C from row to row): two multiplies a row where alpha() evaluates a polynomial, and one chain of
+  // them down the band, whose latency the rest of the Gaussian's work hides. Each row is within a few
+  // ulps times the square of its distance from row r0 of alpha() where rows_apply allows the form
+  // (tests/test_alpha_lanes.py).
   template <bool Raw, typename Py>
   inline void rows(__m512 px, Py&& py, int64_t r0, int64_t r1, const BlendTerms<float>& bt, float* out,
                    float* raw) const {
-    const __m512 lim = _mm512_set1_ps(126.0f), amax = _mm512_set1_ps(kAlphaMax);
-    const __m512 s = _mm512_set1_ps(bt.S), dx = _mm512_sub_ps(mx, px);
+    const __m512 lim = _mm512_set1_ps(126.0f), amax = _mm512_set1_ps(kAlphaMax), zero = _mm512_setzero_ps();
+    const __m512 s = _mm512_set1_ps(bt.S), py0 = py(r0), dx = _mm512_sub_ps(mx, px), dy = _mm512_sub_ps(my, py0);
     // the ratio of rows r0 + 1 and r0: t(dx, dy - 1) - t(dx, dy) = -(B dx + C (2 dy - 1)), dy = my - py;
     // within +-126 where rows_apply holds, clamped for exp2_16 anyway
-    const __m512 zero = _mm512_setzero_ps(), dy = _mm512_sub_ps(my, py(r0));
     const __m512 twody1 = _mm512_fmsub_ps(_mm512_set1_ps(2.0f), dy, _mm512_set1_ps(1.0f));
     const __m512 d = _mm512_sub_ps(zero, _mm512_fmadd_ps(B, dx, _mm512_mul_ps(C, twody1)));
-    const __m512 F0 =
-        exp2_16(_mm512_maskz_max_ps(0xFFFF, _mm512_maskz_min_ps(0xFFFF, d, lim), _mm512_sub_ps(zero, lim)));
-    const int nch = static_cast<int>((r1 - r0 + 4) / 4);  // 1..4 chains
-    const auto put = [&](int64_t r, __m512 a, __m512 g) {
+    __m512 F = exp2_16(_mm512_maskz_max_ps(0xFFFF, _mm512_maskz_min_ps(0xFFFF, d, lim), _mm512_sub_ps(zero, lim)));
+    __m512 G;  // row r's value, unclamped
+    __m512 a = alpha(px, py0, G);
+    for (int64_t r = r0;; ++r) {
       _mm512_storeu_ps(out + 16 * r, a);
-      if (Raw) _mm512_storeu_ps(raw + 16 * r, g);
-    };
-    __m512 G[4] = {F0, F0, F0, F0}, F[4] = {F0, F0, F0, F0};  // (set below for the chains in use)
-    float sc = 1.0f;  // S4^c
-    for (int c = 0; c < 4 && c < nch; ++c) {
-      const int64_t r = r0 + 4 * c;
-      const __m512 a = alpha(px, py(r), G[c]);
-      put(r, a, G[c]);
-      F[c] = c == 0 ? F0 : _mm512_mul_ps(F0, _mm512_set1_ps(sc));
-      sc *= bt.S4;
+      if (Raw) _mm512_storeu_ps(raw + 16 * r, G);
+      if (r == r1) break;
+      G = _mm512_mul_ps(G, F);
+      F = _mm512_mul_ps(F, s);
+      a = _mm512_maskz_min_ps(0xFFFF, G, amax);
     }
-    for (int k = 1; k < 4; ++k)
-      for (int c = 0; c < 4 && c < nch; ++c) {
-        const int64_t r = r0 + 4 * c + k;
-        if (r > r1) break;  // only the last chain ends early
-        G[c] = _mm512_mul_ps(G[c], F[c]);
-        F[c] = _mm512_mul_ps(F[c], s);
-        put(r, _mm512_maskz_min_ps(0xFFFF, G[c], amax), G[c]);
-      }
   }
   // The 16 lanes of chunks a (low half) and b (high half), 8 floats each.
   static __m512 pair(const float* a, const float* b) {
