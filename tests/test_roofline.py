@@ -329,7 +329,7 @@ def test_the_roofline_table_command_at_toy_sizes(tmp_path, monkeypatch: pytest.M
     assert any(k.startswith("transforms/ext/") for k in kernels) and any(k.startswith("adam/fused/") for k in kernels)
     assert {"intensity", "gflops", "gbs", "pct_of_peak", "iqr_s", "commit", "cpu", "threads", "command"} <= set(table)
     assert (table.threads == 1).all() and (table.pct_of_peak.dropna() > 0).all()
-    assert (table.command == roofline.COMMAND + " --threads 1 --min-run-time 0.01 --rounds 2 --tiny").all()
+    assert (table.command == f"{roofline.COMMAND} {out} --threads 1 --min-run-time 0.01 --rounds 2 --tiny").all()
     assert (table.rounds == 2).all() and table.kernel.is_unique  # one row a case: its quietest pass
     assert any("/cloud/" in k and k.endswith("/rasterize") for k in kernels)
     # the training step, then one row a stage and one of the time outside them, each with its share of

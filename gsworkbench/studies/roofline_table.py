@@ -27,7 +27,7 @@ from gsworkbench.studies.suites import render, train, transforms
 from gsworkbench.train.step_work import STEP, step_stage_work
 from gsworkbench.train.timers import STAGES
 
-COMMAND = "python -m gsworkbench.studies.roofline_table docs/tables/roofline.csv"
+COMMAND = "python -m gsworkbench.studies.roofline_table"
 DEFAULT_THREADS = 2
 DEFAULT_MIN_RUN_TIME = 1.0  # seconds per case: a few rounds even for the slowest headline case
 DEFAULT_ROUNDS = 3  # passes over every case; each case keeps its quietest pass
@@ -102,9 +102,9 @@ def peer_speedups(kernels: pd.Series, median_s: pd.Series) -> list[float]:
             for k, m in zip(kernels, median_s, strict=True)]  # fmt: skip
 
 
-def command_line(threads: int, min_run_time: float, tiny: bool, rounds: int = DEFAULT_ROUNDS) -> str:
-    """The command that makes a table with these options (defaults left out)."""
-    return (COMMAND + (f" --threads {threads}" if threads != DEFAULT_THREADS else "")
+def command_line(out: str, threads: int, min_run_time: float, tiny: bool, rounds: int = DEFAULT_ROUNDS) -> str:
+    """The command that writes a table with these options to ``out`` (defaults left out)."""
+    return (f"{COMMAND} {out}" + (f" --threads {threads}" if threads != DEFAULT_THREADS else "")
             + (f" --min-run-time {min_run_time:g}" if min_run_time != DEFAULT_MIN_RUN_TIME else "")
             + (f" --rounds {rounds}" if rounds != DEFAULT_ROUNDS else "")
             + (" --tiny" if tiny else ""))  # fmt: skip
@@ -153,7 +153,6 @@ def roofline_table(threads: int, tiny: bool = False, min_run_time: float = DEFAU
     table["rounds"] = rounds
     table["peak_gflops"] = ceilings.peak_gflops if ceilings else math.nan
     table["bandwidth_gbs"] = ceilings.bandwidth_gbs if ceilings else math.nan
-    table["command"] = command_line(threads, min_run_time, tiny, rounds)
     table["commit"] = short_commit()
     table["cpu"] = cpu_model()
     table["threads"] = threads
@@ -172,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="toy sizes (a check that the command works)")
     args = parser.parse_args(argv)
     table = roofline_table(args.threads, args.tiny, args.min_run_time, rounds=args.rounds)
+    table["command"] = command_line(str(args.out), args.threads, args.min_run_time, args.tiny, args.rounds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_table(args.out, table)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
