@@ -3,6 +3,8 @@ every device of the ``device`` fixture; the reference stays on the CPU)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from conftest import backend_params, rel_err, requires_ext, to_device
@@ -260,3 +262,24 @@ def test_missing_extension_message(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("1.0")
     assert "ERR" in out.stdout and "make setup" in out.stdout
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_numba_peer_gives_zero_not_subnormal_far_out(dtype):
+    """The numba peer's exp(-q/2) is 0 under 2^(27 - bias) (so that its products stay out of the subnormal
+    range, which Intel cores run through microcode assists) and the true value above it."""
+    fl = torch.finfo(dtype)
+    bias = 127 if dtype == torch.float32 else 1023  # the exponent bias
+    # points at distances r whose exp(-r^2 / 2) is 2^t: well above the cutoff, just above it, just under
+    # it, far under it
+    ts = torch.tensor([-10.0, 28.0 - bias, 26.0 - bias, 7.0 - bias], dtype=torch.float64)
+    r = torch.sqrt(-2.0 * ts * math.log(2.0))
+    points = torch.stack([r, torch.zeros_like(r), torch.zeros_like(r)], -1).to(dtype)
+    means, factors = torch.zeros(1, 3, dtype=dtype), torch.eye(3, dtype=dtype)[None]
+    v = evaluate(points, means, factors, torch.full((1,), 0.5, dtype=dtype), backend="numba")
+    ref = 0.5 * torch.exp(-0.5 * points[:, 0].double() ** 2)
+    above = torch.tensor([True, True, False, False])
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    assert ((v[above].double() - ref[above]).abs() / ref[above]).max() < tol
+    assert (v[~above] == 0).all()
+    assert not ((v != 0) & (v.abs() < fl.tiny)).any(), "a subnormal value"
