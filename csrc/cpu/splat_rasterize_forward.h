@@ -165,6 +165,29 @@ struct TileLanes {
   T* acc(int64_t q) { return chunk(q) + kAcc * kPairLanes; }  // D rows of kLanes, kPairLanes apart
 };
 
+#if defined(GSW_RASTER_AVX2) && defined(__AVX512F__)
+// A 16-pixel tile row's compositing state in registers (float TileLanes, 8-lane chunks in pairs): c is
+// the row's even chunk's state; act holds the lanes still compositing (done == 0).
+struct RowState {
+  __m512 Tr;
+  __m512i last;
+  __mmask16 act;
+  static RowState load(const float* c) {
+    using L = TileLanes<float>;
+    return {_mm512_load_ps(c + L::kTr * kPairLanes), _mm512_load_si512(c + L::kLast * kPairLanes),
+            _mm512_cmp_ps_mask(_mm512_load_ps(c + L::kDone * kPairLanes), _mm512_setzero_ps(), _CMP_EQ_OQ)};
+  }
+  void store(float* c) const {
+    using L = TileLanes<float>;
+    _mm512_store_ps(c + L::kTr * kPairLanes, Tr);
+    _mm512_store_si512(c + L::kLast * kPairLanes, last);
+    _mm512_store_ps(c + L::kDone * kPairLanes, _mm512_mask_blend_ps(act, _mm512_set1_ps(1.0f), _mm512_setzero_ps()));
+  }
+  // Bit h set where half h (chunk 2 r + h) has every lane done.
+  unsigned finished_halves() const { return ((act & 0xFFu) == 0 ? 1u : 0u) | ((act >> 8) == 0 ? 2u : 0u); }
+};
+#endif
+
 // One Gaussian (intersection kk of the tile's list) blended into the chunks qs[0..nq) (distinct, each
 // still compositing), or those whose bits are set (blend_bits, tiles of up to 64 chunks), one after
 // another: the Gaussian-major step of rasterize_forward_kernel, which calls finished(q) for each chunk
@@ -417,27 +440,20 @@ struct GaussianLanes<float> {
   // Returns bit h set where half h has every lane done after it.
   template <int DC>
   unsigned composite_row(const float* alpha, float* c, unsigned both, const Wide& wv) const {
-    using L = TileLanes<float>;
-    float *done = c + L::kDone * kPairLanes, *acc = c + L::kAcc * kPairLanes, *Tr_ = c + L::kTr * kPairLanes;
-    void* last_ = c + L::kLast * kPairLanes;
+    float* const acc = c + TileLanes<float>::kAcc * kPairLanes;
     const int64_t D = DC > 0 ? DC : this->D;
-    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-    __m512 Tr = _mm512_load_ps(Tr_);
-    __m512i last = _mm512_load_si512(last_);
+    RowState rs = RowState::load(c);
     const __m512 a = _mm512_load_ps(alpha);
     const __mmask16 halves = static_cast<__mmask16>(((both & 1u) ? 0x00FFu : 0u) | ((both & 2u) ? 0xFF00u : 0u));
-    __mmask16 act = _mm512_cmp_ps_mask(_mm512_load_ps(done), zero, _CMP_EQ_OQ);
-    const __mmask16 ok = _mm512_mask_cmp_ps_mask(act & halves, a, _mm512_set1_ps(kAlphaMin), _CMP_GE_OQ);
-    const __m512 w = composite16(a, ok, act, Tr, last, wv.kk);
-    _mm512_store_ps(Tr_, Tr);
-    _mm512_store_si512(last_, last);
-    _mm512_store_ps(done, _mm512_mask_blend_ps(act, one, zero));
+    const __mmask16 ok = _mm512_mask_cmp_ps_mask(rs.act & halves, a, _mm512_set1_ps(kAlphaMin), _CMP_GE_OQ);
+    const __m512 w = composite16(a, ok, rs.act, rs.Tr, rs.last, wv.kk);
+    rs.store(c);
     for (int64_t ch = 0; ch < D; ++ch) {
       float* ap = acc + ch * kPairLanes;
       const __m512 cv = DC == 3 ? wv.rgb[ch] : _mm512_set1_ps(col[ch]);
       _mm512_store_ps(ap, _mm512_fmadd_ps(w, cv, _mm512_load_ps(ap)));
     }
-    return ((act & 0xFFu) == 0 ? 1u : 0u) | ((act >> 8) == 0 ? 2u : 0u);
+    return rs.finished_halves();
   }
 #endif
 };
@@ -483,34 +499,27 @@ struct RowBatch<float> {
   // bit q for chunk q); finished(q) for each chunk every lane of which is done after it.
   template <typename Finished>
   void flush(TileLanes<float>& st, uint64_t active_bits, Finished&& finished) {
-    using L = TileLanes<float>;
-    constexpr int64_t rows = L::kAcc + 3;
+    constexpr int64_t rows = TileLanes<float>::kAcc + 3;
     float* const state = st.state.data()->v;
-    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
     const __m512 amin = _mm512_set1_ps(kAlphaMin);
     while (active_bits != 0) {
       const int64_t r = __builtin_ctzll(active_bits) >> 1;
       const unsigned both = static_cast<unsigned>(active_bits >> (2 * r)) & 3u;
       active_bits &= ~(uint64_t(3) << (2 * r));
       float* const c = state + r * rows * 16;
-      float *done = c + L::kDone * kPairLanes, *acc = c + L::kAcc * kPairLanes, *Tr_ = c + L::kTr * kPairLanes;
-      void* last_ = c + L::kLast * kPairLanes;
-      __m512 Tr = _mm512_load_ps(Tr_);
-      __m512i last = _mm512_load_si512(last_);
+      float* const acc = c + TileLanes<float>::kAcc * kPairLanes;
+      RowState rs = RowState::load(c);
       __m512 rgb[3] = {_mm512_load_ps(acc), _mm512_load_ps(acc + kPairLanes), _mm512_load_ps(acc + 2 * kPairLanes)};
-      __mmask16 act = _mm512_cmp_ps_mask(_mm512_load_ps(done), zero, _CMP_EQ_OQ);
       // composite_row's steps for each Gaussian in turn, the state in registers
       for (int g = 0; g < n; ++g) {
         const __m512 a = _mm512_load_ps(alpha[g] + 16 * r);
-        const __mmask16 ok = _mm512_mask_cmp_ps_mask(act, a, amin, _CMP_GE_OQ);
-        const __m512 w = composite16(a, ok, act, Tr, last, index[g]);
+        const __mmask16 ok = _mm512_mask_cmp_ps_mask(rs.act, a, amin, _CMP_GE_OQ);
+        const __m512 w = composite16(a, ok, rs.act, rs.Tr, rs.last, index[g]);
         for (int ch = 0; ch < 3; ++ch) rgb[ch] = _mm512_fmadd_ps(w, col[g][ch], rgb[ch]);
       }
-      _mm512_store_ps(Tr_, Tr);
-      _mm512_store_si512(last_, last);
-      _mm512_store_ps(done, _mm512_mask_blend_ps(act, one, zero));
+      rs.store(c);
       for (int ch = 0; ch < 3; ++ch) _mm512_store_ps(acc + ch * kPairLanes, rgb[ch]);
-      const unsigned fin = both & (((act & 0xFFu) == 0 ? 1u : 0u) | ((act >> 8) == 0 ? 2u : 0u));
+      const unsigned fin = both & rs.finished_halves();
       if (fin & 1u) finished(2 * r);
       if (fin & 2u) finished(2 * r + 1);
     }
