@@ -66,8 +66,8 @@ def _build(dtype: np.dtype) -> tuple:
     lowest = T(1 - bias)  # 2^t below the normal range is flushed to 2^(1-bias)
     # exp(-q/2) is 0 below 2^cutoff, 26 octaves above the normal range's floor: its products with
     # weights and gradients (down to 2^-26) stay normal, where subnormal operands cost Intel cores a
-    # microcode assist each (over 20x the whole field's time there); the ext kernels flush them to zero
-    # (FTZ/DAZ) for the same reason
+    # microcode assist each (docs/performance.md); the ext kernels flush them to zero (FTZ/DAZ) for the
+    # same reason
     cutoff = T(27 - bias)
     half, fbias = T(0.5), T(bias)
     c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = c
