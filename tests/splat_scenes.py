@@ -117,8 +117,12 @@ def tile_runs(flatten_ids: torch.Tensor, tile_offsets: torch.Tensor) -> list[tor
     return [flatten_ids[s:e] for s, e in zip(off.tolist(), ends.tolist(), strict=True)]
 
 
-def assert_prefix_lists(whole: tuple[torch.Tensor, torch.Tensor], cut: tuple[torch.Tensor, torch.Tensor]) -> None:
-    """Each tile's list in ``cut`` (flatten_ids, tile_offsets) is a prefix of its list in ``whole``: lists
-    cut at saturation (``isect_tiles(cut_saturated=True)``) against the whole ones."""
+def assert_sublists(whole: tuple[torch.Tensor, torch.Tensor], cut: tuple[torch.Tensor, torch.Tensor]) -> None:
+    """Each tile's list in ``cut`` (flatten_ids, tile_offsets) keeps entries of its list in ``whole``, in
+    their order: lists cut where their tiles saturate and to the Gaussians that reach the tile on its
+    rows (``isect_tiles(cut_saturated=True)``) against the whole ones."""
     for t, (w, k) in enumerate(zip(tile_runs(*whole), tile_runs(*cut), strict=True)):
-        assert torch.equal(w[: k.numel()], k), f"tile {t}: not a prefix of the whole list"
+        pos = {g: i for i, g in enumerate(w.tolist())}
+        at = [pos.get(g, -1) for g in k.tolist()]
+        assert all(i >= 0 for i in at), f"tile {t}: an entry not in the whole list"
+        assert all(i < j for i, j in zip(at, at[1:])), f"tile {t}: entries out of the whole list's order"

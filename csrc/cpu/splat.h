@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gsw/splat_params.h"
+#include "gsw/tile_cover.h"
 
 namespace gsw {
 namespace splat {
@@ -91,6 +92,8 @@ struct IsectScratch {
   std::vector<uint32_t> count;
   std::vector<float> rec;
   std::vector<double> rec64;
+  std::vector<RowSupport> rows;   // each Gaussian's (cut_saturated), by index
+  std::vector<RowSupport> srows;  // the visible ones', in depth order (count_saturated)
   int nth = 1;       // parts of the passes
   bool cut = false;  // whether the lists were cut at saturation
 };

@@ -3,7 +3,8 @@
 // gsw/tile_cover.h), and the (tile, depth)-sorted list of intersections the rasterizer walks: one
 // radix sort of the visible Gaussians by depth, then a stable parallel counting sort by tile; with
 // cut_saturated, each tile's list ends where every pixel of the tile has surely stopped
-// (gsw/tile_saturation.h, splat_isect_saturated.h). Bound to the op by splat_cpu.cpp.
+// (gsw/tile_saturation.h, splat_isect_saturated.h) and keeps the Gaussians whose support reaches the
+// tile on its rows (gsw/tile_cover.h, cut_row_to_support). Bound to the op by splat_cpu.cpp.
 #include <omp.h>
 
 #include <algorithm>
@@ -129,29 +130,43 @@ void tile_boxes(const T* m, const int32_t* r, int64_t n, int64_t tile_size, int6
   }
 }
 
-// The boxes (and counts) of tile_boxes cut to each Gaussian's alpha support (gsw/tile_cover.h). In
-// blocks of kCutBlock Gaussians whose inputs are first copied apart (one array per value): the cut's
-// double-precision arithmetic then runs kCutBlock lanes wide, which GCC does not do on the interleaved
-// arrays.
+// Gaussians a block of the per-Gaussian passes below (cut_boxes, row_supports) takes at once.
 constexpr int kCutBlock = 64;
+
+// The inputs of kCutBlock Gaussians i0 .. i0 + nb copied apart, one array per value in double: the
+// passes' double-precision arithmetic then runs kCutBlock lanes wide, which GCC does not do on the
+// interleaved arrays. A short last block's spare lanes hold a faint Gaussian (opacity 0: an empty box,
+// no row cut).
+struct GaussianBlock {
+  double mx[kCutBlock], my[kCutBlock], ca[kCutBlock], cb[kCutBlock], cc[kCutBlock], op[kCutBlock];
+  template <typename T>
+  void load(const T* m, const T* conics, const T* opac, int64_t i0, int nb) {
+    for (int k = 0; k < kCutBlock; ++k) {
+      const int64_t i = i0 + (k < nb ? k : 0);
+      mx[k] = m[2 * i];
+      my[k] = m[2 * i + 1];
+      ca[k] = conics[3 * i];
+      cb[k] = conics[3 * i + 1];
+      cc[k] = conics[3 * i + 2];
+      op[k] = k < nb ? double(opac[i]) : 0.0;
+    }
+  }
+};
+
+// The boxes (and counts) of tile_boxes cut to each Gaussian's alpha support (gsw/tile_cover.h), in
+// blocks of kCutBlock Gaussians (GaussianBlock).
 template <typename T>
 void cut_boxes(const T* m, const T* conics, const T* opac, int64_t n, int64_t tile_size, int32_t* box, int32_t* cnt) {
 #pragma omp parallel num_threads(threads_for(n, kMinIsectPerThread))
   {
     const Range share = thread_range(n);
-    double mx[kCutBlock], my[kCutBlock], ca[kCutBlock], cb[kCutBlock], cc[kCutBlock], op[kCutBlock];
+    GaussianBlock g;
     int32_t b0[kCutBlock], b1[kCutBlock], b2[kCutBlock], b3[kCutBlock];
     for (int64_t i0 = share.begin; i0 < share.end; i0 += kCutBlock) {
       const int nb = static_cast<int>(std::min<int64_t>(kCutBlock, share.end - i0));
-      // a short last block's spare lanes cut an empty box of a faint Gaussian
+      g.load(m, conics, opac, i0, nb);
       for (int k = 0; k < kCutBlock; ++k) {
         const int64_t i = i0 + (k < nb ? k : 0);
-        mx[k] = m[2 * i];
-        my[k] = m[2 * i + 1];
-        ca[k] = conics[3 * i];
-        cb[k] = conics[3 * i + 1];
-        cc[k] = conics[3 * i + 2];
-        op[k] = k < nb ? double(opac[i]) : 0.0;
         b0[k] = box[4 * i];
         b1[k] = box[4 * i + 1];
         b2[k] = box[4 * i + 2];
@@ -160,7 +175,8 @@ void cut_boxes(const T* m, const T* conics, const T* opac, int64_t n, int64_t ti
       // every Gaussian, with no branch (an empty box, cnt 0, stays empty)
 #pragma omp simd
       for (int k = 0; k < kCutBlock; ++k) {
-        cut_box_to_support<double>(mx[k], my[k], ca[k], cb[k], cc[k], op[k], tile_size, b0[k], b1[k], b2[k], b3[k]);
+        cut_box_to_support<double>(g.mx[k], g.my[k], g.ca[k], g.cb[k], g.cc[k], g.op[k], tile_size, b0[k], b1[k], b2[k],
+                                   b3[k]);
       }
       for (int k = 0; k < nb; ++k) {
         const int64_t i = i0 + k;
@@ -170,6 +186,30 @@ void cut_boxes(const T* m, const T* conics, const T* opac, int64_t n, int64_t ti
         box[4 * i + 3] = b3[k];
         cnt[i] = (b2[k] - b0[k]) * (b3[k] - b1[k]);
       }
+    }
+  }
+}
+
+// Each Gaussian's RowSupport into rows[i], for the lists cut at saturation, in blocks of kCutBlock
+// Gaussians (GaussianBlock).
+template <typename T>
+void row_supports(const T* m, const T* conics, const T* opac, int64_t n, RowSupport* rows) {
+#pragma omp parallel num_threads(threads_for(n, kMinIsectPerThread))
+  {
+    const Range share = thread_range(n);
+    GaussianBlock g;
+    float f[8][kCutBlock];
+    for (int64_t i0 = share.begin; i0 < share.end; i0 += kCutBlock) {
+      const int nb = static_cast<int>(std::min<int64_t>(kCutBlock, share.end - i0));
+      g.load(m, conics, opac, i0, nb);
+#pragma omp simd
+      for (int k = 0; k < kCutBlock; ++k) {
+        float o[8];
+        row_support_terms(g.mx[k], g.my[k], g.ca[k], g.cb[k], g.cc[k], g.op[k], o);
+        for (int e = 0; e < 8; ++e) f[e][k] = o[e];
+      }
+      for (int k = 0; k < nb; ++k)
+        rows[i0 + k] = {f[0][k], f[1][k], f[2][k], f[3][k], f[4][k], f[5][k], f[6][k], f[7][k]};
     }
   }
 }
@@ -236,7 +276,9 @@ int64_t isect_count(const T* m, const int32_t* r, const float* d, const T* conic
     cut_saturated = pairs >= kSaturationMinPairsPerTile * CT && pairs >= kSaturationMinTilesPerGaussian * V;
   }
   sc.cut = cut_saturated;
-  if (cut_saturated) {
+  if (cut_saturated) {  // cut_saturated comes with conics and opacities
+    sc.rows.resize(static_cast<size_t>(CN));
+    row_supports<T>(m, conics, opac, CN, sc.rows.data());
     count_saturated<T>(m, conics, opac, order, sbox, N, tile_size, tile_width, tile_height, C, nth, sc);
     for (int64_t t = 0; t < CT; ++t) start[t + 1] = start[t] + hist[t];
   } else {

@@ -1,7 +1,8 @@
 // The intersection's lists cut at saturation (gsw/tile_saturation.h), counted: count_saturated, which
 // csrc/cpu/splat_isect.cpp calls when cut_saturated cuts. Each part of the pass owns interleaved rows of
 // tiles and walks every visible Gaussian in depth order over its own rows, bounding each open tile's
-// transmittance and closing the tile once the bound saturates.
+// transmittance and closing the tile once the bound saturates; each row of a box is first cut to the
+// tiles the Gaussian's support reaches on it (cut_row_to_support).
 #pragma once
 
 #include <omp.h>
@@ -57,6 +58,13 @@ inline std::vector<double>& saturation_records<double>(IsectScratch& sc) {
 inline uint64_t word_span(int32_t x0, int32_t x1, int32_t wx) {
   const int32_t lo = std::max(x0 - (wx << 6), 0), hi = std::min(x1 - (wx << 6), 64);
   return (hi == 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1);
+}
+
+// Whether a tile of [x0, x1) is still open (its bit clear in the row's words dw).
+inline bool any_open(int32_t x0, int32_t x1, const uint64_t* dw) {
+  for (int32_t wx = x0 >> 6; wx <= (x1 - 1) >> 6; ++wx)
+    if ((word_span(x0, x1, wx) & ~dw[wx]) != 0) return true;
+  return false;
 }
 
 // One row of Gaussian i's box (its record g): the tiles [x0, x1) of the row whose first tile is row (a
@@ -123,6 +131,7 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
   const int64_t V = static_cast<int64_t>(order.size()), CT = C * tile_width * tile_height;
   std::vector<T>& rec = saturation_records<T>(sc);
   rec.resize(static_cast<size_t>(V) * 6);
+  sc.srows.resize(static_cast<size_t>(V));
 #pragma omp parallel for num_threads(nth) schedule(static)
   for (int64_t j = 0; j < V; ++j) {
     if (j + kGatherAhead < V) {
@@ -130,10 +139,12 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
       __builtin_prefetch(m + 2 * ia);
       __builtin_prefetch(conics + 3 * ia);
       __builtin_prefetch(opac + ia);
+      __builtin_prefetch(sc.rows.data() + ia);
     }
     const int64_t i = static_cast<int64_t>(order[j] & 0xffffffffu);
     const T* co = conics + 3 * i;
     saturation_record<T>(m[2 * i], m[2 * i + 1], co[0], co[1], co[2], opac[i], rec.data() + 6 * j);
+    sc.srows[static_cast<size_t>(j)] = sc.rows[static_cast<size_t>(i)];
   }
   sc.hist.assign(static_cast<size_t>(CT), 0);
   // per row of tiles, a bit per saturated tile: a box's row skips its saturated tiles a word at a time
@@ -149,6 +160,9 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
   int64_t* cnt = sc.hist.data();
   uint64_t* done = sc.done.data();
   const T* recs = rec.data();
+  const RowSupport* rows = sc.srows.data();
+  const bool pow2 = (tile_size & (tile_size - 1)) == 0;
+  const double inv_ts = 1.0 / double(tile_size);
   T* tbs = tb.data();
   const T ts = T(tile_size);
 #pragma omp parallel num_threads(nth)
@@ -160,6 +174,13 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
       uint64_t *w = kp.data(), *wend = w + kp.size();
       for_owned_rows(sbox, order, C, N, tile_height, nth, p,
                      [&](int64_t j, int64_t r, int32_t ty, int32_t x0, int32_t x1, int32_t i) {
+                       // where a tile of the row is still open, the row cut to the support's extent on
+                       // it: fewer tiles bounded and listed (most rows of a deep scene's boxes are
+                       // saturated by then, and skip the cut's arithmetic)
+                       uint64_t* const dw = done + r * row_words;
+                       if (!any_open(x0, x1, dw)) return;
+                       cut_row_to_support(rows[j], tile_size, inv_ts, pow2, ty, x0, x1);
+                       if (x0 >= x1) return;
                        // room for the row's entries and the four a group of tiles stores (bound_row)
                        if (wend - w < x1 - x0 + 4) {
                          const size_t used = static_cast<size_t>(w - kp.data());
@@ -168,8 +189,7 @@ void count_saturated(const T* m, const T* conics, const T* opac, const std::vect
                          wend = kp.data() + kp.size();
                        }
                        // r = c * tile_height + ty: global tile ids
-                       w = bound_row<T>(recs + 6 * j, i, r * tile_width, ty, x0, x1, ts, edges,
-                                        done + r * row_words, cnt, tbs, w);
+                       w = bound_row<T>(recs + 6 * j, i, r * tile_width, ty, x0, x1, ts, edges, dw, cnt, tbs, w);
                      });
       sc.kept_n[static_cast<size_t>(p)] = static_cast<int64_t>(w - kp.data());
     }

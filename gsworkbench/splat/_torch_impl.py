@@ -260,6 +260,58 @@ def saturation_keep(
     return ~(prior < math.log(SATURATION_T)).all(1)
 
 
+def row_support_reach(
+    tile: torch.Tensor,
+    gid: torch.Tensor,
+    means2d: torch.Tensor,
+    conics: torch.Tensor,
+    opacities: torch.Tensor,
+    tile_size: int,
+    tile_width: int,
+    tile_height: int,
+    margin: float = 0.0,
+) -> torch.Tensor:
+    """Whether each intersection's Gaussian reaches its tile on the tile's own rows, in float64: bool [M]
+    for global tile ids ``tile`` [M] and Gaussian indices ``gid`` [M] (c*N + n into means2d [C,N,2],
+    conics [C,N,3], opacities [C,N]).
+
+    :func:`support_tile_bounds`'s ellipse (sigma <= smax), over the tile's rows of pixel centres y in
+    [ty ts + 0.5, ty ts + ts - 0.5]: its x extent there (the left edge's minimum and the right edge's
+    maximum, at the ellipse's leftmost and rightmost points' rows clamped to the tile's rows), widened by
+    ``margin`` pixels, against the tile's pixel centres in x. True where the box is not cut in x (a conic
+    that is not positive definite, or a c > 10^4 det). The reference of cut_row_to_support
+    (csrc/include/gsw/tile_cover.h), which the CPU lists cut at saturation take too, with a margin of
+    0.01 pixels."""
+    f64 = torch.float64
+    m = means2d.detach().to(f64).reshape(-1, 2)[gid]
+    co = conics.detach().to(f64).reshape(-1, 3)[gid]
+    x = opacities.detach().to(f64).reshape(-1)[gid] * 255.0
+    mx, my, a, b, c = m[:, 0], m[:, 1], co[:, 0], co[:, 1], co[:, 2]
+    det = a * c - b * b
+    on = (x >= 1.0) & (a > 0) & (c > 0) & (det > 0) & torch.isfinite(det) & torch.isfinite(m).all(1)
+    on &= a * c <= 1e4 * det
+    one = torch.ones_like(det)
+    sa, sb = torch.where(on, a, one), torch.where(on, b, 0.0)
+    sc, sd = torch.where(on, c, one), torch.where(on, det, one)
+    smax = log_upper(torch.where(on, x, one)) * 1.02 + 0.02
+    lean = sb / sc * torch.sqrt(2.0 * smax * sc / sd)  # the leftmost point's row offset
+    ts = float(tile_size)
+    local = tile % (tile_width * tile_height)
+    tx = (local % tile_width).to(f64)
+    ty = torch.div(local, tile_width, rounding_mode="floor").to(f64)
+    y0 = ty * ts + 0.5 - my
+    y1 = y0 + ts - 1.0
+
+    def edge(dy: torch.Tensor, sign: float) -> torch.Tensor:
+        w = (2.0 * sa * smax - sd * dy * dy).clamp_min(0.0)
+        return mx + (-sb * dy + sign * torch.sqrt(w)) / sa
+
+    xl = edge(torch.minimum(torch.maximum(lean, y0), y1), -1.0)
+    xr = edge(torch.minimum(torch.maximum(-lean, y0), y1), 1.0)
+    reach = (xl - margin <= tx * ts + ts - 0.5) & (xr + margin >= tx * ts + 0.5)
+    return ~on | reach
+
+
 @torch.library.custom_op("gsworkbench_torch::repeat_indices", mutates_args=())
 def repeat_indices(counts: torch.Tensor) -> torch.Tensor:
     """Each index i of counts [n] repeated counts[i] times: ``torch.repeat_interleave(counts)``, [sum(counts)].
@@ -293,8 +345,9 @@ def isect_tiles(
     neither), the box cut to its alpha >= 1/255 support (:func:`support_tile_bounds`): the rasterizer
     would skip the Gaussian at every pixel of the tiles cut, so renders and gradients are unchanged.
     ``cut_saturated`` (with conics and opacities): each tile's list ends where all its pixels have surely
-    stopped compositing (:func:`saturation_keep`), which leaves renders and gradients unchanged too;
-    tiles_per_gauss still counts the whole boxes.
+    stopped compositing (:func:`saturation_keep`), and keeps only the Gaussians whose support reaches
+    the tile on its own rows (:func:`row_support_reach`), which leaves renders and gradients unchanged
+    too; tiles_per_gauss still counts the whole boxes.
 
     Returns tiles_per_gauss [C,N] int32, isect_ids [M] int64 (global tile id << 32 | float32 depth
     bits), flatten_ids [M] int32 (index c*N + n) and tile_offsets [C,tile_height,tile_width] int32
@@ -327,7 +380,9 @@ def isect_tiles(
     order = order[torch.argsort(tile[order], stable=True)]
     tile, gid, dbits = tile[order], gid[order], dbits[order]
     if cut_saturated and conics is not None and opacities is not None:
-        keep = saturation_keep(tile, gid, means2d, conics, opacities, tile_size, tile_width, tile_height)
+        grid = (tile_size, tile_width, tile_height)
+        keep = saturation_keep(tile, gid, means2d, conics, opacities, *grid)
+        keep &= row_support_reach(tile, gid, means2d, conics, opacities, *grid)
         tile, gid, dbits = tile[keep], gid[keep], dbits[keep]
     isect_ids = (tile << 32) | dbits
     tile_offsets = torch.searchsorted(tile, torch.arange(C * ntiles, device=dev)).to(torch.int32)

@@ -301,8 +301,10 @@ def isect_tiles(
     """Ext tile intersection; same contract as :func:`gsworkbench.splat._torch_impl.isect_tiles` (with
     conics and opacities, each 3-sigma box cut to the bounding box of the Gaussian's alpha support).
     ``cut_saturated``: the CPU kernel ends each tile's list where its pixels have surely stopped
-    compositing, as :func:`gsworkbench.splat._torch_impl.saturation_keep` does in float64 (lists that
-    agree with it up to float32 rounding); the CUDA kernel returns the whole lists. No gradient flows
+    compositing and keeps the Gaussians that reach the tile on its rows, as
+    :func:`gsworkbench.splat._torch_impl.saturation_keep` and
+    :func:`gsworkbench.splat._torch_impl.row_support_reach` do in float64 (lists that agree with them up
+    to float32 rounding); the CUDA kernel returns the whole lists. No gradient flows
     through it (its C++ autograd kernel goes straight to the kernel)."""
     require_ext()
     grid = (int(tile_size), int(tile_width), int(tile_height))

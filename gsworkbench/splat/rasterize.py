@@ -271,8 +271,9 @@ def rasterize(
         render_colors [C,H,W,D'] (D' = D, 1, or D+1 with depth), render_alphas [C,H,W,1], meta
         (radii, means2d, depths, conics, opacities, tiles_per_gauss, isect_ids, flatten_ids,
         tile_offsets, n_isects, tile_width, tile_height, ...). On ext (CPU), long lists may end where
-        their tiles saturate (``isect_tiles(cut_saturated=True)``): each tile's list is then a prefix of
-        the torch reference's, and ``tiles_per_gauss`` still counts the whole boxes.
+        their tiles saturate, keeping the Gaussians that reach the tile on its rows
+        (``isect_tiles(cut_saturated=True)``): each tile's list is then a sublist of the torch
+        reference's, and ``tiles_per_gauss`` still counts the whole boxes.
     """
     stage = stages if stages is not None else _no_stage
     # on the CPU, the ext projection and SH op scan their inputs as they read them: no second pass over

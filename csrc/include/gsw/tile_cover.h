@@ -88,5 +88,60 @@ GSW_HD void cut_box_to_support(T mean_x, T mean_y, T conic_a, T conic_b, T conic
   box_y1 = static_cast<int32_t>(empty ? 0.0 : y1);
 }
 
+// The alpha support of one Gaussian for cut_row_to_support: cut_box_to_support's ellipse (its relaxed
+// threshold smax), in the terms the cut takes row by row: mean (mx, my); with dy = y - my, the ellipse's
+// edges at height dy are x = mx - slope dy -+ sqrt(q - det dy^2) inv_a (slope = b / a, q = 2 a smax,
+// inv_a = 1 / a, det = a c - b^2); ylean = (b / c) xext, the offset of its leftmost point's row from the
+// mean's (the rightmost's is -ylean). on: whether its rows are cut (cut_box_to_support cuts its box in
+// x). Floats, so that a record is half a cache line: the cut widens each row's extent by kRowCutMargin
+// pixels, far more than their rounding.
+struct RowSupport {
+  float mx, my, slope, q, inv_a, det, ylean, on;
+};
+
+// Pixels by which cut_row_to_support widens a row's extent (RowSupport's float rounding).
+constexpr double kRowCutMargin = 1e-2;
+
+// The RowSupport of a Gaussian (mean, conic, opacity), field by field (a caller can run it in vector
+// lanes and store the fields as it likes).
+GSW_HD void row_support_terms(double mx, double my, double a, double b, double c, double opacity, float out[8]) {
+  const double x = opacity * 255.0, det = a * c - b * b;
+  const bool usable = (x >= 1.0) & (a > 0.0) & (c > 0.0) & (det > 0.0) & isfinite(det) & isfinite(mx) & isfinite(my);
+  const bool on = usable & (a * c <= 1e4 * det);  // cut_box_to_support's cut_x
+  const double smax = log_upper(on ? x : 1.0) * 1.02 + 0.02;
+  const double sa = on ? a : 1.0, sb = on ? b : 0.0, sc = on ? c : 1.0, sd = on ? det : 1.0;
+  const double inv_a = 1.0 / sa;
+  out[0] = float(on ? mx : 0.0);
+  out[1] = float(on ? my : 0.0);
+  out[2] = float(sb * inv_a);
+  out[3] = float(2.0 * sa * smax);
+  out[4] = float(inv_a);
+  out[5] = float(sd);
+  out[6] = float(sb * sqrt(2.0 * smax / (sc * sd)));  // (b / c) sqrt(2 smax c / det)
+  out[7] = on ? 1.0f : 0.0f;
+}
+
+// Cuts the tiles [x0, x1) of row ty (tiles of tile_size pixels) of a Gaussian's box to those whose pixel
+// centres its alpha support (row_support) reaches on that row's pixel centres y = ty ts + 0.5 ..
+// ty ts + ts - 0.5: the support's x extent over those rows, widened by kRowCutMargin. The ellipse's left
+// edge is convex in y and its right edge concave, so their extremes over the rows lie at the leftmost
+// and rightmost points' rows, clamped to the tile row. It is cut_box_to_support's ellipse, so a tile
+// cut held no pixel where alpha reaches 1/255. Leaves the range where rows are not cut (on 0), and may
+// leave it empty.
+GSW_HD void cut_row_to_support(const RowSupport& g, int64_t tile_size, double inv_ts, bool pow2, int64_t ty,
+                               int32_t& x0, int32_t& x1) {
+  if (g.on == 0.0f) return;
+  const double ts = double(tile_size), y0 = double(ty) * ts + 0.5 - double(g.my), y1 = y0 + ts - 1.0;
+  const double lean = g.ylean, det = g.det, q = g.q;
+  const double dl = lean < y0 ? y0 : (lean > y1 ? y1 : lean), dr = -lean < y0 ? y0 : (-lean > y1 ? y1 : -lean);
+  const double wl = q - det * dl * dl, wr = q - det * dr * dr;
+  const double xl = double(g.mx) - double(g.slope) * dl - sqrt(wl > 0.0 ? wl : 0.0) * double(g.inv_a);
+  const double xr = double(g.mx) - double(g.slope) * dr + sqrt(wr > 0.0 ? wr : 0.0) * double(g.inv_a);
+  double lo = x0, hi = x1;
+  cut_tile_range(true, 0.5 * (xl + xr), 0.5 * (xr - xl) + kRowCutMargin, pow2, ts, inv_ts, lo, hi);
+  x0 = static_cast<int32_t>(lo);
+  x1 = static_cast<int32_t>(hi);
+}
+
 }  // namespace splat
 }  // namespace gsw
