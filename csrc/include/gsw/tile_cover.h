@@ -94,7 +94,8 @@ GSW_HD void cut_box_to_support(T mean_x, T mean_y, T conic_a, T conic_b, T conic
 // inv_a = 1 / a, det = a c - b^2); ylean = (b / c) xext, the offset of its leftmost point's row from the
 // mean's (the rightmost's is -ylean). on: whether its rows are cut (cut_box_to_support cuts its box in
 // x). Floats, so that a record is half a cache line: the cut widens each row's extent by kRowCutMargin
-// pixels, far more than their rounding.
+// pixels, and smax's relaxation widens it by about 1% of the extent, both far more than the floats'
+// rounding at image coordinates.
 struct RowSupport {
   float mx, my, slope, q, inv_a, det, ylean, on;
 };
@@ -122,7 +123,7 @@ GSW_HD void row_support_terms(double mx, double my, double a, double b, double c
 }
 
 // Cuts the tiles [x0, x1) of row ty (tiles of tile_size pixels) of a Gaussian's box to those whose pixel
-// centres its alpha support (row_support) reaches on that row's pixel centres y = ty ts + 0.5 ..
+// centres its alpha support (RowSupport) reaches on that row's pixel centres y = ty ts + 0.5 ..
 // ty ts + ts - 0.5: the support's x extent over those rows, widened by kRowCutMargin. The ellipse's left
 // edge is convex in y and its right edge concave, so their extremes over the rows lie at the leftmost
 // and rightmost points' rows, clamped to the tile row. It is cut_box_to_support's ellipse, so a tile
