@@ -154,6 +154,48 @@ def log_upper(x: torch.Tensor) -> torch.Tensor:
     return (exp - 1).to(torch.float64) * 0.6931471805599453 + t * (1.0 + t * (-0.5 + t * (1.0 / 3.0)))
 
 
+def _support_ellipse(m: torch.Tensor, co: torch.Tensor, opacities: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A Gaussian's alpha support as the cuts take it, float64 means [...,2], conics [...,3] and
+    opacities [...]: the ellipse sigma <= smax, smax = 1.02 log_upper(255 o) + 0.02 (the rasterizer's
+    relaxed threshold, csrc/include/gsw/blend.h, at an upper bound of the log). Returns faint (alpha
+    never reaches 1/255), usable (not faint, a positive-definite conic, a finite mean), cut_x (usable
+    and a c <= 10^4 det: culled in x too), and sa, sc, sd (a, c, det; 1 where not usable) and smax. The
+    reference of support_ellipse (csrc/include/gsw/tile_cover.h)."""
+    mx, my, a, b, c = m[..., 0], m[..., 1], co[..., 0], co[..., 1], co[..., 2]
+    x = opacities * 255.0
+    faint = ~(x >= 1.0)
+    det = a * c - b * b
+    usable = ~faint & (a > 0) & (c > 0) & (det > 0) & torch.isfinite(det) & torch.isfinite(mx) & torch.isfinite(my)
+    cut_x = usable & (a * c <= 1e4 * det)
+    one = torch.ones_like(det)
+    sa, sc, sd = torch.where(usable, a, one), torch.where(usable, c, one), torch.where(usable, det, one)
+    smax = log_upper(torch.where(usable, x, one)) * 1.02 + 0.02
+    return faint, usable, cut_x, sa, sc, sd, smax
+
+
+def _entry_inputs(
+    gid: torch.Tensor, means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each intersection's Gaussian's mean [M,2], conic [M,3] and opacity [M] in float64 (``gid`` [M]:
+    c*N + n into means2d [C,N,2], conics [C,N,3], opacities [C,N])."""
+    f64 = torch.float64
+    return (
+        means2d.detach().to(f64).reshape(-1, 2)[gid],
+        conics.detach().to(f64).reshape(-1, 3)[gid],
+        opacities.detach().to(f64).reshape(-1)[gid],
+    )
+
+
+def _tile_corner(
+    tile: torch.Tensor, tile_size: int, tile_width: int, tile_height: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pixel corner (x, y) of each global tile id in ``tile`` [M], float64 [M] each."""
+    local = tile % (tile_width * tile_height)
+    tx = (local % tile_width).to(torch.float64)
+    ty = torch.div(local, tile_width, rounding_mode="floor").to(torch.float64)
+    return tx * tile_size, ty * tile_size
+
+
 def support_tile_bounds(
     box: torch.Tensor, means2d: torch.Tensor, conics: torch.Tensor, opacities: torch.Tensor, tile_size: int
 ) -> torch.Tensor:
@@ -165,14 +207,8 @@ def support_tile_bounds(
     empty box; conics that are not positive definite keep the box; very elongated ones (a c > 10^4
     det) are cut in y only. The reference of csrc/include/gsw/tile_cover.h."""
     m, co = means2d.detach().to(torch.float64), conics.detach().to(torch.float64)
-    mx, my, a, b, c = m[..., 0], m[..., 1], co[..., 0], co[..., 1], co[..., 2]
-    x = opacities.detach().to(torch.float64) * 255.0
-    faint = ~(x >= 1.0)
-    det = a * c - b * b
-    usable = ~faint & (a > 0) & (c > 0) & (det > 0) & torch.isfinite(det) & torch.isfinite(mx) & torch.isfinite(my)
-    one = torch.ones_like(det)
-    sa, sc, sd = torch.where(usable, a, one), torch.where(usable, c, one), torch.where(usable, det, one)
-    smax = log_upper(torch.where(usable, x, one)) * 1.02 + 0.02
+    mx, my = m[..., 0], m[..., 1]
+    faint, usable, cut_x, sa, sc, sd, smax = _support_ellipse(m, co, opacities.detach().to(torch.float64))
     ts = float(tile_size)
 
     def cut(centre: torch.Tensor, ext: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple:
@@ -184,8 +220,8 @@ def support_tile_bounds(
 
     y0, y1 = cut(torch.where(usable, my, 0.0), torch.sqrt(2.0 * smax * sa / sd), box[..., 1], box[..., 3])
     x0, x1 = cut(torch.where(usable, mx, 0.0), torch.sqrt(2.0 * smax * sc / sd), box[..., 0], box[..., 2])
-    elongated = ~(a * c <= 1e4 * det)  # cut in y only, as the rasterizer culls it by rows only
-    x0, x1 = torch.where(elongated, box[..., 0], x0), torch.where(elongated, box[..., 2], x1)
+    # very elongated ones are cut in y only, as the rasterizer culls them by rows only
+    x0, x1 = torch.where(cut_x, x0, box[..., 0]), torch.where(cut_x, x1, box[..., 2])
     out = torch.stack([x0, y0, x1, y1], dim=-1)
     out = torch.where(usable[..., None], out, box)
     empty = faint | (out[..., 0] >= out[..., 2]) | (out[..., 1] >= out[..., 3])
@@ -232,17 +268,12 @@ def saturation_keep(
     reference of csrc/include/gsw/tile_saturation.h; ``margin`` (the kernel's 0.99) lets tests bracket
     its float32 rounding."""
     f64 = torch.float64
-    m = means2d.detach().to(f64).reshape(-1, 2)[gid]
-    co = conics.detach().to(f64).reshape(-1, 3)[gid]
-    o = opacities.detach().to(f64).reshape(-1)[gid]
+    m, co, o = _entry_inputs(gid, means2d, conics, opacities)
     a, b, c = co[:, 0], co[:, 1], co[:, 2]
     det = a * c - b * b
     ok = (a > 0) & (c > 0) & (det > 0) & (a * c <= SATURATION_ROUNDNESS * det)
     ok &= torch.isfinite(m).all(1) & (o * 0.99 * 255.0 >= 1.0) & (o <= 1.0)
-    ntiles = tile_width * tile_height
-    local = tile % ntiles
-    px = (local % tile_width).to(f64) * tile_size
-    py = torch.div(local, tile_width, rounding_mode="floor").to(f64) * tile_size
+    px, py = _tile_corner(tile, tile_size, tile_width, tile_height)
     h = (tile_size + 1) // 2
     edges = torch.tensor([0.5, h - 0.5, tile_size - h + 0.5, tile_size - 0.5], dtype=f64, device=tile.device)
     dx = m[:, 0, None] - (px[:, None] + edges)  # [M, 4] over x edges
@@ -282,24 +313,14 @@ def row_support_reach(
     that is not positive definite, or a c > 10^4 det). The reference of cut_row_to_support
     (csrc/include/gsw/tile_cover.h), which the CPU lists cut at saturation take too, with a margin of
     0.01 pixels."""
-    f64 = torch.float64
-    m = means2d.detach().to(f64).reshape(-1, 2)[gid]
-    co = conics.detach().to(f64).reshape(-1, 3)[gid]
-    x = opacities.detach().to(f64).reshape(-1)[gid] * 255.0
-    mx, my, a, b, c = m[:, 0], m[:, 1], co[:, 0], co[:, 1], co[:, 2]
-    det = a * c - b * b
-    on = (x >= 1.0) & (a > 0) & (c > 0) & (det > 0) & torch.isfinite(det) & torch.isfinite(m).all(1)
-    on &= a * c <= 1e4 * det
-    one = torch.ones_like(det)
-    sa, sb = torch.where(on, a, one), torch.where(on, b, 0.0)
-    sc, sd = torch.where(on, c, one), torch.where(on, det, one)
-    smax = log_upper(torch.where(on, x, one)) * 1.02 + 0.02
+    m, co, o = _entry_inputs(gid, means2d, conics, opacities)
+    mx, my = m[:, 0], m[:, 1]
+    _, _, on, sa, sc, sd, smax = _support_ellipse(m, co, o)
+    sb = torch.where(on, co[:, 1], 0.0)
     lean = sb / sc * torch.sqrt(2.0 * smax * sc / sd)  # the leftmost point's row offset
     ts = float(tile_size)
-    local = tile % (tile_width * tile_height)
-    tx = (local % tile_width).to(f64)
-    ty = torch.div(local, tile_width, rounding_mode="floor").to(f64)
-    y0 = ty * ts + 0.5 - my
+    px, py = _tile_corner(tile, tile_size, tile_width, tile_height)
+    y0 = py + 0.5 - my
     y1 = y0 + ts - 1.0
 
     def edge(dy: torch.Tensor, sign: float) -> torch.Tensor:
@@ -308,7 +329,7 @@ def row_support_reach(
 
     xl = edge(torch.minimum(torch.maximum(lean, y0), y1), -1.0)
     xr = edge(torch.minimum(torch.maximum(-lean, y0), y1), 1.0)
-    reach = (xl - margin <= tx * ts + ts - 0.5) & (xr + margin >= tx * ts + 0.5)
+    reach = (xl - margin <= px + ts - 0.5) & (xr + margin >= px + 0.5)
     return ~on | reach
 
 

@@ -52,27 +52,43 @@ GSW_HD void cut_tile_range(bool on, double centre, double ext, bool pow2, double
   hi = on ? nh : h;
 }
 
+// A Gaussian's alpha support as the cuts below take it: the ellipse sigma <= smax of its conic, smax
+// the relaxed threshold (blend.h) at log_upper(255 opacity). faint: alpha never reaches 1/255 (or a
+// NaN opacity). usable: not faint, a positive-definite conic and a finite mean (otherwise sa, sc, sd
+// and smax are safe placeholders). cut_x: usable and not very elongated (alpha_row_interval_exact),
+// so the rasterizer culls it in x too. Branch-free: & and | on the flags, not && and ||, which GCC 12
+// does not vectorize in the cuts' loops.
+struct SupportEllipse {
+  bool faint, usable, cut_x;
+  double sa, sc, sd, smax;
+};
+
+GSW_HD SupportEllipse support_ellipse(double mx, double my, double a, double c, double det, double opacity) {
+  const double x = opacity * 255.0;
+  const bool faint = !(x >= 1.0);
+  const bool usable = !faint & (a > 0.0) & (c > 0.0) & (det > 0.0) & isfinite(det) & isfinite(mx) & isfinite(my);
+  const bool cut_x = usable & (a * c <= 1e4 * det);
+  return {faint, usable, cut_x, usable ? a : 1.0, usable ? c : 1.0, usable ? det : 1.0,
+          log_upper(usable ? x : 1.0) * 1.02 + 0.02};
+}
+
 // Cuts the tile box [box_x0, box_x1) x [box_y0, box_y1) of a Gaussian (mean in pixels, conic,
 // opacity) to the tiles whose pixel centres its alpha support can reach; an empty box when alpha never
 // reaches 1/255. The support's threshold is alpha_sigma_max's relaxation (blend.h) of log_upper, so it
-// holds the rasterizer's support. Its bounding box has half-extents sqrt(2 smax c / det) in x and
-// sqrt(2 smax a / det) in y; tile t holds pixel centres [t ts + 0.5, t ts + ts - 0.5]. A conic that is
-// not positive definite keeps the box; a very elongated one (blend.h, alpha_row_interval_exact) is cut
-// in y only, as the rasterizer culls it by rows only. Branch-free (selects, with safe operands where a
-// case keeps the box): the cases mix at random over a list of Gaussians, and branches on them
-// mispredict.
+// holds the rasterizer's support (support_ellipse). Its bounding box has half-extents sqrt(2 smax c /
+// det) in x and sqrt(2 smax a / det) in y; tile t holds pixel centres [t ts + 0.5, t ts + ts - 0.5]. A
+// conic that is not positive definite keeps the box; a very elongated one (blend.h,
+// alpha_row_interval_exact) is cut in y only, as the rasterizer culls it by rows only. Branch-free
+// (selects, with safe operands where a case keeps the box): the cases mix at random over a list of
+// Gaussians, and branches on them mispredict.
 template <typename T>
 GSW_HD void cut_box_to_support(T mean_x, T mean_y, T conic_a, T conic_b, T conic_c, T opacity, int64_t tile_size,
                                int32_t& box_x0, int32_t& box_y0, int32_t& box_x1, int32_t& box_y1) {
-  const double x = double(opacity) * 255.0;
-  const bool faint = !(x >= 1.0);  // alpha never reaches 1/255 (or a NaN opacity): the rasterizer skips it
   const double mx = double(mean_x), my = double(mean_y), a = double(conic_a), b = double(conic_b);
-  const double c = double(conic_c), det = a * c - b * b;
-  // & and | on the flags, not && and ||: GCC 12 does not vectorize the short-circuit form of this loop
-  const bool usable = !faint & (a > 0.0) & (c > 0.0) & (det > 0.0) & isfinite(det) & isfinite(mx) & isfinite(my);
-  const bool cut_x = usable & (a * c <= 1e4 * det);  // alpha_row_interval_exact
-  const double sa = usable ? a : 1.0, sc = usable ? c : 1.0, sd = usable ? det : 1.0;
-  const double smax = log_upper(usable ? x : 1.0) * 1.02 + 0.02, ts = double(tile_size);
+  const double c = double(conic_c);
+  const SupportEllipse e = support_ellipse(mx, my, a, c, a * c - b * b, double(opacity));
+  const bool faint = e.faint, usable = e.usable, cut_x = e.cut_x;
+  const double sa = e.sa, sc = e.sc, sd = e.sd, smax = e.smax, ts = double(tile_size);
   const bool pow2 = (tile_size & (tile_size - 1)) == 0;
   const double inv_ts = 1.0 / ts;
   const double yext = sqrt(2.0 * smax * sa / sd), xext = sqrt(2.0 * smax * sc / sd);
@@ -106,11 +122,9 @@ constexpr double kRowCutMargin = 1e-2;
 // The RowSupport of a Gaussian (mean, conic, opacity), field by field (a caller can run it in vector
 // lanes and store the fields as it likes).
 GSW_HD void row_support_terms(double mx, double my, double a, double b, double c, double opacity, float out[8]) {
-  const double x = opacity * 255.0, det = a * c - b * b;
-  const bool usable = (x >= 1.0) & (a > 0.0) & (c > 0.0) & (det > 0.0) & isfinite(det) & isfinite(mx) & isfinite(my);
-  const bool on = usable & (a * c <= 1e4 * det);  // cut_box_to_support's cut_x
-  const double smax = log_upper(on ? x : 1.0) * 1.02 + 0.02;
-  const double sa = on ? a : 1.0, sb = on ? b : 0.0, sc = on ? c : 1.0, sd = on ? det : 1.0;
+  const SupportEllipse e = support_ellipse(mx, my, a, c, a * c - b * b, opacity);
+  const bool on = e.cut_x;  // rows are cut where the box is cut in x
+  const double sa = e.sa, sb = on ? b : 0.0, sc = e.sc, sd = e.sd, smax = e.smax;
   const double inv_a = 1.0 / sa;
   out[0] = float(on ? mx : 0.0);
   out[1] = float(on ? my : 0.0);
